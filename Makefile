@@ -1,0 +1,69 @@
+# synapse build and test entry points. `make test` does all setup itself.
+SHELL := /bin/bash
+GO ?= go
+
+# llama.cpp shared libraries: the npm package node-llama-cpp ships prebuilt Linux x64
+# builds of llama.cpp. Pinned together with github.com/hybridgroup/yzma v1.28.0 (go.mod),
+# which is built against this llama.cpp release. Change both together.
+LLAMA_NPM_PKG    := @node-llama-cpp/linux-x64
+LLAMA_NPM_VER    := 3.22.1
+LLAMA_RELEASE    := v0.5.0
+LLAMA_TGZ_SHA256 := 0d953e1503d5ab4608d8ed5b739132308c81ac05ffeb760d2a7f30e08a9f90e0
+LLAMA_CACHE      := $(CURDIR)/.cache/llama
+LLAMA_LIB_DIR    := $(LLAMA_CACHE)/$(LLAMA_RELEASE)
+LLAMA_STAMP      := $(LLAMA_LIB_DIR)/.installed-$(LLAMA_NPM_VER)
+
+export SYNAPSE_LLAMA_LIB ?= $(LLAMA_LIB_DIR)
+export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
+
+FUZZTIME ?= 10s
+
+.PHONY: setup llama-lib build test vet fuzz bench demo clean
+
+setup: llama-lib
+	$(GO) mod download
+
+llama-lib: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "make setup: npm is required to fetch $(LLAMA_NPM_PKG)@$(LLAMA_NPM_VER) (llama.cpp $(LLAMA_RELEASE) shared libraries); install Node.js/npm and retry" >&2; exit 1; }
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: fetching $(LLAMA_NPM_PKG)@$(LLAMA_NPM_VER) (llama.cpp $(LLAMA_RELEASE))"; \
+	  (cd "$$tmp" && npm pack --silent "$(LLAMA_NPM_PKG)@$(LLAMA_NPM_VER)" >/dev/null); \
+	  tgz=$$(ls "$$tmp"/*.tgz); \
+	  echo "$(LLAMA_TGZ_SHA256)  $$tgz" | sha256sum -c --quiet - || { echo "make setup: checksum mismatch for $$tgz" >&2; exit 1; }; \
+	  tar -xzf "$$tgz" -C "$$tmp"; \
+	  rm -rf "$(LLAMA_LIB_DIR)"; mkdir -p "$(LLAMA_CACHE)"; \
+	  mv "$$tmp/package/bins/linux-x64" "$(LLAMA_LIB_DIR)"; \
+	  ln -sf libllama.$(LLAMA_RELEASE).so "$(LLAMA_LIB_DIR)/libllama.so"; \
+	  ln -sf libggml.$(LLAMA_RELEASE).so "$(LLAMA_LIB_DIR)/libggml.so"; \
+	  touch "$@"; echo "setup: llama.cpp libraries in $(LLAMA_LIB_DIR)"
+
+build:
+	$(GO) build -o bin/synapse .
+
+vet:
+	$(GO) vet ./...
+
+# Race detector on the concurrent packages; everything else plain.
+RACE_PKGS := ./wire/... ./supervise/... ./pipeline/...
+test: setup vet
+	$(GO) test -count=1 -race $(RACE_PKGS)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)')
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+# Brief fuzzing of every decoder and tokenizer; set FUZZTIME=5m for a longer run.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+bench: setup
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,79 @@
+// Package testenv finds what tests need outside the repository: the shared
+// fixtures, the llama.cpp libraries and a built synapse binary.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// repoRoot is the module root, found from this file's location.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Fixtures returns the shared fixtures directory ($SYNAPSE_FIXTURES, else
+// ../shared/fixtures beside the repository) or skips the test.
+func Fixtures(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("SYNAPSE_FIXTURES")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(), "..", "shared", "fixtures")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("shared fixtures not found at %s (set SYNAPSE_FIXTURES): %v", dir, err)
+	}
+	return dir
+}
+
+// Fixture returns the path of a file below the fixtures directory.
+func Fixture(t testing.TB, rel ...string) string {
+	t.Helper()
+	return filepath.Join(append([]string{Fixtures(t)}, rel...)...)
+}
+
+// LlamaLib returns the llama.cpp library directory ($SYNAPSE_LLAMA_LIB, else
+// the cache that `make setup` fills) or skips the test.
+func LlamaLib(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("SYNAPSE_LLAMA_LIB")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(), ".cache", "llama", "v0.5.0")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "libllama.so")); err != nil {
+		t.Skipf("llama.cpp libraries not found in %s (run `make setup` or set SYNAPSE_LLAMA_LIB): %v", dir, err)
+	}
+	return dir
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+)
+
+// Binary builds the synapse command once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "synapse-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "synapse")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Dir = repoRoot()
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("building synapse: %v\n%s", buildErr, buildOut)
+	}
+	return binPath
+}
