@@ -96,3 +96,14 @@ type Tokenizer interface {
 	Tokenize(text string, opt Options) Result
 	Vocab() *Vocab
 }
+
+// fragmenter tokenizes one run of raw text lying between special tokens; the
+// shared driver (New) handles UTF-8 repair, special-token partitioning and
+// the added BOS/EOS/CLS/SEP, and calls one fragmenter per vocabulary kind.
+type fragmenter interface {
+	// appendTokens appends the tokens of frag, which starts at byte offset off
+	// of the whole text, to out. Spans are offsets into the whole text.
+	// first is true for the fragment that starts the input or directly follows
+	// a special token (llama.cpp's is_prev_special, which gates SPM/UGM's space prefix).
+	appendTokens(out []Token, frag string, off int, first bool) []Token
+}
