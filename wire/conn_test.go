@@ -1,0 +1,265 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"math"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// sampleMessages returns one message of every type, with every member set.
+func sampleMessages() []Message {
+	return []Message{
+		&Hello{V: Version, Nonce: "n-0123", Engine: EngineInfo{Name: "llama.cpp", Version: "b6000", BuildFlags: "AVX2=1"}, PID: 4242, MaxFrame: DefaultMaxFrame},
+		&HelloAck{V: Version, Accept: true, MaxFrame: 1 << 20},
+		&Load{ReqID: 1, ArtifactPath: "/models/ref-bert-embed.gguf", ArtifactDigest: "sha256:00ff", Format: "gguf",
+			RuntimeConfig: RuntimeConfig{ContextSize: 512, BatchSize: 512, UBatchSize: 256, Threads: 2, SeqMax: 8, Pooling: "mean", Embeddings: true}},
+		&Loaded{ReqID: 1, ModelRef: "m1", Dims: 3, ColdLoadMS: 125},
+		&EmbedBatch{ReqID: 2, ModelRef: "m1", Pooling: "cls", Normalize: true, Items: []Item{{ID: 10, NTokens: 3}, {ID: 11, NTokens: 0}, {ID: 12, NTokens: 2}}, IDs: []int32{101, -7, 2, 1 << 30, math.MinInt32}},
+		&Vectors{ReqID: 2, Dims: 3, N: 2, Data: []float32{0.5, -1, float32(math.Inf(1)), 0, math.SmallestNonzeroFloat32, 3.25}},
+		&Rerank{ReqID: 3, ModelRef: "r1", QueryNTokens: 2, Candidates: []Candidate{{NTokens: 1}, {NTokens: 2}}, IDs: []int32{1, 2, 3, 4, 5}},
+		&Scores{ReqID: 3, N: 2, Data: []float32{0.9, -0.1}},
+		&Generate{ReqID: 4, ModelRef: "g1", MaxTokens: 64, Grammar: `root ::= "yes" | "no"`, IDs: []int32{1, 15043, 29892}},
+		&Text{ReqID: 4, Text: "yes <&> \u00e9\n", NPrompt: 3, NGen: 1, FinishReason: "stop"},
+		&Unload{ReqID: 5, ModelRef: "m1"},
+		&Unloaded{ReqID: 5},
+		&Ping{ReqID: 6},
+		&Pong{ReqID: 6, RSSMB: 512, ModelsLoaded: []string{"m1", "r1"}, PlacementShare: ptr(0.75)},
+		&Shutdown{},
+		&Err{ReqID: 7, Code: CodeOOM, Msg: "cannot allocate 2 GiB"},
+		&Tokenize{ReqID: 8, ModelRef: "m1", Text: "Hello, world", AddSpecial: true, ParseSpecial: true},
+		&Tokens{ReqID: 8, N: 4, IDs: []int32{101, 7592, 1010, 102}},
+	}
+}
+
+func TestRoundTripBuffer(t *testing.T) {
+	var buf bytes.Buffer
+	c := NewConn(&buf)
+	for _, m := range sampleMessages() {
+		if err := c.Send(m); err != nil {
+			t.Fatalf("Send(%s): %v", m.Type(), err)
+		}
+	}
+	for _, want := range sampleMessages() {
+		got, err := c.Recv()
+		if err != nil {
+			t.Fatalf("Recv (want %s): %v", want.Type(), err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Recv: got %#v; want %#v", got, want)
+		}
+	}
+	if m, err := c.Recv(); err != io.EOF {
+		t.Errorf("Recv at end: got %v, %v; want io.EOF", m, err)
+	}
+}
+
+// TestRoundTripPipe sends every message both ways at once over a
+// synchronous pipe, so Send and Recv run concurrently on each Conn.
+func TestRoundTripPipe(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	ca, cb := NewConn(a), NewConn(b)
+
+	sendErr := make(chan error, 2)
+	for _, c := range []*Conn{ca, cb} {
+		go func() {
+			for _, m := range sampleMessages() {
+				if err := c.Send(m); err != nil {
+					sendErr <- err
+					return
+				}
+			}
+			sendErr <- nil
+		}()
+	}
+	for _, c := range []*Conn{ca, cb} {
+		for _, want := range sampleMessages() {
+			got, err := c.Recv()
+			if err != nil {
+				t.Fatalf("Recv (want %s): %v", want.Type(), err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Recv: got %#v; want %#v", got, want)
+			}
+		}
+	}
+	for range 2 {
+		if err := <-sendErr; err != nil {
+			t.Errorf("Send: %v", err)
+		}
+	}
+}
+
+// TestRequestID checks every message with a req_id reports it.
+func TestRequestID(t *testing.T) {
+	for _, m := range sampleMessages() {
+		r, ok := m.(interface{ RequestID() uint64 })
+		switch m.(type) {
+		case *Hello, *HelloAck, *Shutdown:
+			if ok {
+				t.Errorf("%s implements RequestID; want not", m.Type())
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("%s does not implement RequestID", m.Type())
+			continue
+		}
+		want := reflect.ValueOf(m).Elem().FieldByName("ReqID").Uint()
+		if got := r.RequestID(); got != want {
+			t.Errorf("%s.RequestID() = %d; want %d", m.Type(), got, want)
+		}
+	}
+}
+
+// TestControlJSON pins the JSON member names the spec writes.
+func TestControlJSON(t *testing.T) {
+	tests := []struct {
+		m    Message
+		want string
+	}{
+		{&Hello{V: 1, Nonce: "x", Engine: EngineInfo{"llama.cpp", "1", "f"}, PID: 9, MaxFrame: 64},
+			`{"type":"HELLO","v":1,"nonce":"x","engine":{"name":"llama.cpp","version":"1","build_flags":"f"},"pid":9,"max_frame":64}`},
+		{&HelloAck{V: 1, Accept: true, MaxFrame: 64}, `{"type":"HELLO_ACK","v":1,"accept":true,"max_frame":64}`},
+		{&Load{ReqID: 1, ArtifactPath: "p", ArtifactDigest: "sha256:ab", Format: "gguf", RuntimeConfig: RuntimeConfig{1, 2, 3, 4, 5, "mean", true}},
+			`{"type":"LOAD","req_id":1,"artifact_path":"p","artifact_digest":"sha256:ab","format":"gguf","runtime_config":{"n_ctx":1,"n_batch":2,"n_ubatch":3,"n_threads":4,"n_seq_max":5,"pooling":"mean","embeddings":true}}`},
+		{&Loaded{ReqID: 1, ModelRef: "m", Dims: 8, ColdLoadMS: 3}, `{"type":"LOADED","req_id":1,"model_ref":"m","dims":8,"cold_load_ms":3}`},
+		{&EmbedBatch{ReqID: 2, ModelRef: "m", Pooling: "", Normalize: true, Items: []Item{{ID: 7, NTokens: 1}}, IDs: []int32{5}},
+			`{"type":"EMBED_BATCH","req_id":2,"model_ref":"m","pooling":"","normalize":true,"items":[{"id":7,"n_tokens":1}]}`},
+		{&Vectors{ReqID: 2, Dims: 1, N: 1, Data: []float32{1}}, `{"type":"VECTORS","req_id":2,"dims":1,"n":1}`},
+		{&Rerank{ReqID: 3, ModelRef: "r", QueryNTokens: 1, Candidates: []Candidate{{NTokens: 0}}, IDs: []int32{1}},
+			`{"type":"RERANK","req_id":3,"model_ref":"r","query_n_tokens":1,"candidates":[{"n_tokens":0}]}`},
+		{&Scores{ReqID: 3, N: 0, Data: nil}, `{"type":"SCORES","req_id":3,"n":0}`},
+		{&Generate{ReqID: 4, ModelRef: "g", MaxTokens: 8}, `{"type":"GENERATE","req_id":4,"model_ref":"g","max_tokens":8}`},
+		{&Generate{ReqID: 4, ModelRef: "g", MaxTokens: 8, Grammar: "root ::= x"}, `{"type":"GENERATE","req_id":4,"model_ref":"g","max_tokens":8,"grammar":"root ::= x"}`},
+		{&Text{ReqID: 4, Text: "<b>", NPrompt: 1, NGen: 2, FinishReason: "length"}, `{"type":"TEXT","req_id":4,"text":"<b>","n_prompt":1,"n_gen":2,"finish_reason":"length"}`},
+		{&Unload{ReqID: 5, ModelRef: "m"}, `{"type":"UNLOAD","req_id":5,"model_ref":"m"}`},
+		{&Unloaded{ReqID: 5}, `{"type":"UNLOADED","req_id":5}`},
+		{&Ping{ReqID: 6}, `{"type":"PING","req_id":6}`},
+		{&Pong{ReqID: 6, RSSMB: 10, ModelsLoaded: []string{"m"}}, `{"type":"PONG","req_id":6,"rss_mb":10,"models_loaded":["m"]}`},
+		{&Pong{ReqID: 6, RSSMB: 10, ModelsLoaded: []string{}, PlacementShare: ptr(0.5)}, `{"type":"PONG","req_id":6,"rss_mb":10,"models_loaded":[],"placement_share":0.5}`},
+		{&Shutdown{}, `{"type":"SHUTDOWN"}`},
+		{&Err{ReqID: 7, Code: CodeUnknownType, Msg: "m"}, `{"type":"ERR","req_id":7,"code":"unknown_type","msg":"m"}`},
+		{&Tokenize{ReqID: 8, ModelRef: "m", Text: "t", AddSpecial: true, ParseSpecial: false},
+			`{"type":"TOKENIZE","req_id":8,"model_ref":"m","text":"t","add_special":true,"parse_special":false}`},
+		{&Tokens{ReqID: 8, N: 1, IDs: []int32{3}}, `{"type":"TOKENS","req_id":8,"n":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.m.Type()), func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := NewConn(&buf).Send(tt.m); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadFrame(&buf, DefaultMaxFrame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Errorf("control frame:\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRawFrameBytes checks the raw frame is the little-endian array.
+func TestRawFrameBytes(t *testing.T) {
+	var buf bytes.Buffer
+	m := &Vectors{ReqID: 1, Dims: 2, N: 1, Data: []float32{1.5, -2}}
+	if err := NewConn(&buf).Send(m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFrame(&buf, DefaultMaxFrame); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{8, 0, 0, 0}
+	want = binary.LittleEndian.AppendUint32(want, math.Float32bits(1.5))
+	want = binary.LittleEndian.AppendUint32(want, math.Float32bits(-2))
+	if got := buf.Bytes(); !bytes.Equal(got, want) {
+		t.Errorf("raw frame: got % x; want % x", got, want)
+	}
+}
+
+// TestConversionPath runs the big-endian-host code (conversion loops) on
+// this host: the bytes on the wire and the decoded values must not change.
+func TestConversionPath(t *testing.T) {
+	var native bytes.Buffer
+	c := NewConn(&native)
+	for _, m := range sampleMessages() {
+		if err := c.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved := littleEndian
+	littleEndian = false
+	defer func() { littleEndian = saved }()
+
+	var conv bytes.Buffer
+	cc := NewConn(&conv)
+	for _, m := range sampleMessages() {
+		if err := cc.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(conv.Bytes(), native.Bytes()) {
+		t.Fatalf("conversion path wrote different bytes")
+	}
+	big := &Vectors{ReqID: 1, Dims: 1500, N: 1, Data: make([]float32, 1500)} // more than one conversion chunk
+	for i := range big.Data {
+		big.Data[i] = float32(i) / 7
+	}
+	if err := cc.Send(big); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(sampleMessages(), big) {
+		got, err := cc.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Recv: got %#v; want %#v", got, want)
+		}
+	}
+}
+
+// equalMessages compares messages, float data by bits (NaN included).
+func equalMessages(a, b Message) bool {
+	if !reflect.DeepEqual(withoutFloats(a), withoutFloats(b)) {
+		return false
+	}
+	return bytes.Equal(floatBytes(a), floatBytes(b))
+}
+
+func withoutFloats(m Message) Message {
+	switch m := m.(type) {
+	case *Vectors:
+		c := *m
+		c.Data = nil
+		return &c
+	case *Scores:
+		c := *m
+		c.Data = nil
+		return &c
+	}
+	return m
+}
+
+func floatBytes(m Message) []byte {
+	switch m := m.(type) {
+	case *Vectors:
+		return byteView(m.Data)
+	case *Scores:
+		return byteView(m.Data)
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+// Package wire encodes and decodes protocol v1, the messages a synapse module
+// and its worker processes exchange over a Unix socket.
+//
+// # Frames
+//
+// Everything on the socket is a frame: a u32 little-endian payload length,
+// then the payload.
+//
+//	+--------+--------+--------+--------+-----------------------+
+//	|        length (u32, little-endian) | payload (length bytes) |
+//	+--------+--------+--------+--------+-----------------------+
+//
+// A reader checks the length against the negotiated maximum (HELLO_ACK's
+// max_frame, DefaultMaxFrame until then) before allocating anything, and
+// refuses a larger frame with *FrameTooLargeError. A stream that ends
+// between frames yields io.EOF; one that ends inside a frame,
+// io.ErrUnexpectedEOF.
+//
+// A message is one control frame, a JSON object whose "type" member holds
+// the message name (HELLO, EMBED_BATCH, ...) and whose other members are the
+// spec's fields, and for EMBED_BATCH, RERANK, GENERATE, VECTORS, SCORES and
+// TOKENS exactly one raw frame right after it: the token ids (i32) or values
+// (f32) as a little-endian array, with no per-value header. The raw frame's
+// length must match the control frame: 4 × Σ n_tokens for EMBED_BATCH,
+// 4 × (query_n_tokens + Σ n_tokens) for RERANK, any multiple of 4 for
+// GENERATE, 4 × n × dims for VECTORS, 4 × n for SCORES and TOKENS. Both Send
+// and Recv enforce this; a mismatch is a *ProtocolError. On little-endian
+// hosts raw frames are read into and written from the []int32/[]float32
+// slices' own memory, without per-value conversion.
+//
+// # Handshake and one request
+//
+//	module (listens)                               worker (connects)
+//	      |                                               |
+//	      |<-- HELLO {v:1, nonce, engine, pid, max_frame} |
+//	      |--- HELLO_ACK {v:1, accept:true, max_frame} -->|  both: SetMaxFrame
+//	      |                                               |
+//	      |--- LOAD {req_id:1, artifact_path, ...} ------>|
+//	      |<-- LOADED {req_id:1, model_ref, dims:384} ----|
+//	      |                                               |
+//	      |--- EMBED_BATCH {req_id:2, model_ref, pooling, |
+//	      |      normalize, items:[{id,n_tokens:5},       |
+//	      |                        {id,n_tokens:3}]}      |
+//	      |--- raw: 8 × i32 token ids (32 bytes) -------->|
+//	      |<-- VECTORS {req_id:2, dims:384, n:2} ---------|
+//	      |<-- raw: 2 × 384 f32 (3072 bytes) -------------|
+//	      |                                               |
+//	      |--- SHUTDOWN {} ------------------------------>|  worker exits 0
+//
+// The bytes Send writes for EMBED_BATCH {req_id:2, model_ref:"m1",
+// pooling:"mean", normalize:true, items:[{id:0,n_tokens:2},{id:1,n_tokens:1}]}
+// with ids 101, -1, 102 (testdata/embed_batch.golden):
+//
+//	8a 00 00 00                          control frame, 138 bytes:
+//	{"type":"EMBED_BATCH","req_id":2,"model_ref":"m1","pooling":"mean",...}
+//	0c 00 00 00                          raw frame, 12 bytes = 4 × (2+1):
+//	65 00 00 00  ff ff ff ff  66 00 00 00
+//
+// Any request may instead be answered by ERR {req_id, code, msg}; Err.AsError
+// turns it into an *Error, which is kept apart from *ProtocolError (the peer
+// broke the protocol) and *UnknownTypeError (the peer sent a type this
+// version does not know). Codes are stable strings: see Code.
+//
+// # Versioning and the TOKENIZE extension
+//
+// Version is the protocol version byte; a module refuses a HELLO with
+// another major. Within v1, additions are new message types: a decoder
+// facing a well-formed control frame of an unknown type returns
+// *UnknownTypeError, with the frame consumed and the Conn still usable, so a
+// worker answers ERR{code: unknown_type} and keeps serving, and the module
+// treats that answer as the capability being absent.
+//
+// TOKENIZE and TOKENS are such an addition, outside the v1 spec text:
+//
+//	TOKENIZE {req_id, model_ref, text, add_special, parse_special}
+//	   → TOKENS {req_id, n} + raw frame of n i32 ids | ERR
+//
+// A worker tokenizes text with the loaded model's own vocabulary, so the
+// module can compare its tokenizer with the engine's. SCORES also carries an
+// additive "n" member, the number of f32 scores in its raw frame.
+package wire
