@@ -1,0 +1,481 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/synapse-embed/synapse/gguf"
+	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/wire"
+)
+
+var (
+	testEngOnce sync.Once
+	testEng     *Llama
+	testEngErr  error
+	testLoaded  sync.Map // name+config → ModelInfo, so each model loads once per test process
+)
+
+// testEngine returns the process's llama.cpp engine, or skips.
+func testEngine(t testing.TB) *Llama {
+	t.Helper()
+	lib := testenv.LlamaLib(t)
+	testEngOnce.Do(func() {
+		testEng, testEngErr = OpenLlama(LlamaOptions{LibDir: lib, Log: os.Stderr, LogLevel: "error"})
+	})
+	if testEngErr != nil {
+		t.Fatalf("OpenLlama: %v", testEngErr)
+	}
+	return testEng
+}
+
+// fileDigest is "sha256:<hex>" of a file.
+func fileDigest(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// loadFixture loads a fixture model once per process and config.
+func loadFixture(t testing.TB, name string, rc wire.RuntimeConfig) ModelInfo {
+	t.Helper()
+	e := testEngine(t)
+	path := testenv.Fixture(t, "models", name)
+	key, _ := json.Marshal(struct {
+		N string
+		C wire.RuntimeConfig
+	}{name, rc})
+	if v, ok := testLoaded.Load(string(key)); ok {
+		return v.(ModelInfo)
+	}
+	info, err := e.Load(context.Background(), LoadRequest{Path: path, Digest: fileDigest(t, path), Format: "gguf", Config: rc})
+	if err != nil {
+		t.Fatalf("Load %s: %v", name, err)
+	}
+	testLoaded.Store(string(key), info)
+	return info
+}
+
+// Tests use one thread: llama.cpp's spinning thread pool collapses when the
+// test processes of other packages share the two cores.
+var embedConfig = wire.RuntimeConfig{Embeddings: true, Threads: 1}
+
+type embedRef struct {
+	Pooling   string `json:"pooling"`
+	Normalize bool   `json:"normalize"`
+	Items     []struct {
+		Text      string    `json:"text"`
+		IDs       []int32   `json:"ids"`
+		IDsPlain  []int32   `json:"ids_plain"`
+		Embedding []float32 `json:"embedding"`
+	} `json:"items"`
+}
+
+type rerankRef struct {
+	Items []struct {
+		IDs   []int32 `json:"ids"`
+		Score float32 `json:"score"`
+	} `json:"items"`
+}
+
+func readJSON(t testing.TB, v any, rel ...string) {
+	t.Helper()
+	b, err := os.ReadFile(testenv.Fixture(t, rel...))
+	if err != nil {
+		t.Skipf("reference fixture: %v", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// splitPair splits reference ids [CLS] q [SEP] d [SEP] into q and d.
+func splitPair(t testing.TB, ids []int32) (q, d []int32) {
+	t.Helper()
+	const cls, sep = 101, 102
+	i := -1
+	for k, id := range ids {
+		if id == sep {
+			i = k
+			break
+		}
+	}
+	if ids[0] != cls || i < 0 || ids[len(ids)-1] != sep {
+		t.Fatalf("reference pair ids not [CLS] q [SEP] d [SEP]: %v…", ids[:min(8, len(ids))])
+	}
+	return ids[1:i], ids[i+1 : len(ids)-1]
+}
+
+func cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+func TestEmbedReferenceParity(t *testing.T) {
+	var ref embedRef
+	readJSON(t, &ref, "reference", "embed.json")
+	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	seqs := make([][]int32, len(ref.Items))
+	for i, it := range ref.Items {
+		seqs[i] = it.IDs
+	}
+	vecs, dims, err := testEngine(t).Embed(context.Background(), info.Ref, ref.Pooling, ref.Normalize, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dims != info.Dims || dims != len(ref.Items[0].Embedding) {
+		t.Fatalf("dims %d (LOADED %d); want %d", dims, info.Dims, len(ref.Items[0].Embedding))
+	}
+	for i, it := range ref.Items {
+		if c := cosine(vecs[i*dims:(i+1)*dims], it.Embedding); c < 0.9999 {
+			t.Errorf("item %d (%d ids): cosine %.6f; want ≥ 0.9999", i, len(it.IDs), c)
+		}
+	}
+}
+
+// Vectors must not depend on what else shares the batch: every item alone
+// and all items together agree.
+func TestEmbedBatchedMatchesAlone(t *testing.T) {
+	var ref embedRef
+	readJSON(t, &ref, "reference", "embed.json")
+	e := testEngine(t)
+	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	var seqs [][]int32
+	for _, it := range ref.Items[:12] {
+		seqs = append(seqs, it.IDs[:min(len(it.IDs), 100)])
+	}
+	all, dims, err := e.Embed(context.Background(), info.Ref, "", true, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range seqs {
+		one, _, err := e.Embed(context.Background(), info.Ref, "", true, [][]int32{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cosine(one, all[i*dims:(i+1)*dims]); c < 0.99999 {
+			t.Errorf("item %d: cosine batched vs alone %.7f; want ≥ 0.99999", i, c)
+		}
+	}
+}
+
+// A batch larger than n_ubatch and n_seq_max is split across calls, never
+// truncated, and gives the same vectors as the default config.
+func TestEmbedSplitsLargeBatches(t *testing.T) {
+	var ref embedRef
+	readJSON(t, &ref, "reference", "embed.json")
+	e := testEngine(t)
+	small := loadFixture(t, "ref-bert-embed.gguf", wire.RuntimeConfig{Embeddings: true, ContextSize: 512, BatchSize: 512, UBatchSize: 512, SeqMax: 4, Threads: 1, Pooling: "mean"})
+	var seqs [][]int32
+	total := 0
+	for _, it := range ref.Items {
+		seqs = append(seqs, it.IDs)
+		total += len(it.IDs)
+	}
+	if total <= 512 || len(seqs) <= 4 {
+		t.Fatalf("fixture too small to force a split: %d tokens, %d items", total, len(seqs))
+	}
+	got, dims, err := e.Embed(context.Background(), small.Ref, "", true, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(seqs)*dims {
+		t.Fatalf("got %d floats; want %d", len(got), len(seqs)*dims)
+	}
+	for i, it := range ref.Items {
+		if c := cosine(got[i*dims:(i+1)*dims], it.Embedding); c < 0.9999 {
+			t.Errorf("item %d: cosine %.6f; want ≥ 0.9999", i, c)
+		}
+	}
+}
+
+func TestEmbedPoolings(t *testing.T) {
+	e := testEngine(t)
+	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	seqs := [][]int32{{101, 7592, 2088, 102}, {101, 2054, 2003, 1037, 3231, 102}}
+	vec := map[string][]float32{}
+	for _, p := range []string{"", "mean", "cls", "last"} {
+		v, dims, err := e.Embed(context.Background(), info.Ref, p, false, seqs)
+		if err != nil {
+			t.Fatalf("pooling %q: %v", p, err)
+		}
+		if dims != 128 {
+			t.Fatalf("pooling %q: dims %d; want 128", p, dims)
+		}
+		vec[p] = v
+	}
+	if c := cosine(vec[""][:128], vec["mean"][:128]); c < 0.999999 {
+		t.Errorf("default vs mean: cosine %.7f; want 1 (the model's pooling is mean)", c)
+	}
+	if c := cosine(vec["cls"][:128], vec["mean"][:128]); c > 0.9999 {
+		t.Errorf("cls vs mean: cosine %.7f; want them to differ", c)
+	}
+}
+
+func TestEmbedErrors(t *testing.T) {
+	e := testEngine(t)
+	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	long := make([]int32, 513)
+	for i := range long {
+		long[i] = 1000
+	}
+	tests := []struct {
+		name, ref, pooling string
+		seqs               [][]int32
+		want               wire.Code
+	}{
+		{"unknown model", "nope", "", [][]int32{{101}}, wire.CodeModelNotLoaded},
+		{"longer than n_ubatch", info.Ref, "", [][]int32{long}, wire.CodeBadRequest},
+		{"empty sequence", info.Ref, "", [][]int32{{101}, {}}, wire.CodeBadRequest},
+		{"token out of vocabulary", info.Ref, "", [][]int32{{101, 30522}}, wire.CodeBadRequest},
+		{"negative token", info.Ref, "", [][]int32{{-1}}, wire.CodeBadRequest},
+		{"pooling none", info.Ref, "none", [][]int32{{101}}, wire.CodeBadRequest},
+		{"unknown pooling", info.Ref, "max", [][]int32{{101}}, wire.CodeBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := e.Embed(context.Background(), tt.ref, tt.pooling, true, tt.seqs)
+			if got := wire.CodeOf(err); got != tt.want {
+				t.Errorf("got %v (%q); want code %q", err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRerankReference(t *testing.T) {
+	var ref rerankRef
+	readJSON(t, &ref, "reference", "rerank.json")
+	info := loadFixture(t, "ref-bert-rerank.gguf", embedConfig)
+	if info.Dims != 1 {
+		t.Errorf("reranker dims %d; want 1 classifier output", info.Dims)
+	}
+	// Group consecutive items by query, as the module would send them.
+	for start := 0; start < len(ref.Items); {
+		q, _ := splitPair(t, ref.Items[start].IDs)
+		var cands [][]int32
+		end := start
+		for ; end < len(ref.Items); end++ {
+			q2, d := splitPair(t, ref.Items[end].IDs)
+			if !equalIDs(q, q2) {
+				break
+			}
+			cands = append(cands, d)
+		}
+		scores, err := testEngine(t).Rerank(context.Background(), info.Ref, q, cands)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, s := range scores {
+			if want := ref.Items[start+k].Score; math.Abs(float64(s-want)) > 0.02 {
+				t.Errorf("item %d: score %.4f; want %.4f ± 0.02", start+k, s, want)
+			}
+		}
+		start = end
+	}
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var genConfig = wire.RuntimeConfig{ContextSize: 256, Threads: 1}
+
+func TestGenerate(t *testing.T) {
+	e := testEngine(t)
+	info := loadFixture(t, "llama-2-tiny-random.gguf", genConfig)
+	prompt, err := e.Tokenize(context.Background(), info.Ref, "Is the sky blue? Answer:", true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, grammar string
+		max           int
+		accept        func(string) bool
+		finish        string
+	}{
+		{"yes or no", `root ::= ("yes" | "no")`, 16, func(s string) bool { return s == "yes" || s == "no" }, FinishStop},
+		{"digits", `root ::= [0-9] [0-9] [0-9]`, 16, func(s string) bool { return len(s) == 3 && strings.Trim(s, "0123456789") == "" }, FinishStop},
+		{"no grammar, length", "", 5, func(string) bool { return true }, FinishLength},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := e.Generate(context.Background(), info.Ref, prompt, tt.max, tt.grammar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.accept(g.Text) {
+				t.Errorf("text %q not accepted by grammar %q", g.Text, tt.grammar)
+			}
+			if g.FinishReason != tt.finish || g.NPrompt != len(prompt) {
+				t.Errorf("finish %q, n_prompt %d; want %q, %d", g.FinishReason, g.NPrompt, tt.finish, len(prompt))
+			}
+			if tt.finish == FinishLength && g.NGen != tt.max {
+				t.Errorf("n_gen %d; want %d", g.NGen, tt.max)
+			}
+			again, err := e.Generate(context.Background(), info.Ref, prompt, tt.max, tt.grammar)
+			if err != nil || again != g {
+				t.Errorf("second run %+v, %v; want %+v (greedy is deterministic)", again, err, g)
+			}
+		})
+	}
+}
+
+func TestGenerateErrors(t *testing.T) {
+	e := testEngine(t)
+	gen := loadFixture(t, "llama-2-tiny-random.gguf", genConfig)
+	emb := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	tests := []struct {
+		name, ref, grammar string
+		prompt             []int32
+		want               wire.Code
+	}{
+		{"invalid grammar", gen.Ref, `root ::= ("yes" |`, []int32{1, 100}, wire.CodeConfigInvalid},
+		{"undefined rule", gen.Ref, `root ::= other`, []int32{1, 100}, wire.CodeConfigInvalid},
+		{"empty prompt", gen.Ref, "", nil, wire.CodeBadRequest},
+		{"embedding model", emb.Ref, "", []int32{101}, wire.CodeBadRequest},
+		{"unknown model", "nope", "", []int32{1}, wire.CodeModelNotLoaded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Generate(context.Background(), tt.ref, tt.prompt, 4, tt.grammar)
+			if got := wire.CodeOf(err); got != tt.want {
+				t.Errorf("got %v (%q); want code %q", err, got, tt.want)
+			}
+		})
+	}
+}
+
+// llama.cpp's WordPiece tokenizer with specials reproduces the reference ids
+// for texts short enough not to be truncated.
+func TestTokenizeMatchesReference(t *testing.T) {
+	var ref embedRef
+	readJSON(t, &ref, "reference", "embed.json")
+	e := testEngine(t)
+	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	checked := 0
+	for i, it := range ref.Items {
+		if len(it.IDs) >= 512 {
+			continue
+		}
+		got, err := e.Tokenize(context.Background(), info.Ref, it.Text, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		if !equalIDs(got, it.IDs) {
+			t.Errorf("item %d: %d ids; want the reference's %d", i, len(got), len(it.IDs))
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no reference item short enough")
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	e := testEngine(t)
+	model := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+	digest := fileDigest(t, model)
+	dir := t.TempDir()
+	notGGUF := filepath.Join(dir, "not.gguf")
+	os.WriteFile(notGGUF, []byte("this is not a model"), 0o644)
+	qwen := filepath.Join(dir, "qwen3-reranker.gguf")
+	w := gguf.NewWriter()
+	w.Set("general.architecture", "qwen3")
+	w.Set("qwen3.pooling_type", uint32(4))
+	if err := w.WriteFile(qwen); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, digest string
+		rc                 wire.RuntimeConfig
+		want               wire.Code
+	}{
+		{"digest mismatch", model, "sha256:" + strings.Repeat("0", 64), embedConfig, wire.CodeArtifactInvalid},
+		{"malformed digest", model, "md5:abc", embedConfig, wire.CodeArtifactInvalid},
+		{"missing file", filepath.Join(dir, "absent.gguf"), digest, embedConfig, wire.CodeArtifactInvalid},
+		{"not gguf", notGGUF, fileDigest(t, notGGUF), embedConfig, wire.CodeArtifactInvalid},
+		{"qwen3 reranker", qwen, fileDigest(t, qwen), embedConfig, wire.CodeUnsupported},
+		{"ubatch over batch", model, digest, wire.RuntimeConfig{Embeddings: true, BatchSize: 128, UBatchSize: 256}, wire.CodeConfigInvalid},
+		{"batch over context", model, digest, wire.RuntimeConfig{Embeddings: true, ContextSize: 256, BatchSize: 512}, wire.CodeConfigInvalid},
+		{"context over training", model, digest, wire.RuntimeConfig{Embeddings: true, ContextSize: 4096}, wire.CodeConfigInvalid},
+		{"negative threads", model, digest, wire.RuntimeConfig{Embeddings: true, Threads: -1}, wire.CodeConfigInvalid},
+		{"n_seq_max not dividing n_ubatch", model, digest, wire.RuntimeConfig{Embeddings: true, UBatchSize: 512, SeqMax: 3}, wire.CodeConfigInvalid},
+		{"too many sequences", model, digest, wire.RuntimeConfig{Embeddings: true, SeqMax: 100000}, wire.CodeConfigInvalid},
+		{"unknown pooling", model, digest, wire.RuntimeConfig{Embeddings: true, Pooling: "max"}, wire.CodeConfigInvalid},
+		{"pooling without embeddings", model, digest, wire.RuntimeConfig{Pooling: "mean"}, wire.CodeConfigInvalid},
+		{"rank without classifier", model, digest, wire.RuntimeConfig{Embeddings: true, Pooling: "rank"}, wire.CodeConfigInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.Load(context.Background(), LoadRequest{Path: tt.path, Digest: tt.digest, Format: "gguf", Config: tt.rc})
+			if got := wire.CodeOf(err); got != tt.want {
+				t.Errorf("got %v (%q); want code %q", err, got, tt.want)
+			}
+			var we *wire.Error
+			if err != nil && !errors.As(err, &we) {
+				t.Errorf("error %T is not a *wire.Error", err)
+			}
+		})
+	}
+}
+
+func TestLoadIsIdempotentAndUnload(t *testing.T) {
+	e := testEngine(t)
+	path := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+	req := LoadRequest{Path: path, Digest: fileDigest(t, path), Config: wire.RuntimeConfig{Embeddings: true, SeqMax: 2, Threads: 1}}
+	a, err := e.Load(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Load(context.Background(), req)
+	if err != nil || b.Ref != a.Ref {
+		t.Fatalf("second load: %+v, %v; want ref %s", b, err, a.Ref)
+	}
+	if !contains(e.Stats().ModelsLoaded, a.Ref) {
+		t.Errorf("Stats().ModelsLoaded %v; want it to hold %s", e.Stats().ModelsLoaded, a.Ref)
+	}
+	if err := e.Unload(context.Background(), a.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if contains(e.Stats().ModelsLoaded, a.Ref) {
+		t.Errorf("after unload: ModelsLoaded %v still holds %s", e.Stats().ModelsLoaded, a.Ref)
+	}
+	if err := e.Unload(context.Background(), a.Ref); wire.CodeOf(err) != wire.CodeModelNotLoaded {
+		t.Errorf("second unload: %v; want model_not_loaded", err)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
