@@ -190,8 +190,8 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	return int64(e.n), nil
 }
 
-// WriteFile writes the file to path through a buffer, via a temporary file in
-// the same directory that is renamed into place once complete.
+// WriteFile writes the file to path (mode 0644) through a buffer, via a
+// temporary file in the same directory that is renamed into place once complete.
 func (w *Writer) WriteFile(path string) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -208,6 +208,9 @@ func (w *Writer) WriteFile(path string) (err error) {
 		return err
 	}
 	if err = bw.Flush(); err != nil {
+		return fmt.Errorf("gguf: write %s: %w", path, err)
+	}
+	if err = tmp.Chmod(0o644); err != nil {
 		return fmt.Errorf("gguf: write %s: %w", path, err)
 	}
 	if err = tmp.Close(); err != nil {
