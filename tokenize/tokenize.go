@@ -53,6 +53,22 @@ type Vocab struct {
 	EscapeWhitespaces       bool
 	TreatWhitespaceAsSuffix bool
 	PrecompiledCharsmap     []byte // UGM normalizer (tokenizer.ggml.precompiled_charsmap)
+
+	// WPM normalizer (llama.cpp's BertNormalizer options). WPM lowercases and
+	// strips accents unless these are set.
+	KeepCase    bool // tokenizer.ggml.normalizer.lowercase = false
+	KeepAccents bool // tokenizer.ggml.normalizer.strip_accents = false (defaults to KeepCase)
+
+	// Special tokens that swallow the ASCII whitespace before (LStrip) or
+	// after (RStrip) them where they are matched in the text (llama.cpp's
+	// LSTRIP/RSTRIP token attributes, which it sets from the model's name).
+	LStrip, RStrip []int32
+
+	// ForcedControl lists tokens that llama.cpp treats as control tokens on
+	// top of their type: end-of-generation and FIM texts it recognises when
+	// loading. Like control tokens they are matched in the text only with
+	// Options.ParseSpecial.
+	ForcedControl []int32
 }
 
 // Options control one tokenization.
