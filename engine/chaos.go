@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ebitengine/purego"
+)
+
+// Chaos holds the fault drills a worker runs when SYNAPSE_CHAOS asks for
+// them (see ParseChaos). The zero value runs none.
+type Chaos struct {
+	AbortOnToken *int32        // abort (SIGABRT, like a GGML_ASSERT) when a request's ids hold this token
+	HangOnToken  *int32        // block forever when a request's ids hold this token
+	ExitAfter    int           // exit(1) after this many requests have been answered (0: never)
+	Delay        time.Duration // sleep this long before each request
+}
+
+// ParseChaos parses SYNAPSE_CHAOS: comma-separated drills
+//
+//	abort-on-token=ID   abort the process (SIGABRT) on a request whose ids hold ID
+//	hang-on-token=ID    block forever on a request whose ids hold ID
+//	exit-after=N        exit with status 1 after answering N requests
+//	delay=DURATION      sleep DURATION (time.ParseDuration) before each request
+//
+// An empty string runs no drill.
+func ParseChaos(s string) (Chaos, error) {
+	var c Chaos
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return Chaos{}, fmt.Errorf("engine: SYNAPSE_CHAOS %q: want name=value", f)
+		}
+		if err := c.set(k, v); err != nil {
+			return Chaos{}, fmt.Errorf("engine: SYNAPSE_CHAOS %s: %w", k, err)
+		}
+	}
+	return c, nil
+}
+
+func (c *Chaos) set(k, v string) error {
+	switch k {
+	case "abort-on-token", "hang-on-token":
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return err
+		}
+		tok := int32(n)
+		if k == "abort-on-token" {
+			c.AbortOnToken = &tok
+		} else {
+			c.HangOnToken = &tok
+		}
+	case "exit-after":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q: want a count ≥ 1", v)
+		}
+		c.ExitAfter = n
+	case "delay":
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%q: want a duration ≥ 0", v)
+		}
+		c.Delay = d
+	default:
+		return fmt.Errorf("unknown drill (want abort-on-token, hang-on-token, exit-after or delay)")
+	}
+	return nil
+}
+
+// Active reports whether any drill is set.
+func (c Chaos) Active() bool {
+	return c.AbortOnToken != nil || c.HangOnToken != nil || c.ExitAfter > 0 || c.Delay > 0
+}
+
+func (c Chaos) String() string {
+	var parts []string
+	if c.AbortOnToken != nil {
+		parts = append(parts, fmt.Sprintf("abort-on-token=%d", *c.AbortOnToken))
+	}
+	if c.HangOnToken != nil {
+		parts = append(parts, fmt.Sprintf("hang-on-token=%d", *c.HangOnToken))
+	}
+	if c.ExitAfter > 0 {
+		parts = append(parts, fmt.Sprintf("exit-after=%d", c.ExitAfter))
+	}
+	if c.Delay > 0 {
+		parts = append(parts, "delay="+c.Delay.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func holds(ids []int32, tok *int32) bool {
+	if tok == nil {
+		return false
+	}
+	for _, id := range ids {
+		if id == *tok {
+			return true
+		}
+	}
+	return false
+}
+
+// Abort ends the process the way a failed GGML_ASSERT does: libc abort(),
+// with the Go runtime set to die by the signal (GOTRACEBACK=crash) instead
+// of exiting with status 2, so the parent sees SIGABRT.
+func Abort() {
+	debug.SetTraceback("crash")
+	if libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+		if fn, err := purego.Dlsym(libc, "abort"); err == nil {
+			purego.SyscallN(fn)
+		}
+	}
+	syscall.Kill(syscall.Getpid(), syscall.SIGABRT)
+	Hang() // the signal is on its way
+}
+
+// Hang blocks the calling goroutine forever (the hang-on-token drill).
+func Hang() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}

@@ -1,0 +1,432 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/wire"
+)
+
+// These tests run the real `synapse worker` against a minimal module side
+// written here: a Unix socket listener in t.TempDir() and the handshake.
+
+const workerDeadline = 60 * time.Second // generous bound for any single wait
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type testWorker struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	nc     *net.UnixConn
+	conn   *wire.Conn
+	hello  *wire.Hello
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error // cmd.Wait's, once done is closed
+}
+
+// spawnWorker starts `synapse worker` and accepts its connection, without
+// handshaking.
+func spawnWorker(t *testing.T, env ...string) *testWorker {
+	t.Helper()
+	bin := testenv.Binary(t)
+	lib := testenv.LlamaLib(t)
+	sock := filepath.Join(t.TempDir(), "w.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	w := &testWorker{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
+	w.cmd = exec.Command(bin, "worker", "--socket", sock, "--nonce", "nonce-42")
+	w.cmd.Env = append(os.Environ(), "SYNAPSE_LLAMA_LIB="+lib, "SYNAPSE_WORKER_ID=w-test", "SYNAPSE_CHAOS=")
+	w.cmd.Env = append(w.cmd.Env, env...)
+	w.cmd.Stderr = w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.err = w.cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		w.cmd.Process.Kill()
+		<-w.done
+		if t.Failed() {
+			t.Logf("worker stderr:\n%s", w.stderr.String())
+		}
+	})
+	ln.SetDeadline(time.Now().Add(workerDeadline))
+	if w.nc, err = ln.AcceptUnix(); err != nil {
+		t.Fatalf("accept: %v\nstderr: %s", err, w.stderr.String())
+	}
+	t.Cleanup(func() { w.nc.Close() })
+	w.nc.SetDeadline(time.Now().Add(workerDeadline))
+	w.conn = wire.NewConn(w.nc)
+	msg, err := w.conn.Recv()
+	if err != nil {
+		t.Fatalf("reading HELLO: %v", err)
+	}
+	var ok bool
+	if w.hello, ok = msg.(*wire.Hello); !ok {
+		t.Fatalf("first message %s; want HELLO", msg.Type())
+	}
+	return w
+}
+
+// startWorker spawns a worker and completes the handshake.
+func startWorker(t *testing.T, env ...string) *testWorker {
+	t.Helper()
+	w := spawnWorker(t, env...)
+	if err := w.conn.Send(&wire.HelloAck{V: wire.Version, Accept: true, MaxFrame: wire.DefaultMaxFrame}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// call sends a request and returns the answer.
+func (w *testWorker) call(req wire.Message) wire.Message {
+	w.t.Helper()
+	w.nc.SetDeadline(time.Now().Add(workerDeadline))
+	if err := w.conn.Send(req); err != nil {
+		w.t.Fatalf("send %s: %v", req.Type(), err)
+	}
+	msg, err := w.conn.Recv()
+	if err != nil {
+		w.t.Fatalf("answer to %s: %v", req.Type(), err)
+	}
+	return msg
+}
+
+// wait waits for the worker to exit and returns its wait status.
+func (w *testWorker) wait() syscall.WaitStatus {
+	w.t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(workerDeadline):
+		w.t.Fatalf("worker still running after %v", workerDeadline)
+	}
+	var ee *exec.ExitError
+	if w.err != nil && !errors.As(w.err, &ee) {
+		w.t.Fatalf("wait: %v", w.err)
+	}
+	return w.cmd.ProcessState.Sys().(syscall.WaitStatus)
+}
+
+func (w *testWorker) load(id uint64, name string, rc wire.RuntimeConfig) *wire.Loaded {
+	w.t.Helper()
+	path := testenv.Fixture(w.t, "models", name)
+	msg := w.call(&wire.Load{ReqID: id, ArtifactPath: path, ArtifactDigest: fileDigest(w.t, path), Format: "gguf", RuntimeConfig: rc})
+	l, ok := msg.(*wire.Loaded)
+	if !ok || l.ReqID != id {
+		w.t.Fatalf("LOAD %s: got %#v; want LOADED req_id %d", name, msg, id)
+	}
+	return l
+}
+
+func wantErr(t *testing.T, msg wire.Message, id uint64, code wire.Code) {
+	t.Helper()
+	e, ok := msg.(*wire.Err)
+	if !ok || e.ReqID != id || e.Code != code {
+		t.Errorf("got %#v; want ERR req_id %d code %s", msg, id, code)
+	}
+}
+
+func TestWorkerHandshake(t *testing.T) {
+	w := spawnWorker(t)
+	h := w.hello
+	if h.V != wire.Version || h.Nonce != "nonce-42" || h.PID != w.cmd.Process.Pid || h.MaxFrame != wire.DefaultMaxFrame {
+		t.Errorf("HELLO %+v; want v %d, nonce nonce-42, pid %d, max_frame %d", h, wire.Version, w.cmd.Process.Pid, wire.DefaultMaxFrame)
+	}
+	if h.Engine.Name != "llama.cpp" || h.Engine.Version != LlamaRelease || h.Engine.BuildFlags == "" {
+		t.Errorf("HELLO engine %+v; want llama.cpp %s with build flags", h.Engine, LlamaRelease)
+	}
+	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
+	const small = 1 << 20
+	w.conn.SetMaxFrame(small)
+	if err := w.conn.Send(&wire.HelloAck{V: wire.Version, Accept: true, MaxFrame: small}); err != nil {
+		t.Fatal(err)
+	}
+	l := w.load(1, "ref-bert-embed.gguf", embedConfig)
+	n := small/(4*l.Dims) + 1
+	req := &wire.EmbedBatch{ReqID: 2, ModelRef: l.ModelRef, Items: make([]wire.Item, n), IDs: make([]int32, n)}
+	for i := range req.Items {
+		req.Items[i] = wire.Item{ID: uint64(i), NTokens: 1}
+		req.IDs[i] = 101
+	}
+	wantErr(t, w.call(req), 2, wire.CodeBadRequest)
+	if _, ok := w.call(&wire.Ping{ReqID: 3}).(*wire.Pong); !ok {
+		t.Error("no PONG after the oversized answer; want the worker to keep serving")
+	}
+}
+
+func TestWorkerHandshakeFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply func(w *testWorker) error
+		want  string // in stderr
+	}{
+		{"refused", func(w *testWorker) error {
+			return w.conn.Send(&wire.HelloAck{V: wire.Version, Accept: false})
+		}, "refused"},
+		{"wrong version", func(w *testWorker) error {
+			return w.conn.Send(&wire.HelloAck{V: 2, Accept: true})
+		}, "protocol v2"},
+		{"other message first", func(w *testWorker) error {
+			return w.conn.Send(&wire.Ping{ReqID: 1})
+		}, "before HELLO_ACK"},
+		{"closed", func(w *testWorker) error { return w.nc.Close() }, "closed the connection"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := spawnWorker(t)
+			if err := tt.reply(w); err != nil {
+				t.Fatal(err)
+			}
+			ws := w.wait()
+			if ws.Exited() && ws.ExitStatus() == 0 || ws.Signaled() {
+				t.Errorf("worker ended with %v; want a non-zero exit", w.err)
+			}
+			if !strings.Contains(w.stderr.String(), tt.want) {
+				t.Errorf("stderr %q; want it to mention %q", w.stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+// One worker process answers every request type in turn, then SHUTDOWN.
+func TestWorkerRequests(t *testing.T) {
+	var eref embedRef
+	readJSON(t, &eref, "reference", "embed.json")
+	var rref rerankRef
+	readJSON(t, &rref, "reference", "rerank.json")
+	w := startWorker(t)
+	emb := w.load(1, "ref-bert-embed.gguf", embedConfig)
+	t.Run("EMBED_BATCH reference parity", func(t *testing.T) {
+		req := &wire.EmbedBatch{ReqID: 2, ModelRef: emb.ModelRef, Pooling: eref.Pooling, Normalize: eref.Normalize}
+		for i, it := range eref.Items {
+			req.Items = append(req.Items, wire.Item{ID: uint64(i), NTokens: len(it.IDs)})
+			req.IDs = append(req.IDs, it.IDs...)
+		}
+		v, ok := w.call(req).(*wire.Vectors)
+		if !ok || v.ReqID != 2 || v.N != len(eref.Items) || v.Dims != emb.Dims {
+			t.Fatalf("got %#v; want VECTORS req_id 2, n %d, dims %d", v, len(eref.Items), emb.Dims)
+		}
+		for i, it := range eref.Items {
+			if c := cosine(v.Data[i*v.Dims:(i+1)*v.Dims], it.Embedding); c < 0.9999 {
+				t.Errorf("item %d: cosine %.6f; want ≥ 0.9999", i, c)
+			}
+		}
+	})
+	t.Run("RERANK reference", func(t *testing.T) {
+		rr := w.load(3, "ref-bert-rerank.gguf", embedConfig)
+		q, _ := splitPair(t, rref.Items[0].IDs)
+		req := &wire.Rerank{ReqID: 4, ModelRef: rr.ModelRef, QueryNTokens: len(q), IDs: append([]int32(nil), q...)}
+		var want []float32
+		for _, it := range rref.Items {
+			q2, d := splitPair(t, it.IDs)
+			if !equalIDs(q, q2) {
+				break
+			}
+			req.Candidates = append(req.Candidates, wire.Candidate{NTokens: len(d)})
+			req.IDs = append(req.IDs, d...)
+			want = append(want, it.Score)
+		}
+		s, ok := w.call(req).(*wire.Scores)
+		if !ok || s.ReqID != 4 || len(s.Data) != len(want) {
+			t.Fatalf("got %#v; want SCORES req_id 4 with %d scores", s, len(want))
+		}
+		for i := range want {
+			if math.Abs(float64(s.Data[i]-want[i])) > 0.02 {
+				t.Errorf("candidate %d: score %.4f; want %.4f ± 0.02", i, s.Data[i], want[i])
+			}
+		}
+	})
+	t.Run("TOKENIZE and GENERATE with a grammar", func(t *testing.T) {
+		gen := w.load(5, "llama-2-tiny-random.gguf", genConfig)
+		tk, ok := w.call(&wire.Tokenize{ReqID: 6, ModelRef: gen.ModelRef, Text: "Answer yes or no:", AddSpecial: true}).(*wire.Tokens)
+		if !ok || tk.ReqID != 6 || tk.N == 0 || tk.IDs[0] != 1 {
+			t.Fatalf("got %#v; want TOKENS req_id 6 starting with BOS 1", tk)
+		}
+		txt, ok := w.call(&wire.Generate{ReqID: 7, ModelRef: gen.ModelRef, MaxTokens: 16, Grammar: `root ::= ("yes" | "no")`, IDs: tk.IDs}).(*wire.Text)
+		if !ok || txt.ReqID != 7 || (txt.Text != "yes" && txt.Text != "no") || txt.FinishReason != FinishStop || txt.NPrompt != tk.N {
+			t.Errorf("got %#v; want TEXT yes|no, finish stop, n_prompt %d", txt, tk.N)
+		}
+		wantErr(t, w.call(&wire.Generate{ReqID: 8, ModelRef: gen.ModelRef, MaxTokens: 4, Grammar: `root ::= (`, IDs: tk.IDs}), 8, wire.CodeConfigInvalid)
+	})
+	t.Run("unknown type", func(t *testing.T) {
+		if err := wire.WriteFrame(w.nc, []byte(`{"type":"FROB","req_id":9}`)); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := w.conn.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, msg, 9, wire.CodeUnknownType)
+	})
+	t.Run("LOAD errors", func(t *testing.T) {
+		path := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+		bad := &wire.Load{ReqID: 10, ArtifactPath: path, ArtifactDigest: "sha256:" + strings.Repeat("ab", 32), Format: "gguf", RuntimeConfig: embedConfig}
+		wantErr(t, w.call(bad), 10, wire.CodeArtifactInvalid)
+		cfg := &wire.Load{ReqID: 11, ArtifactPath: path, ArtifactDigest: fileDigest(t, path), Format: "gguf",
+			RuntimeConfig: wire.RuntimeConfig{Embeddings: true, BatchSize: 64, UBatchSize: 128}}
+		wantErr(t, w.call(cfg), 11, wire.CodeConfigInvalid)
+	})
+	t.Run("PING, UNLOAD", func(t *testing.T) {
+		p, ok := w.call(&wire.Ping{ReqID: 12}).(*wire.Pong)
+		if !ok || p.ReqID != 12 || p.RSSMB <= 0 || len(p.ModelsLoaded) != 3 || !contains(p.ModelsLoaded, emb.ModelRef) {
+			t.Fatalf("got %#v; want PONG req_id 12, rss_mb > 0, 3 models loaded", p)
+		}
+		if u, ok := w.call(&wire.Unload{ReqID: 13, ModelRef: emb.ModelRef}).(*wire.Unloaded); !ok || u.ReqID != 13 {
+			t.Fatalf("got %#v; want UNLOADED req_id 13", u)
+		}
+		wantErr(t, w.call(&wire.EmbedBatch{ReqID: 14, ModelRef: emb.ModelRef, Items: []wire.Item{{ID: 1, NTokens: 1}}, IDs: []int32{101}}), 14, wire.CodeModelNotLoaded)
+		wantErr(t, w.call(&wire.Unload{ReqID: 15, ModelRef: emb.ModelRef}), 15, wire.CodeModelNotLoaded)
+	})
+	if err := w.conn.Send(&wire.Shutdown{}); err != nil {
+		t.Fatal(err)
+	}
+	if ws := w.wait(); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Errorf("after SHUTDOWN: %v; want exit status 0", w.err)
+	}
+}
+
+func TestWorkerExitsOnEOF(t *testing.T) {
+	w := startWorker(t)
+	if _, ok := w.call(&wire.Ping{ReqID: 1}).(*wire.Pong); !ok {
+		t.Fatal("no PONG")
+	}
+	w.nc.Close()
+	if ws := w.wait(); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Errorf("after EOF: %v; want exit status 0", w.err)
+	}
+}
+
+func TestWorkerProtocolViolation(t *testing.T) {
+	tests := []struct {
+		name  string
+		frame string
+	}{
+		{"not JSON", "\x00garbage"},
+		{"no type", `{"req_id":3}`},
+		{"a response", `{"type":"PONG","req_id":1,"rss_mb":1,"models_loaded":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := startWorker(t)
+			if err := wire.WriteFrame(w.nc, []byte(tt.frame)); err != nil {
+				t.Fatal(err)
+			}
+			if ws := w.wait(); !ws.Exited() || ws.ExitStatus() == 0 {
+				t.Errorf("worker ended with %v; want a non-zero exit", w.err)
+			}
+		})
+	}
+}
+
+func TestWorkerChaos(t *testing.T) {
+	embed := func(id uint64, tok int32) *wire.EmbedBatch {
+		return &wire.EmbedBatch{ReqID: id, ModelRef: "any", Items: []wire.Item{{ID: 1, NTokens: 3}}, IDs: []int32{101, tok, 102}}
+	}
+	t.Run("abort-on-token", func(t *testing.T) {
+		w := startWorker(t, "SYNAPSE_CHAOS=abort-on-token=7777")
+		wantErr(t, w.call(embed(1, 1000)), 1, wire.CodeModelNotLoaded) // other ids pass
+		if err := w.conn.Send(embed(2, 7777)); err != nil {
+			t.Fatal(err)
+		}
+		if ws := w.wait(); !ws.Signaled() || ws.Signal() != syscall.SIGABRT {
+			t.Errorf("worker ended with %v; want death by SIGABRT", w.err)
+		}
+	})
+	t.Run("hang-on-token", func(t *testing.T) {
+		w := startWorker(t, "SYNAPSE_CHAOS=hang-on-token=7777")
+		if err := w.conn.Send(embed(1, 7777)); err != nil {
+			t.Fatal(err)
+		}
+		w.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if msg, err := w.conn.Recv(); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("got %v, %v; want no answer before the deadline", msg, err)
+		}
+		select {
+		case <-w.done:
+			t.Fatalf("worker exited (%v); want it hung", w.err)
+		default:
+		}
+		w.cmd.Process.Kill()
+		if ws := w.wait(); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("worker ended with %v; want SIGKILL from the test", w.err)
+		}
+	})
+	t.Run("exit-after", func(t *testing.T) {
+		w := startWorker(t, "SYNAPSE_CHAOS=exit-after=2")
+		for id := uint64(1); id <= 2; id++ {
+			if _, ok := w.call(&wire.Ping{ReqID: id}).(*wire.Pong); !ok {
+				t.Fatalf("request %d not answered", id)
+			}
+		}
+		if ws := w.wait(); !ws.Exited() || ws.ExitStatus() != 1 {
+			t.Errorf("worker ended with %v; want exit status 1", w.err)
+		}
+	})
+	t.Run("delay", func(t *testing.T) {
+		w := startWorker(t, "SYNAPSE_CHAOS=delay=300ms")
+		start := time.Now()
+		if _, ok := w.call(&wire.Ping{ReqID: 1}).(*wire.Pong); !ok {
+			t.Fatal("PING not answered")
+		}
+		if d := time.Since(start); d < 300*time.Millisecond {
+			t.Errorf("PONG after %v; want at least the 300ms delay", d)
+		}
+	})
+	t.Run("bad drill", func(t *testing.T) {
+		w := &testWorker{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
+		w.cmd = exec.Command(testenv.Binary(t), "worker", "--socket", filepath.Join(t.TempDir(), "none"), "--nonce", "n")
+		w.cmd.Env = append(os.Environ(), "SYNAPSE_CHAOS=explode=1")
+		w.cmd.Stderr = w.stderr
+		if err := w.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { w.err = w.cmd.Wait(); close(w.done) }()
+		if ws := w.wait(); ws.ExitStatus() != 2 || !strings.Contains(w.stderr.String(), "unknown drill") {
+			t.Errorf("exit %d, stderr %q; want usage error 2 naming the unknown drill", ws.ExitStatus(), w.stderr.String())
+		}
+	})
+}
+
+func TestWorkerMissingLibrary(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(testenv.Binary(t), "worker", "--socket", filepath.Join(dir, "s"), "--nonce", "n", "--llama-lib", dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("err %v; want exit status 1", err)
+	}
+	for _, want := range []string{dir, LlamaRelease, LlamaNPMPackage} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output %q; want it to name %q", out, want)
+		}
+	}
+}
