@@ -50,29 +50,15 @@ type isolator struct {
 func (s *isolator) run(ctx context.Context, b Batch) (done []Embedded, failed []ChunkFailure, err error) {
 	var lastErr error
 	for attempt := 0; attempt <= s.retries; attempt++ {
-		vecs, err := s.backend.Embed(ctx, b)
-		if err == nil {
-			if len(vecs) != len(b.Chunks) {
-				return nil, nil, fmt.Errorf("pipeline: backend returned %d vectors for %d chunks", len(vecs), len(b.Chunks))
-			}
-			for i, c := range b.Chunks {
-				done = append(done, Embedded{Chunk: c, Vector: vecs[i]})
-			}
-			return done, nil, nil
+		if attempt > 0 && s.onRetry != nil {
+			s.onRetry(b, lastErr)
 		}
-		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+		done, lastErr, err = s.once(ctx, b)
+		if err != nil || lastErr == nil {
+			return done, nil, err
 		}
-		lastErr = err
-		fault := s.classify(err)
-		if fault == FaultFatal {
-			return nil, nil, err
-		}
-		if fault == FaultReject {
-			break // the same request will be refused again
-		}
-		if s.onRetry != nil && attempt < s.retries {
-			s.onRetry(b, err)
+		if s.classify(lastErr) == FaultReject {
+			break // the same request would be refused again
 		}
 	}
 	if len(b.Chunks) == 1 {
@@ -81,15 +67,51 @@ func (s *isolator) run(ctx context.Context, b Batch) (done []Embedded, failed []
 	return s.split(ctx, b)
 }
 
-// split runs both halves of b. Each half gets a single attempt before it is
-// split again: the batch as a whole has already been retried.
+// once makes one attempt at b: failed is the error of a failed attempt that
+// is not fatal; err is a fatal one.
+func (s *isolator) once(ctx context.Context, b Batch) (done []Embedded, failed, err error) {
+	vecs, err := s.backend.Embed(ctx, b)
+	switch {
+	case err == nil && len(vecs) != len(b.Chunks):
+		return nil, nil, fmt.Errorf("pipeline: backend returned %d vectors for %d chunks", len(vecs), len(b.Chunks))
+	case err == nil:
+		for i, c := range b.Chunks {
+			done = append(done, Embedded{Chunk: c, Vector: vecs[i]})
+		}
+		return done, nil, nil
+	case ctx.Err() != nil:
+		return nil, nil, ctx.Err()
+	case s.classify(err) == FaultFatal:
+		return nil, nil, err
+	}
+	return nil, err, nil
+}
+
+// split isolates the failing chunks of b. Both halves are tried once before
+// either is split further, so that a healthy half's success comes between
+// two crashes of a poisoned one (the supervisor quarantines a model only
+// after crashes in a row). A half that fails alone-sized is recorded.
 func (s *isolator) split(ctx context.Context, b Batch) ([]Embedded, []ChunkFailure, error) {
 	half := len(b.Chunks) / 2
-	sub := &isolator{backend: s.backend, classify: s.classify, onRetry: s.onRetry}
 	var done []Embedded
 	var failed []ChunkFailure
+	var pending []Batch
 	for _, part := range [][]Chunk{b.Chunks[:half], b.Chunks[half:]} {
-		d, f, err := sub.run(ctx, batchOf(part))
+		pb := batchOf(part)
+		d, lastErr, err := s.once(ctx, pb)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case lastErr == nil:
+			done = append(done, d...)
+		case len(part) == 1:
+			failed = append(failed, ChunkFailure{Chunk: part[0], Err: lastErr})
+		default:
+			pending = append(pending, pb)
+		}
+	}
+	for _, pb := range pending {
+		d, f, err := s.split(ctx, pb)
 		if err != nil {
 			return nil, nil, err
 		}

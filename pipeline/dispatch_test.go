@@ -130,3 +130,35 @@ func TestIsolatorFatalStops(t *testing.T) {
 		t.Errorf("calls = %d; want 1 (a fatal fault is not retried)", be.calls)
 	}
 }
+
+// streakBackend records the longest run of failed calls in a row.
+type streakBackend struct {
+	poisonBackend
+	streak, longest int
+}
+
+func (s *streakBackend) Embed(ctx context.Context, b Batch) ([][]float32, error) {
+	v, err := s.poisonBackend.Embed(ctx, b)
+	if err != nil {
+		s.streak++
+		s.longest = max(s.longest, s.streak)
+	} else {
+		s.streak = 0
+	}
+	return v, err
+}
+
+func TestIsolatorInterleavesSuccesses(t *testing.T) {
+	for poison := 0; poison < 32; poison++ {
+		be := &streakBackend{poisonBackend: poisonBackend{poison: map[int32]error{9999: errCrash}}}
+		iso := &isolator{backend: be, classify: classifyTest, retries: 1}
+		_, failed, err := iso.run(context.Background(), docsBatch(32, map[int]int32{poison: 9999}))
+		if err != nil || len(failed) != 1 {
+			t.Fatalf("poison %d: %d failed, err %v; want 1, nil", poison, len(failed), err)
+		}
+		// batch, its retry, and at most one half before a healthy half succeeds.
+		if be.longest > 3 {
+			t.Errorf("poison %d: %d failed calls in a row; want at most 3", poison, be.longest)
+		}
+	}
+}
