@@ -156,7 +156,7 @@ func clampU32(n int) uint32 {
 
 // write writes the control frame, the raw frame if any, and flushes.
 func (c *Conn) write(m Message, payload []byte) error {
-	if err := WriteFrame(c.w, payload); err != nil {
+	if err := writeFrame(c.w, payload); err != nil {
 		return err
 	}
 	var err error

@@ -38,20 +38,43 @@ func sampleMessages() []Message {
 	}
 }
 
+// edgeMessages returns messages with empty raw frames, empty and nil
+// lists, zero values and NaN.
+func edgeMessages() []Message {
+	return []Message{
+		&EmbedBatch{},
+		&EmbedBatch{ReqID: 1, Items: []Item{}},
+		&EmbedBatch{ReqID: 2, Items: []Item{{ID: 1, NTokens: 0}, {ID: 2, NTokens: 0}}},
+		&Vectors{ReqID: 3, Dims: 384, N: 0},
+		&Vectors{ReqID: 4, Dims: 0, N: 5},
+		&Vectors{ReqID: 5, Dims: 2, N: 1, Data: []float32{float32(math.NaN()), float32(math.Copysign(0, -1))}},
+		&Rerank{ReqID: 6, Candidates: []Candidate{}},
+		&Scores{},
+		&Generate{ReqID: 7},
+		&Tokens{ReqID: 8},
+		&Pong{ReqID: 9},
+		&Pong{ReqID: 10, ModelsLoaded: []string{}, PlacementShare: ptr(0.0)},
+		&Hello{},
+		&Err{ReqID: 11, Code: "future_code"},
+		&Text{Text: "\x00\u2028\"'"},
+	}
+}
+
 func TestRoundTripBuffer(t *testing.T) {
 	var buf bytes.Buffer
 	c := NewConn(&buf)
-	for _, m := range sampleMessages() {
+	msgs := append(sampleMessages(), edgeMessages()...)
+	for _, m := range msgs {
 		if err := c.Send(m); err != nil {
 			t.Fatalf("Send(%s): %v", m.Type(), err)
 		}
 	}
-	for _, want := range sampleMessages() {
+	for _, want := range msgs {
 		got, err := c.Recv()
 		if err != nil {
 			t.Fatalf("Recv (want %s): %v", want.Type(), err)
 		}
-		if !reflect.DeepEqual(got, want) {
+		if !equalMessages(got, want) {
 			t.Errorf("Recv: got %#v; want %#v", got, want)
 		}
 	}

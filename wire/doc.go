@@ -56,6 +56,18 @@
 //	0c 00 00 00                          raw frame, 12 bytes = 4 × (2+1):
 //	65 00 00 00  ff ff ff ff  66 00 00 00
 //
+// # Conn
+//
+// A Conn carries messages on one socket: Send writes a message (control frame
+// plus raw frame) and flushes; Recv reads one and checks the raw frame's
+// length against its header before allocating it. Message types implement
+// Message with pointer receivers: send &Ping{ReqID: 1}, and switch on
+// *EmbedBatch, *Vectors, ... after Recv. One goroutine may Send while another
+// Recvs. Any Recv error except *UnknownTypeError leaves the stream position
+// unknown and is returned again by later Recv calls; this includes a read
+// deadline expiring, so a deadline is a way to give up on the peer, not to
+// poll it.
+//
 // Any request may instead be answered by ERR {req_id, code, msg}; Err.AsError
 // turns it into an *Error, which is kept apart from *ProtocolError (the peer
 // broke the protocol) and *UnknownTypeError (the peer sent a type this
@@ -78,4 +90,10 @@
 // A worker tokenizes text with the loaded model's own vocabulary, so the
 // module can compare its tokenizer with the engine's. SCORES also carries an
 // additive "n" member, the number of f32 scores in its raw frame.
+//
+// A decoder can only skip an unknown message whose raw frame, if any, it
+// knows about: an old peer would read the raw frame of an unknown type as a
+// control frame and fail with *ProtocolError. So a new type that carries a
+// raw frame is sent only to peers known to have it; TOKENIZE has none, and
+// only a worker that knows TOKENIZE answers with TOKENS.
 package wire

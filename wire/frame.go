@@ -32,18 +32,24 @@ func (e *FrameTooLargeError) Error() string {
 // WriteFrame writes payload as one frame: a u32 little-endian length followed
 // by the payload. It does not check a negotiated maximum; Conn.Send does.
 func WriteFrame(w io.Writer, payload []byte) error {
+	if err := writeFrame(w, payload); err != nil {
+		return fmt.Errorf("wire: write frame: %w", err)
+	}
+	return nil
+}
+
+// writeFrame is WriteFrame without the error prefix.
+func writeFrame(w io.Writer, payload []byte) error {
 	if uint64(len(payload)) > math.MaxUint32 {
-		return fmt.Errorf("wire: write frame: payload of %d bytes does not fit a u32 length", len(payload))
+		return fmt.Errorf("payload of %d bytes does not fit a u32 length", len(payload))
 	}
 	var hdr [frameHeaderLen]byte
 	binary.LittleEndian.PutUint32(hdr[:], uint32(len(payload)))
 	if _, err := w.Write(hdr[:]); err != nil {
-		return fmt.Errorf("wire: write frame: %w", err)
+		return err
 	}
-	if _, err := w.Write(payload); err != nil {
-		return fmt.Errorf("wire: write frame: %w", err)
-	}
-	return nil
+	_, err := w.Write(payload)
+	return err
 }
 
 // ReadFrame reads one frame and returns its payload in a new slice.

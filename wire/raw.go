@@ -84,7 +84,7 @@ func fromLE[T rawElem](dst []T, b []byte) {
 // readRaw reads the raw frame that follows a control frame. want is the
 // number of elements the header announced, or -1 when any count is valid.
 // The length is checked against max and want before the slice is allocated,
-// and the payload is read straight into the returned slice.
+// and the payload is read straight into the returned slice (nil when empty).
 func readRaw[T rawElem](r io.Reader, max uint32, want int64) ([]T, error) {
 	n, err := readFrameLen(r, max)
 	if err == io.EOF {
@@ -98,6 +98,9 @@ func readRaw[T rawElem](r io.Reader, max uint32, want int64) ([]T, error) {
 	}
 	if want >= 0 && int64(n) != 4*want {
 		return nil, protoErrorf("raw frame of %d bytes; header announces %d values (%d bytes)", n, want, 4*want)
+	}
+	if n == 0 {
+		return nil, nil
 	}
 	dst := make([]T, n/4)
 	b := byteView(dst)
