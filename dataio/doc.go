@@ -1,0 +1,205 @@
+// Package dataio streams corpus documents out of JSONL and Parquet files and
+// writes the embeddings and error records of a `synapse embed` run.
+//
+// # Reading
+//
+// A [Reader] walks its input files in order and yields one record at a time
+// from [Reader.Next]: a [Doc], or a [*RowError] for a record that cannot be
+// embedded. Memory is bounded by one JSONL line (at most
+// [ReadOptions.MaxLineBytes]) or one Parquet read batch of
+// [ReadOptions.ParquetBatchRows] rows; Parquet files are read one row group at
+// a time and never loaded whole.
+//
+// Every record — good or bad — takes the next document Index, counted from 0
+// across all files of the run. For a Parquet file the Index is the running
+// total of the rows of the files before it plus the row number in the file;
+// for JSONL it counts the non-blank lines. Blank (whitespace-only) JSONL lines
+// are not records: they carry no data and take no Index. The Index is
+// therefore the same in every run over the same inputs, which is what resume
+// ([ReadOptions.StartIndex]) and sharding ([ReadOptions.Shard]) rely on.
+//
+// A text is built from the [ReadOptions.TextFields] (default "text"): the
+// non-empty values are joined with "\n" and [ReadOptions.Prefix] is put in
+// front. The ID is the [ReadOptions.IDField]; when that is empty the reader
+// tries "id", then "_id", then falls back to the decimal Index.
+//
+// Bad rows never stop the run and are never dropped silently. Reason codes
+// (stable, used in the errors file):
+//
+//	malformed_json  the JSONL line is not a JSON object
+//	line_too_long   the JSONL line is longer than ReadOptions.MaxLineBytes
+//	missing_field   a text field (or an explicit ID field) is absent
+//	null_text       a text field is null
+//	not_text        a text field is not a string (e.g. an int64 Parquet column)
+//	invalid_utf8    a text field is not valid UTF-8: the row is not embedded
+//	                (no repair — a repaired text would silently differ from the
+//	                input); the detail gives the byte offset
+//	empty_text      the joined text is empty or whitespace only and
+//	                ReadOptions.SkipEmpty is set
+//	bad_id          the ID field is neither a string nor a number
+//
+// A file that cannot be read is a [*FileError] naming the file (and the row
+// group, or line, when known); calling Next again goes on with the next file.
+// A Parquet file without a valid footer (truncated, not Parquet) fails whole
+// before any row; a row group that fails to decode ends the file at that row
+// group, after the rows already returned. A JSONL file that ends inside a line
+// is fine: the last line is parsed like any other (malformed_json if cut in
+// the middle); a .gz stream that is cut short is a FileError after the lines
+// decoded so far.
+//
+// # Writing
+//
+// A [Writer] writes one row per chunk (see [Schema]) as an Arrow IPC file or a
+// Parquet file, and the error records as JSON Lines. Nothing appears at the
+// output paths before [Writer.Commit]: the data is written beside them
+// (OUT.tmp-PID) and renamed after an fsync; [Writer.Abort] removes it.
+// Results are [Writer.Put] one document at a time in increasing Index; a
+// record batch is cut after the first document that brings it to
+// [WriterOptions.BatchRows] rows, so batches end on document boundaries.
+//
+// # Resume
+//
+// [OpenCheckpointed] makes a writer that survives SIGKILL. Batches go to
+// OUT.partial, an Arrow IPC stream without its end marker, and errors to
+// ERRORS.partial. After each batch both are fsynced and OUT.checkpoint — a
+// small JSON file written to a temporary name, fsynced and renamed — records
+// the Index after the last document in the batch, the row and error counts
+// and the byte lengths of the valid prefixes of both files. On reopen the
+// files are cut back to those lengths (dropping anything written after the
+// last checkpoint), the stream is read back and checked against the
+// checkpoint and against the new schema and metadata, and the caller gets
+// [ResumeState.NextIndex]: documents with a smaller Index are done, so the
+// reader starts there. Because batches end on document boundaries and the
+// caller Puts documents in order, the resumed run writes the same batches an
+// uninterrupted run would. Commit converts the stream into the final file.
+package dataio
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Reason codes of row-level errors; see the package documentation.
+const (
+	ReasonMalformedJSON = "malformed_json"
+	ReasonLineTooLong   = "line_too_long"
+	ReasonMissingField  = "missing_field"
+	ReasonNullText      = "null_text"
+	ReasonNotText       = "not_text"
+	ReasonInvalidUTF8   = "invalid_utf8"
+	ReasonEmptyText     = "empty_text"
+	ReasonBadID         = "bad_id"
+)
+
+// Doc is one document of the corpus.
+type Doc struct {
+	Source    string // input file name as given ("-" for stdin)
+	Line      int    // JSONL: 1-based line number; 0 for Parquet
+	Row       int64  // Parquet: 0-based row within the file; 0 for JSONL
+	Index     int64  // 0-based document index in the run, stable across runs
+	ID        string // document ID (see the package documentation)
+	Text      string // Prefix + the joined text fields
+	PrefixLen int    // length in bytes of the prefix at the start of Text
+}
+
+// Error returns a row-level error record for d.
+func (d Doc) Error(reason, detail string) *RowError {
+	return &RowError{Source: d.Source, Line: d.Line, Row: d.Row, Index: d.Index, ID: d.ID, Reason: reason, Detail: detail}
+}
+
+// ChunkError returns an error record for the failure of one chunk of d;
+// workerLog is the tail of the worker's log, if any.
+func (d Doc) ChunkError(chunk int, reason, detail, workerLog string) *RowError {
+	e := d.Error(reason, detail)
+	e.Chunk = &chunk
+	e.WorkerLog = workerLog
+	return e
+}
+
+// RowError is a record that could not be used, or a chunk of a document that
+// could not be embedded. It is both an error and a line of the errors file.
+type RowError struct {
+	Source    string
+	Line      int   // JSONL: 1-based line; 0 for Parquet
+	Row       int64 // Parquet: 0-based row in the file (used when Line is 0)
+	Index     int64 // document index in the run
+	ID        string
+	Reason    string // a stable code: one of the Reason constants, or the pipeline's own
+	Detail    string
+	Chunk     *int   // set for a chunk-level failure: the 0-based chunk
+	WorkerLog string // tail of the worker's log for a chunk-level failure
+}
+
+// Error implements error.
+func (e *RowError) Error() string {
+	where := e.Source + " row " + strconv.FormatInt(e.Row, 10)
+	if e.Line > 0 {
+		where = e.Source + ":" + strconv.Itoa(e.Line)
+	}
+	if e.Chunk != nil {
+		where += " chunk " + strconv.Itoa(*e.Chunk)
+	}
+	return fmt.Sprintf("dataio: %s: %s: %s", where, e.Reason, e.Detail)
+}
+
+// rowErrorJSON is the errors-file form of a RowError.
+type rowErrorJSON struct {
+	Source    string `json:"source"`
+	Line      *int   `json:"line,omitempty"`
+	Row       *int64 `json:"row,omitempty"`
+	Index     int64  `json:"index"`
+	ID        string `json:"id,omitempty"`
+	Reason    string `json:"reason"`
+	Detail    string `json:"detail,omitempty"`
+	Chunk     *int   `json:"chunk,omitempty"`
+	WorkerLog string `json:"worker_log,omitempty"`
+}
+
+func (e *RowError) toJSON() rowErrorJSON {
+	j := rowErrorJSON{Source: e.Source, Index: e.Index, ID: e.ID, Reason: e.Reason,
+		Detail: e.Detail, Chunk: e.Chunk, WorkerLog: e.WorkerLog}
+	if e.Line > 0 {
+		line := e.Line
+		j.Line = &line
+	} else {
+		row := e.Row
+		j.Row = &row
+	}
+	return j
+}
+
+// FileError is a failure of a whole input file, or of the rest of it from a
+// row group (Parquet) or line (JSONL) on.
+type FileError struct {
+	Source   string
+	RowGroup int   // Parquet row group that failed; -1 if none or unknown
+	Line     int   // JSONL line being read when the file failed; 0 if none
+	Err      error // the cause
+}
+
+func (e *FileError) Error() string {
+	where := e.Source
+	switch {
+	case e.RowGroup >= 0:
+		where += fmt.Sprintf(" (row group %d)", e.RowGroup)
+	case e.Line > 0:
+		where += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	return fmt.Sprintf("dataio: %s: %v", where, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// Errors of the writer.
+var (
+	// ErrOutOfOrder: Put was called with an Index not above the previous one.
+	ErrOutOfOrder = errors.New("dataio: documents put out of order")
+	// ErrClosed: the writer was already committed or aborted.
+	ErrClosed = errors.New("dataio: writer is closed")
+	// ErrResumeMismatch: the partial output was written with another schema
+	// or other metadata (model, chunking, version) than this run's.
+	ErrResumeMismatch = errors.New("dataio: partial output is from a different configuration")
+	// ErrCheckpointCorrupt: the checkpoint and the partial files disagree.
+	ErrCheckpointCorrupt = errors.New("dataio: checkpoint does not match the partial output")
+)

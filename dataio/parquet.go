@@ -1,0 +1,353 @@
+package dataio
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// column is a text or ID column of a Parquet file as this run uses it.
+type column struct {
+	name    string
+	leaf    int    // leaf column index; -1 when the column cannot be read
+	problem string // reason code every row gets when the column is unusable
+	detail  string
+	arr     arrow.Array // the column in the current batch
+}
+
+// parquetSource reads one Parquet file a row group and a batch at a time.
+type parquetSource struct {
+	name  string
+	f     *os.File
+	pf    *file.Reader
+	fr    *pqarrow.FileReader
+	opts  *ReadOptions
+	base  int64
+	nrows int64
+
+	text   []column
+	id     *column // nil: the ID is the Index
+	leaves []int
+
+	rg      int   // current row group
+	rgStart int64 // file row of the first row of rg
+	rgOpen  bool
+	rr      pqarrow.RecordReader
+	virtual int64 // rows left in rg when no column is read
+	recLen  int
+	recPos  int
+	row     int64 // file row of the next row
+}
+
+func newParquet(name string, f *os.File, base int64, opts *ReadOptions) (src source, err error) {
+	fail := func(err error) (source, error) {
+		f.Close()
+		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			src, err = fail(fmt.Errorf("parquet: reading footer: panic: %v", p))
+		}
+	}()
+	props := parquet.NewReaderProperties(opts.Allocator)
+	props.BufferedStreamEnabled = true
+	props.BufferSize = 256 << 10
+	pf, err := file.NewParquetReader(f, file.WithReadProps(props))
+	if err != nil {
+		return fail(fmt.Errorf("parquet: %w", err))
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: opts.ParquetBatchRows}, opts.Allocator)
+	if err != nil {
+		pf.Close()
+		return fail(fmt.Errorf("parquet: %w", err))
+	}
+	sc, err := fr.Schema()
+	if err != nil {
+		pf.Close()
+		return fail(fmt.Errorf("parquet: schema: %w", err))
+	}
+	s := &parquetSource{name: name, f: f, pf: pf, fr: fr, opts: opts, base: base, nrows: pf.NumRows()}
+	s.resolve(sc)
+	return s, nil
+}
+
+// resolve finds the text and ID columns in the file's schema.
+func (s *parquetSource) resolve(sc *arrow.Schema) {
+	seen := map[int]bool{}
+	use := func(c column) column {
+		if c.leaf >= 0 && !seen[c.leaf] {
+			seen[c.leaf] = true
+			s.leaves = append(s.leaves, c.leaf)
+		}
+		return c
+	}
+	for _, f := range s.opts.TextFields {
+		s.text = append(s.text, use(s.lookup(sc, f, isText, ReasonNotText)))
+	}
+	names := []string{s.opts.IDField}
+	if s.opts.IDField == "" {
+		names = []string{"id", "_id"}
+	}
+	for _, n := range names {
+		if c := s.lookup(sc, n, isID, ReasonBadID); c.problem != ReasonMissingField || s.opts.IDField != "" {
+			c = use(c)
+			s.id = &c
+			break
+		}
+	}
+}
+
+func (s *parquetSource) lookup(sc *arrow.Schema, name string, ok func(arrow.DataType) bool, bad string) column {
+	c := column{name: name, leaf: -1}
+	idx := sc.FieldIndices(name)
+	if len(idx) == 0 {
+		c.problem, c.detail = ReasonMissingField, fmt.Sprintf("no column %q", name)
+		return c
+	}
+	dt := sc.Field(idx[0]).Type
+	leaf := s.pf.MetaData().Schema.ColumnIndexByName(name)
+	if !ok(dt) || leaf < 0 {
+		c.problem, c.detail = bad, fmt.Sprintf("column %q has type %s", name, dt)
+		return c
+	}
+	c.leaf = leaf
+	return c
+}
+
+func isText(dt arrow.DataType) bool {
+	switch dt.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.STRING_VIEW, arrow.BINARY, arrow.LARGE_BINARY, arrow.BINARY_VIEW:
+		return true
+	case arrow.DICTIONARY:
+		return isText(dt.(*arrow.DictionaryType).ValueType)
+	}
+	return false
+}
+
+func isID(dt arrow.DataType) bool {
+	return isText(dt) || arrow.IsInteger(dt.ID())
+}
+
+func (s *parquetSource) span() int64 { return s.nrows }
+
+func (s *parquetSource) progress() (records, rows, bytes int64) { return s.row, s.row, 0 }
+
+func (s *parquetSource) close() error {
+	if s.rr != nil {
+		s.rr.Release()
+		s.rr = nil
+	}
+	return s.pf.Close() // closes f
+}
+
+func (s *parquetSource) next() (d Doc, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d, err = Doc{}, s.fileError(fmt.Errorf("parquet: panic while decoding: %v", p))
+		}
+	}()
+	for {
+		if s.recPos >= s.recLen {
+			more, err := s.nextBatch()
+			if err != nil {
+				return Doc{}, s.fileError(err)
+			}
+			if !more {
+				return Doc{}, io.EOF
+			}
+			continue
+		}
+		i := s.recPos
+		s.recPos++
+		row := s.row
+		s.row++
+		if idx := s.base + row; s.opts.want(idx) {
+			return s.rowDoc(i, Doc{Source: s.name, Row: row, Index: idx})
+		}
+	}
+}
+
+func (s *parquetSource) fileError(err error) error {
+	return &FileError{Source: s.name, RowGroup: s.rg, Err: err}
+}
+
+// nextBatch makes the next batch of rows current; false at the end of the file.
+func (s *parquetSource) nextBatch() (bool, error) {
+	meta := s.pf.MetaData()
+	for {
+		if s.rgOpen {
+			if more, err := s.batchInGroup(); more || err != nil {
+				return more, err
+			}
+			s.rgOpen = false
+			end := s.rgStart + meta.RowGroup(s.rg).NumRows()
+			if s.row != end {
+				return false, fmt.Errorf("parquet: read %d rows, the footer says %d", s.row-s.rgStart, end-s.rgStart)
+			}
+			s.rgStart, s.rg = end, s.rg+1
+		}
+		if s.rg >= s.pf.NumRowGroups() {
+			return false, nil
+		}
+		n := meta.RowGroup(s.rg).NumRows()
+		if n == 0 || s.base+s.rgStart+n <= s.opts.StartIndex {
+			s.row = s.rgStart + n
+			s.rgStart, s.rg = s.rgStart+n, s.rg+1
+			continue
+		}
+		if err := s.openGroup(n); err != nil {
+			return false, err
+		}
+	}
+}
+
+func (s *parquetSource) openGroup(n int64) error {
+	s.rgOpen = true
+	if len(s.leaves) == 0 {
+		s.virtual = n
+		return nil
+	}
+	rr, err := s.fr.GetRecordReader(context.Background(), s.leaves, []int{s.rg})
+	if err != nil {
+		return fmt.Errorf("parquet: %w", err)
+	}
+	s.rr = rr
+	return nil
+}
+
+// batchInGroup makes the next batch of the open row group current.
+func (s *parquetSource) batchInGroup() (bool, error) {
+	s.recPos, s.recLen = 0, 0
+	if s.rr == nil {
+		n := min(s.virtual, s.opts.ParquetBatchRows)
+		s.virtual -= n
+		s.recLen = int(n)
+		return n > 0, nil
+	}
+	if s.rr.Next() {
+		rec := s.rr.RecordBatch()
+		s.recLen = int(rec.NumRows())
+		for i := range s.text {
+			s.text[i].arr = columnOf(rec, &s.text[i])
+		}
+		if s.id != nil {
+			s.id.arr = columnOf(rec, s.id)
+		}
+		return true, nil
+	}
+	err := s.rr.Err()
+	s.rr.Release()
+	s.rr = nil
+	if err != nil {
+		return false, fmt.Errorf("parquet: %w", err)
+	}
+	return false, nil
+}
+
+func columnOf(rec arrow.RecordBatch, c *column) arrow.Array {
+	if c.problem != "" {
+		return nil
+	}
+	return rec.Column(rec.Schema().FieldIndices(c.name)[0])
+}
+
+// rowDoc builds the Doc of row i of the current batch.
+func (s *parquetSource) rowDoc(i int, d Doc) (Doc, error) {
+	if s.id == nil {
+		d.ID = indexID(d.Index)
+	} else if id, err := s.idAt(i, d); err != nil {
+		return Doc{}, err
+	} else {
+		d.ID = id
+	}
+	parts := make([]string, len(s.text))
+	for k := range s.text {
+		c := &s.text[k]
+		if c.problem != "" {
+			return Doc{}, d.Error(c.problem, c.detail)
+		}
+		v, valid := textAt(c.arr, i)
+		if !valid {
+			return Doc{}, d.Error(ReasonNullText, fmt.Sprintf("column %q is null", c.name))
+		}
+		if !utf8.ValidString(v) {
+			return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("column %q: invalid UTF-8 at byte %d", c.name, invalidAt([]byte(v))))
+		}
+		parts[k] = v
+	}
+	return s.opts.document(d, parts) // copies the values out of the batch
+}
+
+func (s *parquetSource) idAt(i int, d Doc) (string, error) {
+	c := s.id
+	if c.problem != "" {
+		return "", d.Error(c.problem, c.detail)
+	}
+	if c.arr.IsNull(i) {
+		if s.opts.IDField == "" {
+			return indexID(d.Index), nil
+		}
+		return "", d.Error(ReasonMissingField, fmt.Sprintf("ID column %q is null", c.name))
+	}
+	if arrow.IsInteger(c.arr.DataType().ID()) {
+		return c.arr.ValueStr(i), nil
+	}
+	v, _ := textAt(c.arr, i)
+	return strings.Clone(v), nil
+}
+
+// textAt returns value i of a string-like array without copying it, and
+// false when it is null.
+func textAt(arr arrow.Array, i int) (string, bool) {
+	if arr.IsNull(i) {
+		return "", false
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		return a.Value(i), true
+	case *array.LargeString:
+		return a.Value(i), true
+	case *array.StringView:
+		return a.Value(i), true
+	case *array.Binary:
+		return a.ValueString(i), true
+	case *array.LargeBinary:
+		return a.ValueString(i), true
+	case *array.BinaryView:
+		return a.ValueString(i), true
+	case *array.Dictionary:
+		return textAt(a.Dictionary(), a.GetValueIndex(i))
+	}
+	panic(fmt.Sprintf("dataio: textAt on %s", arr.DataType()))
+}
+
+// countFile returns the row count of a Parquet file or the size of any other.
+func countFile(name string) (rows, size int64, isPQ bool, err error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer f.Close()
+	if !isParquet(f) {
+		st, err := f.Stat()
+		if err != nil {
+			return 0, 0, false, err
+		}
+		return 0, st.Size(), false, nil
+	}
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		return 0, 0, true, fmt.Errorf("parquet: %w", err)
+	}
+	rows = pf.NumRows()
+	return rows, 0, true, pf.Close()
+}
