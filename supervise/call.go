@@ -37,7 +37,7 @@ func (w *worker) call(ctx context.Context, req wire.Message, timeout time.Durati
 	case err == nil:
 		return resp, nil // if fired, the worker is dead now but the answer is good
 	case stage == "":
-		return nil, err // *wire.Error
+		return nil, err // *wire.Error or a refused request
 	case fired && errors.Is(ctx.Err(), context.Canceled):
 		return nil, &failure{stage: stage, err: ctx.Err(), canceled: true}
 	case fired:
@@ -46,10 +46,16 @@ func (w *worker) call(ctx context.Context, req wire.Message, timeout time.Durati
 	return nil, &failure{stage: stage, err: err}
 }
 
-// exchange writes req and reads its answer. stage is "" with a nil error or
-// a *wire.Error, else where it failed.
+// exchange writes req and reads its answer. stage is "" with a nil error,
+// a *wire.Error, or a request Send refused without writing (too large,
+// inconsistent); else it says where the exchange failed.
 func (w *worker) exchange(req wire.Message) (resp wire.Message, stage string, err error) {
 	if err := w.conn.Send(req); err != nil {
+		var fe *wire.FrameTooLargeError
+		var pe *wire.ProtocolError
+		if errors.As(err, &fe) || errors.As(err, &pe) {
+			return nil, "", err // refused before writing: the caller's bug, the worker is fine
+		}
 		return nil, "send", err
 	}
 	m, err := w.conn.Recv()

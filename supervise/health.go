@@ -139,5 +139,6 @@ func (p *Pool) tryAcquire(s *slot) *worker {
 		return nil
 	}
 	s.state = StateBusy
+	p.broadcast()
 	return s.w
 }

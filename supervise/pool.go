@@ -193,6 +193,7 @@ func (p *Pool) acquire(ctx context.Context, want, possible func(*slot) bool) (*s
 		for _, s := range p.slots {
 			if s.state == StateReady && want(s) {
 				s.state = StateBusy
+				p.broadcast()
 				p.mu.Unlock()
 				return s, s.w, nil
 			}
