@@ -24,7 +24,7 @@ type llamaModel struct {
 	nVocab          int32
 	cfg             llamaConfig
 	dims            int
-	encoderOnly     bool // T5-style encoder: llama_encode; everything else goes through llama_decode
+	encode          bool // bidirectional encoder (BERT, T5 encoder): llama_encode; decoders: llama_decode
 	hasCls          bool // has a classifier head, so rank pooling works
 	defPool         llama.PoolingType
 	ctxs            map[llama.PoolingType]llama.Context
@@ -192,7 +192,7 @@ func (m *llamaModel) evalChunk(c llama.Context, seqs [][]int32, tokens, dims int
 		}
 	}
 	var rc int32
-	if m.encoderOnly {
+	if m.encode {
 		rc, _ = llama.Encode(c, *b)
 	} else {
 		rc, _ = llama.Decode(c, *b)

@@ -35,6 +35,15 @@ var nonCausal = map[string]bool{
 	"modern-bert": true, "neo-bert": true, "t5encoder": true, "eurobert": true,
 }
 
+// isCausal reports whether the model's attention is causal (a decoder).
+func isCausal(meta *gguf.File) bool {
+	arch := meta.Architecture()
+	if c, ok := meta.Bool(arch + ".attention.causal"); ok {
+		return c
+	}
+	return !nonCausal[arch]
+}
+
 // llamaConfig is a RuntimeConfig with every default resolved.
 type llamaConfig struct {
 	nCtx, nBatch, nUBatch, threads, seqMax int
@@ -182,11 +191,7 @@ func resolveConfig(rc wire.RuntimeConfig, meta *gguf.File) (llamaConfig, error) 
 	case !cfg.embeddings && p != llama.PoolingTypeUnspecified && p != llama.PoolingTypeNone:
 		return bad("pooling %q needs embeddings: true (generation contexts do not pool)", rc.Pooling)
 	}
-	causal := !nonCausal[arch]
-	if c, ok := meta.Bool(arch + ".attention.causal"); ok {
-		causal = c
-	}
-	if cfg.embeddings && !causal && train > 0 && cfg.nCtx > train {
+	if cfg.embeddings && !isCausal(meta) && train > 0 && cfg.nCtx > train {
 		return bad("n_ctx %d exceeds the model's training context %d (bidirectional model)", cfg.nCtx, train)
 	}
 	if cfg.nCtx == 0 {
@@ -261,7 +266,7 @@ func loadModel(path string, meta *gguf.File, cfg llamaConfig) (*llamaModel, erro
 		hasCls: hasTensor(meta, "cls.weight") || hasTensor(meta, "cls.output.weight"),
 	}
 	m.nVocab = llama.VocabNTokens(m.vocab)
-	m.encoderOnly = llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
+	m.encode = !isCausal(meta) || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
 	if err := m.init(); err != nil {
 		m.free()
 		return nil, err

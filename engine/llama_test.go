@@ -479,3 +479,30 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// A decoder embeds through llama_decode with the KV memory cleared between
+// calls; sequences sharing a call must not see each other.
+func TestEmbedCausalModel(t *testing.T) {
+	e := testEngine(t)
+	info := loadFixture(t, "llama-2-tiny-random.gguf", wire.RuntimeConfig{Embeddings: true, ContextSize: 128, Pooling: "last", SeqMax: 4, Threads: 1})
+	seqs := [][]int32{{1, 450, 4996, 17354}, {1, 1724, 338, 263, 1243, 29973}, {1, 15043}, {1, 450, 4996, 17354, 1701, 29916}, {1, 3869}}
+	all, dims, err := e.Embed(context.Background(), info.Ref, "", false, seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dims != 8 {
+		t.Fatalf("dims %d; want 8", dims)
+	}
+	for i, s := range seqs {
+		one, _, err := e.Embed(context.Background(), info.Ref, "", false, [][]int32{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cosine(one, all[i*dims:(i+1)*dims]); c < 0.99999 {
+			t.Errorf("sequence %d: cosine batched vs alone %.7f; want ≥ 0.99999", i, c)
+		}
+	}
+	if _, _, err := e.Embed(context.Background(), info.Ref, "", false, [][]int32{make([]int32, 129)}); wire.CodeOf(err) != wire.CodeBadRequest {
+		t.Errorf("sequence longer than n_ctx: %v; want bad_request", err)
+	}
+}

@@ -41,7 +41,7 @@ func (s *syncBuffer) String() string {
 }
 
 type testWorker struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	nc     *net.UnixConn
 	conn   *wire.Conn
@@ -53,7 +53,7 @@ type testWorker struct {
 
 // spawnWorker starts `synapse worker` and accepts its connection, without
 // handshaking.
-func spawnWorker(t *testing.T, env ...string) *testWorker {
+func spawnWorker(t testing.TB, env ...string) *testWorker {
 	t.Helper()
 	bin := testenv.Binary(t)
 	lib := testenv.LlamaLib(t)
@@ -98,7 +98,7 @@ func spawnWorker(t *testing.T, env ...string) *testWorker {
 }
 
 // startWorker spawns a worker and completes the handshake.
-func startWorker(t *testing.T, env ...string) *testWorker {
+func startWorker(t testing.TB, env ...string) *testWorker {
 	t.Helper()
 	w := spawnWorker(t, env...)
 	if err := w.conn.Send(&wire.HelloAck{V: wire.Version, Accept: true, MaxFrame: wire.DefaultMaxFrame}); err != nil {
