@@ -33,6 +33,7 @@ type bpeFragmenter struct {
 	encoded  [256]string         // byte-level encoding of each byte
 	fallback [256]int32          // token of each one-byte string, NoToken if none
 	pool     sync.Pool           // *bpeScratch
+	cache    wordCache
 }
 
 type bpeMerge struct {
@@ -161,8 +162,30 @@ func (f *bpeFragmenter) appendTokens(out []Token, frag string, off int, _ bool) 
 	return out
 }
 
-// word appends the tokens of one pre-tokenized word starting at byte off.
+// word appends the tokens of one pre-tokenized word starting at byte off,
+// from the cache when the word is short and was seen before.
 func (f *bpeFragmenter) word(out []Token, sc *bpeScratch, w string, off int) []Token {
+	if len(w) > cacheMaxWord {
+		return f.merge(out, sc, w, off)
+	}
+	if toks, ok := f.cache.get(w); ok {
+		for _, t := range toks {
+			out = append(out, Token{ID: t.id, Start: off + int(t.start), End: off + int(t.end)})
+		}
+		return out
+	}
+	mark := len(out)
+	out = f.merge(out, sc, w, off)
+	toks := make([]cachedTok, len(out)-mark)
+	for i, t := range out[mark:] {
+		toks[i] = cachedTok{id: t.ID, start: uint8(t.Start - off), end: uint8(t.End - off)}
+	}
+	f.cache.put(w, toks)
+	return out
+}
+
+// merge tokenizes one word: llama.cpp's merge loop.
+func (f *bpeFragmenter) merge(out []Token, sc *bpeScratch, w string, off int) []Token {
 	if f.pre.ignoreMerges {
 		if id, ok := f.ids[w]; ok && id < f.nVocab {
 			return append(out, Token{ID: id, Start: off, End: off + len(w)})
@@ -274,4 +297,56 @@ func bpePop(h []bpeCand) (bpeCand, []bpeCand) {
 		i = m
 	}
 	return top, h
+}
+
+// Word cache: natural text repeats its words, so the tokens of short words
+// are kept, up to a fixed number of words (first come, first kept; no
+// eviction). The shards keep concurrent Tokenize calls from contending.
+const (
+	cacheMaxWord   = 64 // bytes; spans fit a uint8
+	cacheShards    = 32
+	cacheShardSize = 1 << 12 // words per shard
+)
+
+type cachedTok struct {
+	id         int32
+	start, end uint8
+}
+
+type wordCache struct {
+	shards [cacheShards]cacheShard
+}
+
+type cacheShard struct {
+	mu sync.RWMutex
+	m  map[string][]cachedTok
+	_  [32]byte // keep shards on separate cache lines
+}
+
+func cacheShardOf(w string) int {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(w); i++ {
+		h = (h ^ uint32(w[i])) * 16777619
+	}
+	return int(h % cacheShards)
+}
+
+func (c *wordCache) get(w string) ([]cachedTok, bool) {
+	s := &c.shards[cacheShardOf(w)]
+	s.mu.RLock()
+	toks, ok := s.m[w]
+	s.mu.RUnlock()
+	return toks, ok
+}
+
+func (c *wordCache) put(w string, toks []cachedTok) {
+	s := &c.shards[cacheShardOf(w)]
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = make(map[string][]cachedTok)
+	}
+	if len(s.m) < cacheShardSize {
+		s.m[strings.Clone(w)] = toks
+	}
+	s.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/synapse-embed/synapse/internal/testenv"
@@ -41,11 +42,25 @@ func vocabFiles(t testing.TB) []string {
 	return names
 }
 
+// loaded caches the tokenizers tests load, by path.
+var loaded sync.Map // path -> loadResult
+
+type loadResult struct {
+	tok Tokenizer
+	err error
+}
+
 // loadVocabFile loads a tokenizer from vocabDir; a kind or pre-tokenizer this
 // package does not (yet) implement skips the test.
 func loadVocabFile(t testing.TB, name string) Tokenizer {
 	t.Helper()
-	tok, err := Load(filepath.Join(vocabDir(t), name))
+	path := filepath.Join(vocabDir(t), name)
+	r, ok := loaded.Load(path)
+	if !ok {
+		tok, err := Load(path)
+		r, _ = loaded.LoadOrStore(path, loadResult{tok, err})
+	}
+	tok, err := r.(loadResult).tok, r.(loadResult).err
 	if errors.Is(err, ErrUnsupported) {
 		t.Skipf("%s: %v", name, err)
 	}
