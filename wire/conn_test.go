@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -285,4 +286,75 @@ func floatBytes(m Message) []byte {
 		return byteView(m.Data)
 	}
 	return nil
+}
+
+// TestUnixSocket exchanges large messages both ways over a real Unix
+// socket, where reads return partial frames, while SetMaxFrame runs
+// concurrently.
+func TestUnixSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Skipf("unix sockets unavailable: %v", err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	client, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	defer server.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	client.SetDeadline(deadline)
+	server.SetDeadline(deadline)
+
+	big := &Vectors{ReqID: 1, Dims: 1024, N: 512, Data: make([]float32, 1024*512)} // 2 MiB, far over the socket buffer
+	for i := range big.Data {
+		big.Data[i] = float32(i)
+	}
+	ids := &EmbedBatch{ReqID: 2, Items: []Item{{ID: 1, NTokens: 1 << 18}}, IDs: make([]int32, 1<<18)} // 1 MiB
+	for i := range ids.IDs {
+		ids.IDs[i] = int32(-i)
+	}
+	cc, sc := NewConn(client), NewConn(server)
+	done := make(chan error, 3)
+	go func() { done <- cc.Send(ids) }()
+	go func() { done <- sc.Send(big) }()
+	go func() {
+		for range 100 {
+			cc.SetMaxFrame(DefaultMaxFrame)
+			sc.SetMaxFrame(DefaultMaxFrame)
+		}
+		done <- nil
+	}()
+	for _, tc := range []struct {
+		c    *Conn
+		want Message
+	}{{sc, ids}, {cc, big}} {
+		got, err := tc.c.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		if !equalMessages(got, tc.want) {
+			t.Errorf("Recv %s: message differs from what was sent", got.Type())
+		}
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Errorf("Send: %v", err)
+		}
+	}
 }
