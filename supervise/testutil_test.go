@@ -53,7 +53,7 @@ func shortDir(t testing.TB) string {
 func helperConfig(t testing.TB, mode, chaos string) Config {
 	return Config{
 		Command:          helperCommand(),
-		Env:              []string{helperEnv + "=" + mode, "SYNAPSE_CHAOS=" + chaos},
+		Env:              []string{helperEnv + "=" + mode, "SYNAPSE_CHAOS=" + chaos, "GORACE=atexit_sleep_ms=0"},
 		RuntimeDir:       shortDir(t),
 		StartTimeout:     waitBound,
 		ShutdownTimeout:  waitBound,

@@ -1,0 +1,131 @@
+package supervise
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/synapse-embed/synapse/wire"
+)
+
+// TestModuleKilled SIGKILLs a module process (a helper that runs a pool of
+// one worker that ignores EOF and SHUTDOWN) and checks that the worker dies
+// by the parent-death signal. The test process becomes a child subreaper so
+// the orphaned worker is reparented to it and can be waited for.
+func TestModuleKilled(t *testing.T) {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, 36 /* PR_SET_CHILD_SUBREAPER */, 1, 0); errno != 0 {
+		t.Skipf("prctl(PR_SET_CHILD_SUBREAPER): %v", errno)
+	}
+	dir := shortDir(t)
+	cmd := exec.Command(os.Args[0], helperCommand()[1:]...)
+	cmd.Env = append(os.Environ(), helperEnv+"=module", "SUPERVISE_RUNTIME="+dir, "GORACE=atexit_sleep_ms=0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := bounded(t, "module start", func() string {
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		return strings.TrimSpace(l)
+	})
+	pid, err := strconv.Atoi(line)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("module said %q; want the worker pid", line)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	type result struct {
+		ws  syscall.WaitStatus
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var ws syscall.WaitStatus
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		done <- result{ws, err}
+	}()
+	timer := time.NewTimer(waitBound)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil || !r.ws.Signaled() || r.ws.Signal() != syscall.SIGKILL {
+			t.Errorf("worker %d: got %v (status %v); want killed by SIGKILL", pid, r.err, r.ws)
+		}
+	case <-timer.C:
+		syscall.Kill(pid, syscall.SIGKILL)
+		<-done
+		t.Fatalf("worker %d outlived its killed module", pid)
+	}
+
+	// The dead module left its socket; the next pool in this directory
+	// sweeps it away.
+	stale, _ := filepath.Glob(filepath.Join(dir, "synapse", "workers", "*.sock"))
+	if len(stale) != 1 {
+		t.Fatalf("socket files after module kill: got %v; want the dead module's one", stale)
+	}
+	cfg := helperConfig(t, "worker", "")
+	cfg.RuntimeDir = dir
+	p := startPool(t, cfg)
+	if _, err := os.Lstat(stale[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale socket %s: got %v; want removed", stale[0], err)
+	}
+	_ = p
+}
+
+// TestSpawnThreadExit starts a pool from a goroutine that is locked to its
+// OS thread and exits without unlocking, which destroys the thread. A
+// worker forked from that thread would get its Pdeathsig; workers forked
+// from the pool's own spawner thread must survive.
+func TestSpawnThreadExit(t *testing.T) {
+	cfg := helperConfig(t, "worker", "")
+	type started struct {
+		p   *Pool
+		tid int
+		err error
+	}
+	ch := make(chan started, 1)
+	checkLeaks(t)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		p, err := NewPool(context.Background(), cfg)
+		ch <- started{p, syscall.Gettid(), err}
+	}()
+	s := bounded(t, "NewPool", func() started { return <-ch })
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	p := s.p
+	defer p.Close()
+	task := filepath.Join("/proc/self/task", strconv.Itoa(s.tid))
+	deadline := time.Now().Add(waitBound)
+	for { // the thread's exit (and any Pdeathsig) happens after the goroutine returns
+		if _, err := os.Stat(task); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d still exists", s.tid)
+		}
+		runtime.Gosched()
+	}
+	pid := p.Health().Workers[0].PID
+	if !processAlive(pid) {
+		t.Fatalf("worker %d died with the thread that created the pool", pid)
+	}
+	if _, err := p.Do(context.Background(), &wire.Ping{}, time.Minute); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+}
