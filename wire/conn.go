@@ -24,8 +24,9 @@ type Conn struct {
 	max atomic.Uint32
 
 	r    *bufio.Reader
-	rbuf []byte // reused control-frame buffer
-	rerr error  // sticky receive error
+	hdr  [frameHeaderLen]byte // length prefix being read
+	rbuf []byte               // reused control-frame buffer
+	rerr error                // sticky receive error
 
 	w    *bufio.Writer
 	wbuf bytes.Buffer // reused control-frame encoding
@@ -207,7 +208,7 @@ func (c *Conn) Recv() (Message, error) {
 
 func (c *Conn) recv() (Message, error) {
 	max := c.MaxFrame()
-	buf, err := readFrameInto(c.r, max, c.rbuf)
+	buf, err := readFrameInto(c.r, max, &c.hdr, c.rbuf)
 	if err != nil {
 		return nil, err
 	}
@@ -221,17 +222,17 @@ func (c *Conn) recv() (Message, error) {
 	want, _, _ := rawCount(m) // validated by decodeControl
 	switch m := m.(type) {
 	case *EmbedBatch:
-		m.IDs, err = readRaw[int32](c.r, max, want)
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
 	case *Rerank:
-		m.IDs, err = readRaw[int32](c.r, max, want)
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
 	case *Generate:
-		m.IDs, err = readRaw[int32](c.r, max, want)
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
 	case *Tokens:
-		m.IDs, err = readRaw[int32](c.r, max, want)
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
 	case *Vectors:
-		m.Data, err = readRaw[float32](c.r, max, want)
+		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
 	case *Scores:
-		m.Data, err = readRaw[float32](c.r, max, want)
+		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
 	}
 	if err != nil {
 		return nil, err

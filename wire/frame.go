@@ -59,12 +59,14 @@ func writeFrame(w io.Writer, payload []byte) error {
 // that ends inside the frame (length prefix or payload) returns
 // io.ErrUnexpectedEOF. Other read errors are wrapped.
 func ReadFrame(r io.Reader, max uint32) ([]byte, error) {
-	return readFrameInto(r, max, nil)
+	var hdr [frameHeaderLen]byte
+	return readFrameInto(r, max, &hdr, nil)
 }
 
-// readFrameInto is ReadFrame reusing buf's capacity when it is large enough.
-func readFrameInto(r io.Reader, max uint32, buf []byte) ([]byte, error) {
-	n, err := readFrameLen(r, max)
+// readFrameInto is ReadFrame reading the prefix into hdr and reusing buf's
+// capacity when it is large enough.
+func readFrameInto(r io.Reader, max uint32, hdr *[frameHeaderLen]byte, buf []byte) ([]byte, error) {
+	n, err := readFrameLen(r, max, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +81,8 @@ func readFrameInto(r io.Reader, max uint32, buf []byte) ([]byte, error) {
 	return buf, nil
 }
 
-// readFrameLen reads a length prefix and checks it against max.
-func readFrameLen(r io.Reader, max uint32) (uint32, error) {
-	var hdr [frameHeaderLen]byte
+// readFrameLen reads a length prefix into hdr and checks it against max.
+func readFrameLen(r io.Reader, max uint32, hdr *[frameHeaderLen]byte) (uint32, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return 0, err

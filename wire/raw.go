@@ -85,8 +85,8 @@ func fromLE[T rawElem](dst []T, b []byte) {
 // number of elements the header announced, or -1 when any count is valid.
 // The length is checked against max and want before the slice is allocated,
 // and the payload is read straight into the returned slice (nil when empty).
-func readRaw[T rawElem](r io.Reader, max uint32, want int64) ([]T, error) {
-	n, err := readFrameLen(r, max)
+func readRaw[T rawElem](r io.Reader, max uint32, hdr *[frameHeaderLen]byte, want int64) ([]T, error) {
+	n, err := readFrameLen(r, max, hdr)
 	if err == io.EOF {
 		return nil, io.ErrUnexpectedEOF // the message is incomplete
 	}
