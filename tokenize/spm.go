@@ -2,7 +2,9 @@ package tokenize
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -27,29 +29,39 @@ const spmSpace = "\u2581"
 // spmFragmenter is the SPM tokenizer for one vocabulary. It is immutable after
 // construction; per-call buffers come from a pool.
 type spmFragmenter struct {
-	ids            map[string]int32 // llama.cpp's token_to_id, over every token
+	trie           *ugmTrie // llama.cpp's token_to_id, over every token
 	scores         []float32
 	byteTok        [256]int32 // llama.cpp's byte_to_token; NoToken when absent
 	unk            int32
 	addSpacePrefix bool
+	wordSafe       bool // spmWordSafe: words can be merged one at a time
+	seed           maphash.Seed
 	pool           sync.Pool // *spmScratch
 }
 
 type spmSymbol struct {
 	start, n   int32 // byte range in the escaped text; n == 0 once merged away
 	prev, next int32
+	node       int32 // the trie node of the symbol's text, or -1
 }
 
 type spmBigram struct {
 	left, right int32
 	score       float32
 	size        int32
+	node        int32 // the trie node of the merged text
 }
+
+// spmPiece is an output token and its byte range in the escaped text.
+type spmPiece struct{ id, start, end int32 }
 
 type spmScratch struct {
 	text    []byte
 	symbols []spmSymbol
 	heap    []spmBigram
+	pieces  []spmPiece
+	// A word cache, private to the scratch so it needs no lock.
+	cache []spmCacheSlot
 }
 
 // newSPMFragmenter builds the SPM tokenizer for v.
@@ -58,11 +70,20 @@ func newSPMFragmenter(v *Vocab) (fragmenter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spm: %w", err)
 	}
+	keys := make([]ugmTrieKey, len(v.Tokens))
+	for i, t := range v.Tokens {
+		if t == "" {
+			t = spEmptyName(i)
+		}
+		keys[i] = ugmTrieKey{t, int32(i)}
+	}
 	f := &spmFragmenter{
-		ids:            ids,
+		trie:           newUGMTrie(keys),
 		scores:         v.Scores,
 		unk:            v.UNK,
 		addSpacePrefix: v.AddSpacePrefix,
+		wordSafe:       spmWordSafe(v.Tokens),
+		seed:           maphash.MakeSeed(),
 	}
 	if f.unk < 0 || int(f.unk) >= len(v.Tokens) {
 		f.unk = NoToken
@@ -80,7 +101,7 @@ func spTokenIndex(v *Vocab) (map[string]int32, error) {
 	ids := make(map[string]int32, len(v.Tokens))
 	for i, t := range v.Tokens {
 		if t == "" {
-			t = "[EMPTY_" + strconv.Itoa(i) + "]"
+			t = spEmptyName(i)
 		}
 		if j, dup := ids[t]; dup {
 			return nil, fmt.Errorf("duplicate token %q has ids %d and %d", t, j, i)
@@ -89,6 +110,9 @@ func spTokenIndex(v *Vocab) (map[string]int32, error) {
 	}
 	return ids, nil
 }
+
+// spEmptyName is what llama.cpp calls an empty token.
+func spEmptyName(id int) string { return "[EMPTY_" + strconv.Itoa(id) + "]" }
 
 // spByteToken is llama.cpp's byte_to_token for SPM and UGM vocabularies: the
 // "<0xXX>" token, else the token whose text is the byte itself.
@@ -141,18 +165,101 @@ func (f *spmFragmenter) appendTokens(out []Token, frag string, off int, first bo
 	return f.emit(out, s, frag, off, prefix)
 }
 
-// merge splits s.text into characters and applies the bigram merges.
+// merge splits s.text into words and appends each word's pieces to
+// s.pieces.
+//
+// When no token can span the start of a word (see spmWordSafe), each word
+// (a run of "▁" and the characters up to the next "▁" after them) is merged
+// on its own: pairs never straddle words, and within a word the merges
+// happen in the same order as in one queue over the whole text, since the
+// order (score, then position) compares pairs of one word alike either way.
+// A word's pieces then depend on the word alone, so they are cached.
 func (f *spmFragmenter) merge(s *spmScratch) {
 	text := s.text
-	s.symbols = s.symbols[:0]
+	s.pieces = s.pieces[:0]
+	if !f.wordSafe {
+		f.mergeWord(s, 0, len(text))
+		return
+	}
+	from, prevSpace := 0, false
 	for offs := 0; offs < len(text); {
 		n := min(spUTF8Len(text[offs]), len(text)-offs)
+		space := n == len(spmSpace) && string(text[offs:offs+n]) == spmSpace
+		if space && !prevSpace && offs > from {
+			f.cachedWord(s, from, offs)
+			from = offs
+		}
+		prevSpace = space
+		offs += n
+	}
+	f.cachedWord(s, from, len(text))
+}
+
+// The word cache is direct-mapped: spmCacheSlots slots, each holding one
+// word of up to spmCacheWordLen bytes and its up to spmCachePieces pieces.
+// It allocates nothing once built, so it does not churn the GC.
+const (
+	spmCacheSlots   = 1 << 14
+	spmCacheWordLen = 32
+	spmCachePieces  = 12
+)
+
+type spmCacheSlot struct {
+	word   [spmCacheWordLen]byte
+	wlen   uint8 // 0: empty
+	npiece uint8
+	n      [spmCachePieces]uint8 // piece lengths in bytes
+	id     [spmCachePieces]int32
+}
+
+// cachedWord appends the pieces of text[from:to] from the cache, or merges
+// the word and caches its pieces.
+func (f *spmFragmenter) cachedWord(s *spmScratch, from, to int) {
+	word := s.text[from:to]
+	if len(word) > spmCacheWordLen {
+		f.mergeWord(s, from, to)
+		return
+	}
+	if s.cache == nil {
+		s.cache = make([]spmCacheSlot, spmCacheSlots)
+	}
+	slot := &s.cache[maphash.Bytes(f.seed, word)&(spmCacheSlots-1)]
+	if int(slot.wlen) == len(word) && string(slot.word[:slot.wlen]) == string(word) {
+		pos := int32(from)
+		for i := range int(slot.npiece) {
+			n := int32(slot.n[i])
+			s.pieces = append(s.pieces, spmPiece{id: slot.id[i], start: pos, end: pos + n})
+			pos += n
+		}
+		return
+	}
+	first := len(s.pieces)
+	f.mergeWord(s, from, to)
+	pieces := s.pieces[first:]
+	if len(pieces) > spmCachePieces {
+		return
+	}
+	slot.wlen = uint8(copy(slot.word[:], word))
+	slot.npiece = uint8(len(pieces))
+	for i, p := range pieces {
+		slot.n[i], slot.id[i] = uint8(p.end-p.start), p.id
+	}
+}
+
+// mergeWord splits text[from:to] into characters, applies the bigram
+// merges and appends the resulting pieces.
+func (f *spmFragmenter) mergeWord(s *spmScratch, from, to int) {
+	text := s.text
+	s.symbols = s.symbols[:0]
+	for offs := from; offs < to; {
+		n := min(spUTF8Len(text[offs]), to-offs)
 		idx := int32(len(s.symbols))
 		next := idx + 1
-		if offs+n == len(text) {
+		if offs+n == to {
 			next = -1
 		}
-		s.symbols = append(s.symbols, spmSymbol{start: int32(offs), n: int32(n), prev: idx - 1, next: next})
+		s.symbols = append(s.symbols, spmSymbol{start: int32(offs), n: int32(n), prev: idx - 1, next: next,
+			node: f.trie.walk(0, text[offs:offs+n])})
 		offs += n
 	}
 	s.heap = s.heap[:0]
@@ -167,6 +274,7 @@ func (f *spmFragmenter) merge(s *spmScratch) {
 			continue // stale: one side was merged since
 		}
 		l.n += r.n
+		l.node = bg.node
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
@@ -175,39 +283,22 @@ func (f *spmFragmenter) merge(s *spmScratch) {
 		f.tryAddBigram(s, l.prev, bg.left)
 		f.tryAddBigram(s, bg.left, l.next)
 	}
+	f.resegment(s)
 }
 
-// tryAddBigram queues the merge of two adjacent symbols if their
-// concatenation is a token.
-func (f *spmFragmenter) tryAddBigram(s *spmScratch, left, right int32) {
-	if left < 0 || right < 0 {
-		return
-	}
-	l, r := s.symbols[left], s.symbols[right]
-	// Adjacent symbols are contiguous in the text: no concatenation needed.
-	id, ok := f.ids[string(s.text[l.start:r.start+r.n])]
-	if !ok {
-		return
-	}
-	var score float32
-	if int(id) < len(f.scores) {
-		score = f.scores[id]
-	}
-	spmHeapPush(&s.heap, spmBigram{left: left, right: right, score: score, size: l.n + r.n})
-}
-
-// emit appends the final symbols' tokens with their spans.
-func (f *spmFragmenter) emit(out []Token, s *spmScratch, frag string, off, prefix int) []Token {
-	m := spmSpanMap{frag: frag, prefix: prefix, e: prefix}
-	for i := int32(0); i != -1 && len(s.symbols) > 0; i = s.symbols[i].next {
-		sym := s.symbols[i]
-		a, b := int(sym.start), int(sym.start+sym.n)
-		if id, ok := f.ids[string(s.text[a:b])]; ok {
-			start := m.pos(a)
-			out = append(out, Token{ID: id, Start: off + start, End: off + m.pos(b)})
+// resegment appends the final symbols as pieces: the symbol's token, or its
+// bytes' tokens. Merges fold a symbol into its left neighbour, so the
+// survivors in index order are the final chain.
+func (f *spmFragmenter) resegment(s *spmScratch) {
+	for _, sym := range s.symbols {
+		if sym.n == 0 {
 			continue
 		}
-		for j := a; j < b; j++ {
+		if id := f.trie.valueAt(sym.node); id != NoToken {
+			s.pieces = append(s.pieces, spmPiece{id: id, start: sym.start, end: sym.start + sym.n})
+			continue
+		}
+		for j := sym.start; j < sym.start+sym.n; j++ {
 			id := f.byteTok[s.text[j]]
 			if id == NoToken {
 				// llama.cpp throws (std::out_of_range) here; we emit UNK,
@@ -217,9 +308,57 @@ func (f *spmFragmenter) emit(out []Token, s *spmScratch, frag string, off, prefi
 					continue
 				}
 			}
-			start := m.pos(j)
-			out = append(out, Token{ID: id, Start: off + start, End: off + m.pos(j+1)})
+			s.pieces = append(s.pieces, spmPiece{id: id, start: j, end: j + 1})
 		}
+	}
+}
+
+// spmWordSafe reports whether no token has a "▁" after a character other
+// than "▁": then no token can contain the start of a word, a "▁" that
+// follows some other character.
+func spmWordSafe(tokens []string) bool {
+	for _, t := range tokens {
+		for k := 1; k < len(t); k++ {
+			if strings.HasPrefix(t[k:], spmSpace) && strings.Trim(t[:k], spmSpace) != "" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// tryAddBigram queues the merge of two adjacent symbols if their
+// concatenation is a token.
+func (f *spmFragmenter) tryAddBigram(s *spmScratch, left, right int32) {
+	if left < 0 || right < 0 {
+		return
+	}
+	l, r := s.symbols[left], s.symbols[right]
+	if l.node < 0 {
+		return
+	}
+	// The left symbol's trie node continued by the right symbol's bytes.
+	node := f.trie.walk(l.node, s.text[r.start:r.start+r.n])
+	if node < 0 {
+		return
+	}
+	id := f.trie.value[node]
+	if id == NoToken {
+		return
+	}
+	var score float32
+	if int(id) < len(f.scores) {
+		score = f.scores[id]
+	}
+	spmHeapPush(&s.heap, spmBigram{left: left, right: right, score: score, size: l.n + r.n, node: node})
+}
+
+// emit appends the pieces with their spans in the whole text.
+func (f *spmFragmenter) emit(out []Token, s *spmScratch, frag string, off, prefix int) []Token {
+	m := spmSpanMap{frag: frag, prefix: prefix, e: prefix}
+	for _, p := range s.pieces {
+		start := m.pos(int(p.start))
+		out = append(out, Token{ID: p.id, Start: off + start, End: off + m.pos(int(p.end))})
 	}
 	return out
 }

@@ -314,14 +314,73 @@ func FuzzSPM(f *testing.F) {
 	f.Add("\xff\xfe\x80 \xc3", true)        // invalid UTF-8: stray and truncated sequences
 	f.Add("\xe2\x96\x81\xe2\x96", false)    // a literal ▁ then a truncated one
 	f.Add("\t\n\r\x00 mixed\u00a0ws", true) // control characters and a no-break space
+	whole := spmWholeText(f, v)
 	f.Fuzz(func(t *testing.T, text string, first bool) {
 		toks := fr.appendTokens(nil, text, 3, first)
 		spCheckSpans(t, text, 3, toks, len(v.Tokens))
+		if want := whole.appendTokens(nil, text, 3, first); !slices.Equal(toks, want) {
+			t.Errorf("%q: word by word %v; whole text %v", text, toks, want)
+		}
 	})
 }
 
+// spmWholeText is an SPM fragmenter that merges the whole text in one queue,
+// as llama.cpp does, without the word split and its cache.
+func spmWholeText(t testing.TB, v *Vocab) *spmFragmenter {
+	fr, err := newSPMFragmenter(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fr.(*spmFragmenter)
+	f.wordSafe = false
+	return f
+}
+
+// TestSPMWordSplit checks that merging word by word, cached, gives what one
+// queue over the whole text gives, on the scifact corpus (twice, so the
+// second pass comes from the cache).
+func TestSPMWordSplit(t *testing.T) {
+	v := spTestVocab(t, "ggml-vocab-llama-spm.gguf")
+	fr, err := newSPMFragmenter(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fr.(*spmFragmenter).wordSafe {
+		t.Fatal("llama vocabulary: wordSafe is false; want true")
+	}
+	whole := spmWholeText(t, v)
+	docs, _ := spScifact(t)
+	if testing.Short() {
+		docs = docs[:100]
+	}
+	for pass := range 2 {
+		for i, d := range docs[:min(len(docs), 300)] {
+			got := fr.appendTokens(nil, d, 0, true)
+			if want := whole.appendTokens(nil, d, 0, true); !slices.Equal(got, want) {
+				t.Fatalf("pass %d doc %d: word by word differs from whole text", pass, i)
+			}
+		}
+	}
+}
+
+func TestSPMWordSafe(t *testing.T) {
+	tests := []struct {
+		tokens []string
+		want   bool
+	}{
+		{[]string{"▁the", "▁▁", "▁▁▁▁", "a", "<0x20>"}, true},
+		{[]string{"▁the", "of▁the"}, false},
+		{[]string{"▁▁x▁"}, false},
+	}
+	for _, tt := range tests {
+		if got := spmWordSafe(tt.tokens); got != tt.want {
+			t.Errorf("spmWordSafe(%q): got %v; want %v", tt.tokens, got, tt.want)
+		}
+	}
+}
+
 // spScifact reads the scifact corpus as title+"\n"+text documents.
-func spScifact(b *testing.B) ([]string, int) {
+func spScifact(b testing.TB) ([]string, int) {
 	b.Helper()
 	fh, err := os.Open(testenv.Fixture(b, "corpora", "scifact", "corpus.jsonl"))
 	if err != nil {

@@ -110,6 +110,24 @@ func (t *ugmTrie) child(node int32, c byte) int32 {
 	return -1
 }
 
+// walk follows the bytes of b from node; -1 when the path leaves the trie.
+func (t *ugmTrie) walk(node int32, b []byte) int32 {
+	for _, c := range b {
+		if node = t.child(node, c); node < 0 {
+			return -1
+		}
+	}
+	return node
+}
+
+// valueAt is the token id ending at node, or NoToken (also for node -1).
+func (t *ugmTrie) valueAt(node int32) int32 {
+	if node < 0 {
+		return NoToken
+	}
+	return t.value[node]
+}
+
 // empty reports whether the trie holds no keys.
 func (t *ugmTrie) empty() bool { return t.lo[0] == t.hi[0] }
 
