@@ -178,7 +178,7 @@ func (f *bpeFragmenter) word(out []Token, sc *bpeScratch, w string, off int) []T
 	out = f.merge(out, sc, w, off)
 	toks := make([]cachedTok, len(out)-mark)
 	for i, t := range out[mark:] {
-		toks[i] = cachedTok{id: t.ID, start: uint8(t.Start - off), end: uint8(t.End - off)}
+		toks[i] = cachedTok{id: t.ID, start: int32(t.Start - off), end: int32(t.End - off)}
 	}
 	f.cache.put(w, toks)
 	return out
@@ -303,14 +303,14 @@ func bpePop(h []bpeCand) (bpeCand, []bpeCand) {
 // are kept, up to a fixed number of words (first come, first kept; no
 // eviction). The shards keep concurrent Tokenize calls from contending.
 const (
-	cacheMaxWord   = 64 // bytes; spans fit a uint8
+	cacheMaxWord   = 64 // bytes
 	cacheShards    = 32
 	cacheShardSize = 1 << 12 // words per shard
 )
 
+// cachedTok is a token of a word; its span is in byte offsets of the word.
 type cachedTok struct {
-	id         int32
-	start, end uint8
+	id, start, end int32
 }
 
 type wordCache struct {
