@@ -59,10 +59,17 @@ type bpeCand struct {
 	lid, rid          int32 // the symbol ids when queued; stale if changed
 }
 
+// byteDecoder maps the runes of GPT-2's byte-level alphabet (all below
+// U+0144) back to bytes; -1 marks runes outside the alphabet.
+type byteDecoder [0x144]int16
+
 // byteEncoding returns GPT-2's byte-to-rune map: printable Latin-1 bytes map
 // to themselves, the others to U+0100 onwards in byte order.
-func byteEncoding() (enc [256]rune, dec map[rune]byte) {
-	dec = make(map[rune]byte, 256)
+func byteEncoding() (enc [256]rune, dec *byteDecoder) {
+	dec = new(byteDecoder)
+	for i := range dec {
+		dec[i] = -1
+	}
 	n := rune(0)
 	for b := 0; b < 256; b++ {
 		if b >= 0x21 && b <= 0x7E || b >= 0xA1 && b <= 0xAC || b >= 0xAE {
@@ -71,23 +78,21 @@ func byteEncoding() (enc [256]rune, dec map[rune]byte) {
 			enc[b] = 256 + n
 			n++
 		}
-		dec[enc[b]] = byte(b)
+		dec[enc[b]] = int16(b)
 	}
 	return enc, dec
 }
 
 // decodeByteLevel maps a byte-level encoded string back to raw bytes.
-func decodeByteLevel(s string, dec map[rune]byte) (string, bool) {
-	var b strings.Builder
-	b.Grow(len(s))
+func decodeByteLevel(s string, dec *byteDecoder) (string, bool) {
+	buf := make([]byte, 0, len(s))
 	for _, r := range s {
-		c, ok := dec[r]
-		if !ok {
+		if r >= rune(len(dec)) || dec[r] < 0 {
 			return "", false
 		}
-		b.WriteByte(c)
+		buf = append(buf, byte(dec[r]))
 	}
-	return b.String(), true
+	return string(buf), true
 }
 
 // newBPEFragmenter builds the BPE tokenizer for v.
