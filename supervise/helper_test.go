@@ -245,9 +245,9 @@ func helperAnswer(m wire.Message, c chaos, models *[]string) wire.Message {
 // killed.
 func helperModule() int {
 	p, err := NewPool(context.Background(), Config{
-		Command:    helperCommand(),
-		Env:        []string{helperEnv + "=worker", "SUPERVISE_STICKY=1", "GORACE=atexit_sleep_ms=0"},
-		RuntimeDir: os.Getenv("SUPERVISE_RUNTIME"),
+		Command:      helperCommand(),
+		Env:          []string{helperEnv + "=worker", "SUPERVISE_STICKY=1", "GORACE=atexit_sleep_ms=0"},
+		RuntimeDir:   os.Getenv("SUPERVISE_RUNTIME"),
 		PingInterval: -1,
 	})
 	if err != nil {
