@@ -34,6 +34,22 @@ type LlamaOptions struct {
 }
 
 // Llama is the llama.cpp engine. Create it with OpenLlama; one per process.
+//
+// LOAD's runtime_config, with zero fields resolved as follows:
+//
+//	embeddings  true: an embedding/rerank context (EMBED_BATCH, RERANK);
+//	            false: a generation context (GENERATE). TOKENIZE works with both.
+//	n_ctx       embeddings: min(training context, 2048); generation: min(training context, 4096).
+//	            A bidirectional model (BERT) refuses n_ctx above its training context.
+//	n_batch     embeddings: n_ctx; generation: min(n_ctx, 512). Must be ≤ n_ctx.
+//	n_ubatch    n_batch. Must be ≤ n_batch. One llama.cpp call evaluates at most
+//	            n_ubatch tokens, so no single sequence may be longer (bad_request).
+//	n_seq_max   embeddings: the largest divisor of n_ubatch up to 64; generation: 1.
+//	            Sequences per llama.cpp call; must divide n_ubatch (llama.cpp aborts otherwise).
+//	n_threads   llama.cpp's default for the machine. Keep n_threads × workers ≤ cores:
+//	            llama.cpp's threads spin, and oversubscription slows it many times over.
+//	pooling     "" = the model's own (GGUF <arch>.pooling_type). Needs embeddings: true
+//	            unless "" or "none"; "rank" needs a classifier head.
 type Llama struct {
 	info   wire.EngineInfo
 	models map[string]*llamaModel // by ref
