@@ -14,48 +14,19 @@ import (
 	"github.com/synapse-embed/synapse/internal/testenv"
 )
 
-// spTestVocab reads the SentencePiece fields of a vocabulary GGUF with
-// llama.cpp's defaults for absent keys (llama_vocab::impl::load).
-// TODO: switch to VocabFromGGUF once the driver lands.
+// spTestVocab loads a vocabulary GGUF from the shared fixtures.
 func spTestVocab(t testing.TB, name string) *Vocab {
 	t.Helper()
 	f, err := gguf.Open(testenv.Fixture(t, "vocab", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, _ := f.String("tokenizer.ggml.model")
-	v := &Vocab{Model: model, BOS: NoToken, EOS: NoToken, EOT: NoToken, UNK: NoToken,
-		SEP: NoToken, PAD: NoToken, CLS: NoToken, MASK: NoToken, EscapeWhitespaces: true}
-	switch model {
-	case "llama":
-		v.Kind, v.BOS, v.EOS, v.UNK = KindSPM, 1, 2, 0
-		v.AddSpacePrefix, v.AddBOS = true, true
-	case "t5":
-		v.Kind, v.EOS, v.UNK, v.PAD = KindUGM, 1, 2, 0
-		v.AddEOS = true
-	default:
-		t.Fatalf("%s: tokenizer model %q is not SentencePiece", name, model)
+	v, err := VocabFromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var ok bool
-	if v.Tokens, ok = f.Strings("tokenizer.ggml.tokens"); !ok {
-		t.Fatalf("%s: no tokenizer.ggml.tokens", name)
-	}
-	v.Scores, _ = f.Float32s("tokenizer.ggml.scores")
-	if types, ok := f.Int32s("tokenizer.ggml.token_type"); ok {
-		v.Attrs = make([]TokenAttr, len(types))
-		for i, ty := range types {
-			v.Attrs[i] = TokenAttr(ty)
-		}
-	}
-	if b, ok := f.Bool("tokenizer.ggml.add_space_prefix"); ok {
-		v.AddSpacePrefix = b
-	}
-	v.RemoveExtraWhitespaces, _ = f.Bool("tokenizer.ggml.remove_extra_whitespaces")
-	v.PrecompiledCharsmap, _ = f.Bytes("tokenizer.ggml.precompiled_charsmap")
-	for key, id := range map[string]*int32{"bos": &v.BOS, "eos": &v.EOS, "unknown": &v.UNK, "padding": &v.PAD} {
-		if n, ok := f.Uint("tokenizer.ggml." + key + "_token_id"); ok && n < uint64(len(v.Tokens)) {
-			*id = int32(n)
-		}
+	if v.Kind != KindSPM && v.Kind != KindUGM {
+		t.Fatalf("%s: tokenizer kind %q is not SentencePiece", name, v.Kind)
 	}
 	return v
 }
@@ -231,6 +202,46 @@ func TestSPMSpans(t *testing.T) {
 // multi-byte "▁" has a span of zero or one whole space.
 func spByteSplit(v *Vocab, id int32) bool {
 	return v.Attrs != nil && v.Attrs[id] == TokenByte
+}
+
+// TestSentencePieceAfterSpecial checks the driver's use of the space prefix
+// with special tokens: llama.cpp's SPM prefixes only the fragment that starts
+// the input or follows a special token, which here is every fragment; UGM
+// prefixes every fragment whatever precedes it.
+func TestSentencePieceAfterSpecial(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		newFrag func(*Vocab) (fragmenter, error)
+	}{
+		{"ggml-vocab-llama-spm.gguf", newSPMFragmenter},
+		{ugmTestVocab, newUGMFragmenter},
+	} {
+		v := spTestVocab(t, tt.name)
+		tok, err := New(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr, err := tt.newFrag(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const text = "Hello<s>world</s>again"
+		var want []Token
+		want = fr.appendTokens(want, "Hello", 0, true)
+		want = append(want, Token{ID: 1, Start: 5, End: 8})
+		want = fr.appendTokens(want, "world", 8, true)
+		want = append(want, Token{ID: 2, Start: 13, End: 17})
+		want = fr.appendTokens(want, "again", 17, true)
+		got := tok.Tokenize(text, Options{ParseSpecial: true}).Tokens
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q: got %v; want %v", tt.name, text, got, want)
+		}
+		// Without ParseSpecial the text is one fragment.
+		got = tok.Tokenize(text, Options{}).Tokens
+		if want := fr.appendTokens(nil, text, 0, true); !slices.Equal(got, want) {
+			t.Errorf("%s: %q without ParseSpecial: got %v; want %v", tt.name, text, got, want)
+		}
+	}
 }
 
 func TestSPMAddSpacePrefix(t *testing.T) {
