@@ -31,8 +31,9 @@ func BenchmarkTokenize(b *testing.B) {
 	for _, d := range docs {
 		size += len(d)
 	}
-	for _, name := range vocabFiles(b) {
-		tok := loadVocabFile(b, name)
+	names, toks := supportedVocabs(b)
+	for i, name := range names {
+		tok := toks[i]
 		label := string(tok.Vocab().Kind) + "/" + strings.TrimSuffix(strings.TrimPrefix(name, "ggml-vocab-"), ".gguf")
 		b.Run(label, func(b *testing.B) {
 			b.SetBytes(int64(size))

@@ -50,17 +50,37 @@ type loadResult struct {
 	err error
 }
 
-// loadVocabFile loads a tokenizer from vocabDir; a kind or pre-tokenizer this
-// package does not (yet) implement skips the test.
-func loadVocabFile(t testing.TB, name string) Tokenizer {
-	t.Helper()
+// supportedVocabs loads every vocabulary of vocabFiles that this package
+// implements, skipping the others.
+func supportedVocabs(t testing.TB) (names []string, toks []Tokenizer) {
+	for _, name := range vocabFiles(t) {
+		tok, err := loadCached(t, name)
+		if errors.Is(err, ErrUnsupported) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, toks = append(names, name), append(toks, tok)
+	}
+	return names, toks
+}
+
+func loadCached(t testing.TB, name string) (Tokenizer, error) {
 	path := filepath.Join(vocabDir(t), name)
 	r, ok := loaded.Load(path)
 	if !ok {
 		tok, err := Load(path)
 		r, _ = loaded.LoadOrStore(path, loadResult{tok, err})
 	}
-	tok, err := r.(loadResult).tok, r.(loadResult).err
+	return r.(loadResult).tok, r.(loadResult).err
+}
+
+// loadVocabFile loads a tokenizer from vocabDir; a kind or pre-tokenizer this
+// package does not (yet) implement skips the test.
+func loadVocabFile(t testing.TB, name string) Tokenizer {
+	t.Helper()
+	tok, err := loadCached(t, name)
 	if errors.Is(err, ErrUnsupported) {
 		t.Skipf("%s: %v", name, err)
 	}

@@ -27,10 +27,7 @@ func FuzzTokenize(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	var toks []Tokenizer
-	for _, name := range vocabFiles(f) {
-		toks = append(toks, loadVocabFile(f, name))
-	}
+	_, toks := supportedVocabs(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := string(data)
 		for _, tok := range toks {
