@@ -430,3 +430,24 @@ func TestWorkerMissingLibrary(t *testing.T) {
 		}
 	}
 }
+
+// The module owns the worker's lifecycle: a SIGINT (a terminal's ^C reaching
+// the whole process group) must not stop it.
+func TestWorkerIgnoresSIGINT(t *testing.T) {
+	w := startWorker(t)
+	if _, ok := w.call(&wire.Ping{ReqID: 1}).(*wire.Pong); !ok {
+		t.Fatal("no PONG")
+	}
+	if err := w.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.call(&wire.Ping{ReqID: 2}).(*wire.Pong); !ok {
+		t.Fatal("no PONG after SIGINT; want the worker to ignore it")
+	}
+	if err := w.conn.Send(&wire.Shutdown{}); err != nil {
+		t.Fatal(err)
+	}
+	if ws := w.wait(); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Errorf("after SHUTDOWN: %v; want exit status 0", w.err)
+	}
+}
