@@ -47,6 +47,7 @@ type testWorker struct {
 	conn   *wire.Conn
 	hello  *wire.Hello
 	stderr *syncBuffer
+	stdout *syncBuffer
 	done   chan struct{}
 	err    error // cmd.Wait's, once done is closed
 }
@@ -63,8 +64,9 @@ func spawnWorker(t testing.TB, env ...string) *testWorker {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	w := &testWorker{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
+	w := &testWorker{t: t, stderr: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
 	w.cmd = exec.Command(bin, "worker", "--socket", sock, "--nonce", "nonce-42")
+	w.cmd.Stdout = w.stdout
 	w.cmd.Env = append(os.Environ(), "SYNAPSE_LLAMA_LIB="+lib, "SYNAPSE_WORKER_ID=w-test", "SYNAPSE_CHAOS=")
 	w.cmd.Env = append(w.cmd.Env, env...)
 	w.cmd.Stderr = w.stderr
@@ -311,6 +313,12 @@ func TestWorkerRequests(t *testing.T) {
 	}
 	if ws := w.wait(); !ws.Exited() || ws.ExitStatus() != 0 {
 		t.Errorf("after SHUTDOWN: %v; want exit status 0", w.err)
+	}
+	if out := w.stdout.String(); out != "" {
+		t.Errorf("stdout %q; want nothing (workers log to stderr only)", out)
+	}
+	if !strings.Contains(w.stderr.String(), "worker=w-test") {
+		t.Errorf("stderr %q; want log lines tagged with SYNAPSE_WORKER_ID", w.stderr.String())
 	}
 }
 
