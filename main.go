@@ -48,6 +48,11 @@ func (e partialError) Error() string { return e.msg }
 func newApp(stdout, stderr io.Writer) *cli.App {
 	cmds := append([]*cli.Command(nil), commands...)
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+		}
+	}
 	return &cli.App{
 		Name:                 "synapse",
 		Usage:                "batch embedding, reranking and generation with llama.cpp in supervised workers",

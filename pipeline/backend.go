@@ -1,0 +1,89 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/synapse-embed/synapse/supervise"
+	"github.com/synapse-embed/synapse/wire"
+)
+
+// PoolBackend embeds batches on a supervised worker pool.
+type PoolBackend struct {
+	Pool      *supervise.Pool
+	ModelRef  string
+	Pooling   string // "" = the model's own
+	Normalize bool
+	// Deadline is the base time a request may take; PerToken is added for
+	// every token in the batch.
+	Deadline, PerToken time.Duration
+}
+
+// Timeout is the deadline of a batch of n tokens.
+func (p *PoolBackend) Timeout(n int) time.Duration {
+	return p.Deadline + time.Duration(n)*p.PerToken
+}
+
+// Embed implements Backend.
+func (p *PoolBackend) Embed(ctx context.Context, b Batch) ([][]float32, error) {
+	req := &wire.EmbedBatch{ModelRef: p.ModelRef, Pooling: p.Pooling, Normalize: p.Normalize,
+		Items: make([]wire.Item, len(b.Chunks)), IDs: make([]int32, 0, b.Tokens)}
+	for i, c := range b.Chunks {
+		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
+		req.IDs = append(req.IDs, c.IDs...)
+	}
+	resp, err := p.Pool.Do(ctx, req, p.Timeout(b.Tokens))
+	if err != nil {
+		return nil, err
+	}
+	v, ok := resp.(*wire.Vectors)
+	if !ok {
+		return nil, fmt.Errorf("pipeline: EMBED_BATCH answered with %s", resp.Type())
+	}
+	if v.N != len(b.Chunks) || v.Dims <= 0 || len(v.Data) != v.N*v.Dims {
+		return nil, fmt.Errorf("pipeline: VECTORS n=%d dims=%d for %d chunks", v.N, v.Dims, len(b.Chunks))
+	}
+	out := make([][]float32, v.N)
+	for i := range out {
+		out[i] = v.Data[i*v.Dims : (i+1)*v.Dims : (i+1)*v.Dims]
+	}
+	return out, nil
+}
+
+// ClassifyPoolError says what an error from a supervised pool means for a batch.
+func ClassifyPoolError(err error) Fault {
+	var we *wire.Error
+	var qe *supervise.QuarantinedError
+	switch {
+	case errors.As(err, &qe), errors.Is(err, supervise.ErrNoWorkers), errors.Is(err, supervise.ErrClosed),
+		errors.Is(err, context.Canceled):
+		return FaultFatal
+	case errors.As(err, &we):
+		switch we.Code {
+		case wire.CodeOOM:
+			return FaultRetry
+		case wire.CodeModelNotLoaded, wire.CodeConfigInvalid, wire.CodeArtifactInvalid:
+			return FaultFatal
+		}
+		return FaultReject
+	}
+	return FaultRetry
+}
+
+// describe gives a chunk failure's reason code, detail and worker log tail
+// for the errors output.
+func describe(err error) (reason, detail, log string) {
+	var ce *supervise.CrashError
+	var we *wire.Error
+	switch {
+	case errors.As(err, &ce) && ce.Stage == "timeout":
+		return "engine_timeout", err.Error(), ce.LogTail
+	case errors.As(err, &ce):
+		return supervise.CodeEngineCrashed, err.Error(), ce.LogTail
+	case errors.As(err, &we):
+		return "engine_" + string(we.Code), we.Msg, ""
+	}
+	return "engine_error", err.Error(), ""
+}

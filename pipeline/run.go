@@ -1,0 +1,223 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/tokenize"
+)
+
+// Source yields documents in a deterministic order (dataio.Reader).
+type Source interface {
+	// Next returns a document, a *dataio.RowError, a *dataio.FileError or io.EOF.
+	Next() (dataio.Doc, error)
+}
+
+// DocResult is the outcome of one input record, delivered in input order.
+type DocResult struct {
+	Doc dataio.Doc
+	// Chunks are the embedded chunks in chunk order. A document with failed
+	// chunks keeps the ones that succeeded.
+	Chunks []Embedded
+	// Errors are the record's error rows: a reader error, or one per chunk
+	// that failed alone. Empty when every chunk was embedded.
+	Errors []*dataio.RowError
+	// File is set (and Doc, Chunks and Errors are empty) for an input file
+	// that failed as a whole or from some point on.
+	File *dataio.FileError
+}
+
+// Sink takes results in input order; one goroutine calls it.
+type Sink interface {
+	Put(DocResult) error
+}
+
+// Config is one pipeline run.
+type Config struct {
+	Tokenizer tokenize.Tokenizer
+	Chunking  Chunking
+	// BatchTokens is the token budget of one request; GroupWindow is how
+	// many chunks the packer sorts by length at a time.
+	BatchTokens, GroupWindow int
+	// Workers is how many batches are in flight at once (one per worker).
+	Workers int
+	// Tokenizers is how many goroutines tokenize (default: the core count).
+	Tokenizers int
+	// Retries is how often a batch whose worker crashed is tried again whole
+	// before it is split (default 1; negative: never).
+	Retries int
+	// InFlight bounds the documents between reader and sink (default 4096):
+	// the reorder window and the memory bound.
+	InFlight int
+	Backend  Backend
+	Classify func(error) Fault
+	// Stats, if set, is updated as the run goes.
+	Stats *Stats
+}
+
+// Stats counts a run's progress; fields are updated atomically.
+type Stats struct {
+	Read, Embedded, Failed atomic.Int64 // records read; records fully embedded; records with errors
+	Chunks, Tokens         atomic.Int64 // chunks and tokens embedded
+	ChunkFailures          atomic.Int64 // chunks that failed alone
+	Retries                atomic.Int64 // whole-batch retries after a crash
+	FileErrors             atomic.Int64
+}
+
+func (c *Config) fill() error {
+	if c.Tokenizer == nil || c.Backend == nil || c.Classify == nil {
+		return errors.New("pipeline: Config needs a Tokenizer, a Backend and a Classify")
+	}
+	if err := c.Chunking.Validate(); err != nil {
+		return fmt.Errorf("pipeline: %w", err)
+	}
+	if c.BatchTokens <= 0 {
+		return fmt.Errorf("pipeline: batch token budget %d must be positive", c.BatchTokens)
+	}
+	if c.GroupWindow <= 0 {
+		c.GroupWindow = 256
+	}
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
+	if c.Tokenizers <= 0 {
+		c.Tokenizers = runtime.NumCPU()
+	}
+	if c.Retries == 0 {
+		c.Retries = 1
+	} else if c.Retries < 0 {
+		c.Retries = 0
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = 4096
+	}
+	c.InFlight = max(c.InFlight, 2*c.GroupWindow)
+	if c.Stats == nil {
+		c.Stats = &Stats{}
+	}
+	return nil
+}
+
+// record is one input record on its way through the stages; seq orders them.
+type record struct {
+	seq    int64
+	doc    dataio.Doc
+	err    error // *dataio.RowError or *dataio.FileError from the reader
+	chunks []Chunk
+}
+
+// Run streams src through tokenize → chunk → batch → backend → sink. It
+// returns when the input is exhausted and every record reached the sink, or
+// on the first fatal error (a quarantined model, a sink failure, ctx).
+func Run(ctx context.Context, cfg Config, src Source, sink Sink) error {
+	if err := cfg.fill(); err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	slots := make(chan struct{}, cfg.InFlight) // reorder window and backpressure
+	read := make(chan record, cfg.Tokenizers*4)
+	cut := make(chan record, cfg.Tokenizers*4)
+	ordered := make(chan record, cfg.Tokenizers*4)
+	batches := make(chan Batch, cfg.Workers)
+	results := make(chan batchResult, cfg.Workers)
+	c := &collector{cfg: &cfg, sink: sink, slots: slots, registered: make(chan record, cfg.GroupWindow), pending: map[int64]*docState{}}
+
+	g.Go(func() error { return readAll(ctx, src, slots, read, cfg.Stats) })
+	var tokWG sync.WaitGroup
+	for range cfg.Tokenizers {
+		tokWG.Add(1)
+		g.Go(func() error { defer tokWG.Done(); return tokenizeAll(ctx, &cfg, read, cut) })
+	}
+	g.Go(func() error { tokWG.Wait(); close(cut); return nil })
+	g.Go(func() error { return reorder(ctx, cut, ordered) })
+	g.Go(func() error { return c.pack(ctx, ordered, batches) })
+	var dispWG sync.WaitGroup
+	for range cfg.Workers {
+		dispWG.Add(1)
+		g.Go(func() error { defer dispWG.Done(); return dispatch(ctx, &cfg, batches, results) })
+	}
+	g.Go(func() error { dispWG.Wait(); close(results); return nil })
+	g.Go(func() error { return c.collect(ctx, results) })
+	return g.Wait()
+}
+
+// readAll pulls records from src; each takes a slot until the sink has it.
+func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- record, st *Stats) error {
+	defer close(out)
+	for seq := int64(0); ; seq++ {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		doc, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		var re *dataio.RowError
+		var fe *dataio.FileError
+		if err != nil && !errors.As(err, &re) && !errors.As(err, &fe) {
+			return fmt.Errorf("pipeline: read: %w", err)
+		}
+		if fe == nil {
+			st.Read.Add(1)
+		}
+		select {
+		case out <- record{seq: seq, doc: doc, err: err}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// tokenizeAll tokenizes and chunks records; several run at once.
+func tokenizeAll(ctx context.Context, cfg *Config, in <-chan record, out chan<- record) error {
+	for r := range in {
+		if r.err == nil {
+			res := cfg.Tokenizer.Tokenize(r.doc.Text, tokenize.Options{})
+			r.chunks = cfg.Chunking.Cut(r.seq, res.Tokens)
+		}
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// reorder restores input order after the parallel tokenizers. Its buffer is
+// bounded by the slots the reader holds.
+func reorder(ctx context.Context, in <-chan record, out chan<- record) error {
+	defer close(out)
+	held := map[int64]record{}
+	next := int64(0)
+	for r := range in {
+		held[r.seq] = r
+		for {
+			h, ok := held[next]
+			if !ok {
+				break
+			}
+			delete(held, next)
+			next++
+			select {
+			case out <- h:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if len(held) != 0 {
+		return fmt.Errorf("pipeline: %d records lost in reordering", len(held))
+	}
+	return nil
+}
