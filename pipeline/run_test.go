@@ -19,6 +19,8 @@ type wordTokenizer struct{}
 
 func (wordTokenizer) Vocab() *tokenize.Vocab { return &tokenize.Vocab{} }
 
+func (wordTokenizer) Affixes() (prefix, suffix []int32) { return []int32{1}, []int32{2} }
+
 func (wordTokenizer) Tokenize(text string, _ tokenize.Options) tokenize.Result {
 	var toks []tokenize.Token
 	off := 0

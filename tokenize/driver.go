@@ -66,6 +66,16 @@ type special struct {
 
 func (t *tokenizer) Vocab() *Vocab { return t.v }
 
+func (t *tokenizer) Affixes() (prefix, suffix []int32) {
+	if t.first != NoToken {
+		prefix = []int32{t.first}
+	}
+	if t.last != NoToken {
+		suffix = []int32{t.last}
+	}
+	return prefix, suffix
+}
+
 // setSpecialAdds resolves what AddSpecial adds, as llama_vocab::impl::tokenize
 // does per kind: WPM always brackets with BOS (CLS) and SEP; the others add
 // BOS and EOS as their flags say.

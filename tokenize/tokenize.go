@@ -111,6 +111,10 @@ func (r Result) IDs() []int32 {
 type Tokenizer interface {
 	Tokenize(text string, opt Options) Result
 	Vocab() *Vocab
+	// Affixes are the special tokens AddSpecial puts before and after the
+	// text (CLS/SEP, BOS/EOS); callers that cut text into windows wrap
+	// each window in them.
+	Affixes() (prefix, suffix []int32)
 }
 
 // fragmenter tokenizes one run of raw text lying between special tokens; the
