@@ -80,7 +80,9 @@
 // facing a well-formed control frame of an unknown type returns
 // *UnknownTypeError, with the frame consumed and the Conn still usable, so a
 // worker answers ERR{code: unknown_type} and keeps serving, and the module
-// treats that answer as the capability being absent.
+// treats that answer as the capability being absent. A known type's unknown
+// members are ignored, so additive members (like SCORES' n) stay compatible
+// with peers that do not send or read them.
 //
 // TOKENIZE and TOKENS are such an addition, outside the v1 spec text:
 //
