@@ -81,8 +81,9 @@
 // *UnknownTypeError, with the frame consumed and the Conn still usable, so a
 // worker answers ERR{code: unknown_type} and keeps serving, and the module
 // treats that answer as the capability being absent. A known type's unknown
-// members are ignored, so additive members (like SCORES' n) stay compatible
-// with peers that do not send or read them.
+// members are ignored, so a peer may add members an older reader skips.
+// (SCORES' n, which this package adds, is required: Recv checks the raw
+// frame against it.)
 //
 // TOKENIZE and TOKENS are such an addition, outside the v1 spec text:
 //
