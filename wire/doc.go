@@ -6,9 +6,10 @@
 // Everything on the socket is a frame: a u32 little-endian payload length,
 // then the payload.
 //
-//	+--------+--------+--------+--------+-----------------------+
-//	|        length (u32, little-endian) | payload (length bytes) |
-//	+--------+--------+--------+--------+-----------------------+
+//	byte 0       1       2       3       4                 4+length
+//	     +-------+-------+-------+-------+------- ... -------+
+//	     | length: u32, little-endian    | payload           |
+//	     +-------+-------+-------+-------+------- ... -------+
 //
 // A reader checks the length against the negotiated maximum (HELLO_ACK's
 // max_frame, DefaultMaxFrame until then) before allocating anything, and
