@@ -1,0 +1,383 @@
+package dataio
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"syscall"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// ResumeState tells the caller of OpenCheckpointed where the run stands.
+type ResumeState struct {
+	Resumed      bool  // a previous run's work was found and kept
+	NextIndex    int64 // documents with a smaller Index are done: read from here
+	Rows         int64 // rows already written
+	ErrorRecords int64 // error records already written
+}
+
+// Paths of the resume files of an output, for messages and cleanup.
+func PartialPath(out string) string    { return out + ".partial" }
+func CheckpointPath(out string) string { return out + ".checkpoint" }
+
+// checkpointFile is the content of OUT.checkpoint.
+type checkpointFile struct {
+	Version      int   `json:"version"`
+	NextIndex    int64 `json:"next_index"`
+	Rows         int64 `json:"rows"`
+	Batches      int64 `json:"batches"`
+	BatchRows    int   `json:"batch_rows"`
+	StreamBytes  int64 `json:"stream_bytes"`
+	ErrorRecords int64 `json:"error_records"`
+	ErrorsBytes  int64 `json:"errors_bytes"`
+}
+
+const checkpointVersion = 1
+
+// checkpointer keeps the resume files of a checkpointed Writer.
+type checkpointer struct {
+	path    string // OUT.checkpoint
+	partial string // OUT.partial
+	errPart string // ERRORS.partial
+	stream  *streamSink
+}
+
+// OpenCheckpointed starts a run writing to out that can be resumed after
+// it is killed, or resumes the run whose resume files are beside out. opts
+// (and BatchRows, dims and metadata in particular) must be those of the
+// interrupted run; otherwise the error wraps ErrResumeMismatch and the
+// resume files are left alone (Discard them to start over). See the
+// package documentation for the files and the guarantees.
+func OpenCheckpointed(out string, opts WriterOptions) (*Writer, ResumeState, error) {
+	w, err := newWriter(out, opts)
+	if err != nil {
+		return nil, ResumeState{}, err
+	}
+	c := &checkpointer{path: CheckpointPath(out), partial: PartialPath(out), errPart: w.errPath + ".partial"}
+	w.ckpt = c
+	w.tmp = out + ".tmp-" + strconv.Itoa(os.Getpid())
+	cp, err := readCheckpoint(c.path)
+	var st ResumeState
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = c.start(w)
+	case err == nil:
+		st, err = c.resume(w, cp)
+	}
+	if err != nil {
+		c.abort()
+		if w.errs != nil {
+			w.errs.abort()
+		}
+		w.bld.Release()
+		return nil, ResumeState{}, err
+	}
+	w.sink = c.stream
+	return w, st, nil
+}
+
+func readCheckpoint(path string) (checkpointFile, error) {
+	var cp checkpointFile
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cp, fmt.Errorf("dataio: checkpoint: %w", err)
+	}
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return cp, fmt.Errorf("%w: %s: %v", ErrCheckpointCorrupt, path, err)
+	}
+	if cp.Version != checkpointVersion {
+		return cp, fmt.Errorf("%w: %s: version %d; want %d", ErrCheckpointCorrupt, path, cp.Version, checkpointVersion)
+	}
+	return cp, nil
+}
+
+// start begins a fresh run: empty resume files and a checkpoint at 0.
+func (c *checkpointer) start(w *Writer) error {
+	f, err := openLocked(c.partial)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return fmt.Errorf("dataio: %w", err)
+	}
+	c.stream = &streamSink{f: f, bw: bufio.NewWriterSize(f, 1<<20), mem: w.opts.Allocator}
+	p := ipc.GetSchemaPayload(w.schema, w.opts.Allocator)
+	_, err = p.WritePayload(c.stream)
+	p.Release()
+	if err != nil {
+		return fmt.Errorf("dataio: write %s: %w", c.partial, err)
+	}
+	if w.errs, err = createErrorLog(c.errPart); err != nil {
+		return err
+	}
+	return c.save(w)
+}
+
+// resume cuts the resume files back to the checkpoint, checks them and
+// positions the writer after the last completed document.
+func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error) {
+	if cp.BatchRows != w.opts.BatchRows {
+		return ResumeState{}, fmt.Errorf("%w: batch rows %d; the partial output has %d", ErrResumeMismatch, w.opts.BatchRows, cp.BatchRows)
+	}
+	f, err := openLocked(c.partial)
+	if err != nil {
+		return ResumeState{}, err
+	}
+	c.stream = &streamSink{f: f, bw: bufio.NewWriterSize(f, 1<<20), mem: w.opts.Allocator, bytes: cp.StreamBytes}
+	if err := cutTo(f, cp.StreamBytes); err != nil {
+		return ResumeState{}, err
+	}
+	if err := verifyStream(f, cp, w.schema, w.opts.Allocator); err != nil {
+		return ResumeState{}, err
+	}
+	ef, err := os.OpenFile(c.errPart, os.O_RDWR, 0)
+	if err != nil {
+		return ResumeState{}, fmt.Errorf("%w: %v", ErrCheckpointCorrupt, err)
+	}
+	w.errs = &errorLog{f: ef, bw: bufio.NewWriter(ef), bytes: cp.ErrorsBytes, records: cp.ErrorRecords}
+	if err := cutTo(ef, cp.ErrorsBytes); err != nil {
+		return ResumeState{}, err
+	}
+	w.last, w.rows, w.batches = cp.NextIndex-1, cp.Rows, cp.Batches
+	return ResumeState{Resumed: true, NextIndex: cp.NextIndex, Rows: cp.Rows, ErrorRecords: cp.ErrorRecords}, nil
+}
+
+// openLocked opens (creating) a resume file and takes an exclusive lock on
+// it, so that two runs cannot write the same output.
+func openLocked(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("dataio: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("dataio: %s is in use by another run: %w", path, err)
+	}
+	return f, nil
+}
+
+// cutTo truncates f to n bytes, which it must have, and seeks to the end.
+func cutTo(f *os.File, n int64) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("dataio: %w", err)
+	}
+	if st.Size() < n {
+		return fmt.Errorf("%w: %s has %d bytes; the checkpoint says %d", ErrCheckpointCorrupt, f.Name(), st.Size(), n)
+	}
+	if err := f.Truncate(n); err != nil {
+		return fmt.Errorf("dataio: %w", err)
+	}
+	if _, err := f.Seek(n, io.SeekStart); err != nil {
+		return fmt.Errorf("dataio: %w", err)
+	}
+	return nil
+}
+
+// verifyStream reads the valid prefix of the partial stream back and checks
+// it against the checkpoint and the schema of this run.
+func verifyStream(f *os.File, cp checkpointFile, sc *arrow.Schema, mem memory.Allocator) error {
+	r, err := ipc.NewReader(bufio.NewReaderSize(io.NewSectionReader(f, 0, cp.StreamBytes), 1<<20), ipc.WithAllocator(mem))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCheckpointCorrupt, f.Name(), err)
+	}
+	defer r.Release()
+	if got := r.Schema(); !got.Equal(sc) || !got.Metadata().Equal(sc.Metadata()) {
+		return fmt.Errorf("%w: the partial output has schema\n%s\nthis run has\n%s", ErrResumeMismatch, got, sc)
+	}
+	var rows, batches int64
+	for r.Next() {
+		rows += r.RecordBatch().NumRows()
+		batches++
+	}
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCheckpointCorrupt, f.Name(), err)
+	}
+	if rows != cp.Rows || batches != cp.Batches {
+		return fmt.Errorf("%w: %s has %d rows in %d batches; the checkpoint says %d in %d",
+			ErrCheckpointCorrupt, f.Name(), rows, batches, cp.Rows, cp.Batches)
+	}
+	return nil
+}
+
+// save makes everything written so far durable and records it.
+func (c *checkpointer) save(w *Writer) error {
+	if err := c.stream.sync(); err != nil {
+		return err
+	}
+	if err := w.errs.sync(); err != nil {
+		return err
+	}
+	cp := checkpointFile{Version: checkpointVersion, NextIndex: w.last + 1, Rows: w.rows, Batches: w.batches,
+		BatchRows: w.opts.BatchRows, StreamBytes: c.stream.bytes, ErrorRecords: w.errs.records, ErrorsBytes: w.errs.bytes}
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("dataio: checkpoint: %w", err)
+	}
+	return writeFileAtomic(c.path, b)
+}
+
+// writeFileAtomic writes path through a temporary file, fsync and rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("dataio: %w", err)
+	}
+	_, err = f.Write(b)
+	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
+		return fmt.Errorf("dataio: write %s: %w", tmp, err)
+	}
+	return publish(tmp, path)
+}
+
+// commit converts the partial stream into the final file, copies the
+// errors out, renames both into place and removes the resume files. A kill
+// at any point before the removal leaves a resumable run behind.
+func (c *checkpointer) commit(w *Writer) error {
+	w.errs.abort() // synced by the last save
+	defer c.stream.abort()
+	if err := c.convert(w); err != nil {
+		os.Remove(w.tmp)
+		return err
+	}
+	errTmp := w.errPath + ".tmp-" + strconv.Itoa(os.Getpid())
+	if err := copyPrefix(c.errPart, errTmp, w.errs.bytes); err != nil {
+		os.Remove(w.tmp)
+		return err
+	}
+	if err := publish(errTmp, w.errPath, w.tmp, w.out); err != nil {
+		return err
+	}
+	if err := errors.Join(os.Remove(c.path), os.Remove(c.errPart), os.Remove(c.partial)); err != nil {
+		return fmt.Errorf("dataio: remove resume files: %w", err)
+	}
+	return nil
+}
+
+func (c *checkpointer) convert(w *Writer) error {
+	r, err := ipc.NewReader(bufio.NewReaderSize(io.NewSectionReader(c.stream.f, 0, c.stream.bytes), 1<<20),
+		ipc.WithAllocator(w.opts.Allocator))
+	if err != nil {
+		return fmt.Errorf("dataio: read %s: %w", c.partial, err)
+	}
+	defer r.Release()
+	sink, err := newFinalSink(w.tmp, w.opts.Format, w.schema, w.opts.Allocator)
+	if err != nil {
+		return err
+	}
+	for r.Next() {
+		if err := sink.write(r.RecordBatch()); err != nil {
+			sink.abort()
+			return err
+		}
+	}
+	if err := r.Err(); err != nil {
+		sink.abort()
+		return fmt.Errorf("dataio: read %s: %w", c.partial, err)
+	}
+	return sink.finish()
+}
+
+// copyPrefix copies the first n bytes of src to a new file dst and fsyncs it.
+func copyPrefix(src, dst string, n int64) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("dataio: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("dataio: %w", err)
+	}
+	_, err = io.CopyN(out, in, n)
+	if err = errors.Join(err, out.Sync(), out.Close()); err != nil {
+		os.Remove(dst)
+		return fmt.Errorf("dataio: copy %s: %w", src, err)
+	}
+	return nil
+}
+
+// abort closes the resume files, keeping them for a later resume.
+func (c *checkpointer) abort() {
+	if c.stream != nil {
+		c.stream.abort()
+	}
+}
+
+// Discard aborts the run and removes its resume files too, so that the next
+// OpenCheckpointed starts over.
+func (w *Writer) Discard() error {
+	w.Abort()
+	if w.ckpt == nil {
+		return nil
+	}
+	return RemoveResumeFiles(w.out, w.errPath)
+}
+
+// RemoveResumeFiles removes the resume files of out (errPath "" = the
+// default errors path). Files that do not exist are not an error.
+func RemoveResumeFiles(out, errPath string) error {
+	if errPath == "" {
+		errPath = out + ".errors.jsonl"
+	}
+	var errs []error
+	for _, p := range []string{CheckpointPath(out), CheckpointPath(out) + ".tmp", PartialPath(out), errPath + ".partial"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dataio: %w", err)
+	}
+	return nil
+}
+
+// streamSink appends record batches to the partial Arrow IPC stream.
+type streamSink struct {
+	f     *os.File
+	bw    *bufio.Writer
+	mem   memory.Allocator
+	bytes int64 // bytes of the stream written so far
+}
+
+func (s *streamSink) write(rec arrow.RecordBatch) error {
+	p, err := ipc.GetRecordBatchPayload(rec, ipc.WithAllocator(s.mem))
+	if err != nil {
+		return fmt.Errorf("dataio: encode batch: %w", err)
+	}
+	_, err = p.WritePayload(s)
+	p.Release()
+	if err != nil {
+		return fmt.Errorf("dataio: write %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+// Write counts the bytes of the stream (Payload.WritePayload does not
+// count the body).
+func (s *streamSink) Write(b []byte) (int, error) {
+	n, err := s.bw.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+func (s *streamSink) sync() error {
+	if err := errors.Join(s.bw.Flush(), s.f.Sync()); err != nil {
+		return fmt.Errorf("dataio: sync %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+func (s *streamSink) finish() error { return s.sync() }
+
+func (s *streamSink) abort() { s.f.Close() }

@@ -1,0 +1,494 @@
+package dataio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+const testDims = 8
+
+var testMeta = map[string]string{"synapse.model": "ref-bert-embed.gguf", "synapse.dims": "8", "synapse.version": "test"}
+
+// testDoc is the deterministic result of document i: i%4 chunks, and an
+// error record instead of rows when i%4 == 0.
+func testDoc(i int64) ([]Row, []*RowError) {
+	d := Doc{Source: "corpus.jsonl", Line: int(i) + 1, Index: i, ID: "doc-" + strconv.FormatInt(i, 10)}
+	n := int(i % 4)
+	if n == 0 {
+		return nil, []*RowError{d.Error(ReasonEmptyText, "empty")}
+	}
+	rows := make([]Row, n)
+	for c := range rows {
+		emb := make([]float32, testDims)
+		for k := range emb {
+			emb[k] = float32(i)*0.5 + float32(c) + float32(k)/10
+		}
+		rows[c] = Row{ID: d.ID, Chunk: int32(c), TokenStart: int32(c * 10), TokenEnd: int32(c*10 + 12),
+			CharStart: int32(c * 40), CharEnd: int32(c*40 + 50), NTokens: 12, Embedding: emb}
+	}
+	var errs []*RowError
+	if i%7 == 3 {
+		errs = append(errs, d.ChunkError(n, "worker_crashed", "worker exited", "last log line"))
+	}
+	return rows, errs
+}
+
+func putDocs(t testing.TB, w *Writer, from, to int64) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		rows, errs := testDoc(i)
+		if err := w.Put(i, rows, errs); err != nil {
+			t.Fatalf("Put %d: %v", i, err)
+		}
+	}
+}
+
+// readArrowFile returns the rows of an Arrow IPC file, its batch lengths and
+// schema, under a checked allocator.
+func readArrowFile(t *testing.T, path string) ([]Row, []int64, *arrow.Schema) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var rows []Row
+	var lens []int64
+	for i := range r.NumRecords() {
+		rec, err := r.RecordBatch(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, recordRows(rec)...)
+		lens = append(lens, rec.NumRows())
+	}
+	return rows, lens, r.Schema()
+}
+
+// recordRows converts a record batch of the output schema back to Rows.
+func recordRows(rec arrow.RecordBatch) []Row {
+	ids := rec.Column(0).(*array.String)
+	col := func(i int) *array.Int32 { return rec.Column(i).(*array.Int32) }
+	emb := rec.Column(7).(*array.FixedSizeList)
+	vals := emb.ListValues().(*array.Float32)
+	dims := int(emb.DataType().(*arrow.FixedSizeListType).Len())
+	var rows []Row
+	for i := range int(rec.NumRows()) {
+		e := append([]float32(nil), vals.Float32Values()[(emb.Offset()+i)*dims:(emb.Offset()+i+1)*dims]...)
+		rows = append(rows, Row{ID: ids.Value(i), Chunk: col(1).Value(i), TokenStart: col(2).Value(i), TokenEnd: col(3).Value(i),
+			CharStart: col(4).Value(i), CharEnd: col(5).Value(i), NTokens: col(6).Value(i), Embedding: e})
+	}
+	return rows
+}
+
+func wantRows(from, to int64) []Row {
+	var rows []Row
+	for i := from; i < to; i++ {
+		r, _ := testDoc(i)
+		rows = append(rows, r...)
+	}
+	return rows
+}
+
+func TestWriterArrow(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.arrow")
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	w, err := Create(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putDocs(t, w, 0, 100)
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("before Commit: stat %s: got %v; want not exist", out, err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rows, lens, sc := readArrowFile(t, out)
+	if !reflect.DeepEqual(rows, wantRows(0, 100)) {
+		t.Errorf("got %d rows; want %d, equal", len(rows), len(wantRows(0, 100)))
+	}
+	for i, n := range lens[:len(lens)-1] {
+		if n < 16 || n > 16+2 {
+			t.Errorf("batch %d has %d rows; want 16 to 18 (cut at a document end)", i, n)
+		}
+	}
+	if !sc.Equal(Schema(testDims, nil)) {
+		t.Errorf("got schema %s; want %s", sc, Schema(testDims, nil))
+	}
+	for k, v := range testMeta {
+		if got, ok := sc.Metadata().GetValue(k); !ok || got != v {
+			t.Errorf("metadata %q: got %q; want %q", k, got, v)
+		}
+	}
+	if got := sc.Field(7).Type.String(); got != "fixed_size_list<item: float32>[8]" {
+		t.Errorf("embedding type: got %s", got)
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if want := []string{out, out + ".errors.jsonl"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("files after Commit: got %v; want %v", names, want)
+	}
+	if err := w.Put(100, nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Put after Commit: got %v; want ErrClosed", err)
+	}
+}
+
+func TestWriterParquet(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.parquet")
+	w, err := Create(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putDocs(t, w, 0, 90)
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rows, meta := readParquetFile(t, out)
+	if !reflect.DeepEqual(rows, wantRows(0, 90)) {
+		t.Errorf("got %d rows; want %d, equal", len(rows), len(wantRows(0, 90)))
+	}
+	for k, v := range testMeta {
+		if got := meta[k]; got != v {
+			t.Errorf("metadata %q: got %q; want %q", k, got, v)
+		}
+	}
+}
+
+// readParquetFile returns the rows and key-value metadata of a Parquet output.
+func readParquetFile(t *testing.T, path string) ([]Row, map[string]string) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	meta := map[string]string{}
+	for _, kv := range pf.MetaData().KeyValueMetadata() {
+		meta[kv.Key] = *kv.Value
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1000}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Release()
+	var rows []Row
+	for rr.Next() {
+		rows = append(rows, recordRows(rr.RecordBatch())...)
+	}
+	if err := rr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows, meta
+}
+
+func TestWriterErrorsFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.arrow")
+	errPath := out + ".errs"
+	w, err := Create(out, WriterOptions{Dims: testDims, ErrorsPath: errPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jd := Doc{Source: "a.jsonl", Line: 3, Index: 2, ID: "x"}
+	pd := Doc{Source: "b.parquet", Row: 0, Index: 5}
+	errs := []*RowError{jd.Error(ReasonMalformedJSON, "json: bad"), jd.ChunkError(1, "oom", "out of memory", "tail")}
+	if err := w.Put(2, nil, errs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Put(5, nil, []*RowError{pd.Error(ReasonNullText, "null")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(errPath)
+	want := `{"source":"a.jsonl","line":3,"index":2,"id":"x","reason":"malformed_json","detail":"json: bad"}
+{"source":"a.jsonl","line":3,"index":2,"id":"x","reason":"oom","detail":"out of memory","chunk":1,"worker_log":"tail"}
+{"source":"b.parquet","row":0,"index":5,"reason":"null_text","detail":"null"}
+`
+	if string(b) != want {
+		t.Errorf("errors file:\ngot  %s\nwant %s", b, want)
+	}
+	rows, _, _ := readArrowFile(t, out)
+	if len(rows) != 0 {
+		t.Errorf("got %d rows; want 0", len(rows))
+	}
+}
+
+func TestWriterPutChecks(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(filepath.Join(dir, "o.arrow"), WriterOptions{Dims: testDims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	putDocs(t, w, 0, 3)
+	if err := w.Put(2, nil, nil); !errors.Is(err, ErrOutOfOrder) {
+		t.Errorf("Put(2) after 2: got %v; want ErrOutOfOrder", err)
+	}
+	if err := w.Put(3, []Row{{Embedding: make([]float32, 3)}}, nil); err == nil {
+		t.Errorf("Put with 3 dims: got no error; want one")
+	}
+	if _, err := Create(filepath.Join(dir, "p.arrow"), WriterOptions{}); err == nil {
+		t.Errorf("Create with 0 dims: got no error; want one")
+	}
+}
+
+func TestWriterAbort(t *testing.T) {
+	for _, name := range []string{"o.arrow", "o.parquet"} {
+		dir := t.TempDir()
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		w, err := Create(filepath.Join(dir, name), WriterOptions{Dims: testDims, BatchRows: 4, Allocator: mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		putDocs(t, w, 0, 20)
+		if err := w.Abort(); err != nil {
+			t.Fatal(err)
+		}
+		if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 0 {
+			t.Errorf("%s: files after Abort: %v; want none", name, names)
+		}
+		mem.AssertSize(t, 0)
+	}
+}
+
+// The helper process: resumes or starts a checkpointed run on
+// DATAIO_HELPER_OUT, puts documents up to DATAIO_HELPER_KILL_AT and kills
+// itself with SIGKILL, leaving the files as a crash would.
+func TestHelperProcess(t *testing.T) {
+	out := os.Getenv("DATAIO_HELPER_OUT")
+	if out == "" {
+		t.Skip("helper process only")
+	}
+	killAt, _ := strconv.ParseInt(os.Getenv("DATAIO_HELPER_KILL_AT"), 10, 64)
+	w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	putDocs(t, w, st.NextIndex, killAt)
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the kill is asynchronous
+}
+
+// crashAt runs the helper process until it has put documents up to killAt
+// and killed itself.
+func crashAt(t *testing.T, out string, killAt int64) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.Env = append(os.Environ(), "DATAIO_HELPER_OUT="+out, "DATAIO_HELPER_KILL_AT="+strconv.FormatInt(killAt, 10))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("helper: got %v (%s); want killed by SIGKILL", err, stderr.Bytes())
+	}
+}
+
+// uninterrupted writes documents [0, n) in one checkpointed run and returns
+// the output's rows and batch lengths and the errors file.
+func uninterrupted(t *testing.T, n int64, name string) ([]Row, []int64, []byte) {
+	out := filepath.Join(t.TempDir(), name)
+	w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16})
+	if err != nil || st.Resumed {
+		t.Fatalf("OpenCheckpointed: %+v, %v", st, err)
+	}
+	putDocs(t, w, 0, n)
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rows, lens, _ := readArrowFile(t, out)
+	errs, _ := os.ReadFile(out + ".errors.jsonl")
+	return rows, lens, errs
+}
+
+func TestCheckpointResume(t *testing.T) {
+	const n = 300
+	wantR, wantLens, wantErrs := uninterrupted(t, n, "ref.arrow")
+	if !reflect.DeepEqual(wantR, wantRows(0, n)) {
+		t.Fatalf("uninterrupted checkpointed run: rows differ from the input")
+	}
+	for _, tc := range []struct {
+		name   string
+		kills  []int64
+		damage func(t *testing.T, out string) // applied after the kills
+	}{
+		{"killed once", []int64{137}, nil},
+		{"killed twice", []int64{50, 211}, nil},
+		{"killed before the first batch", []int64{3}, nil},
+		{"torn batch after the checkpoint", []int64{137}, tearPartial},
+		{"killed at the end", []int64{n}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out.arrow")
+			for _, k := range tc.kills {
+				crashAt(t, out, k)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("after a crash: stat %s: %v; want not exist", out, err)
+			}
+			if tc.damage != nil {
+				tc.damage(t, out)
+			}
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16, Allocator: mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := tc.kills[len(tc.kills)-1]
+			if !st.Resumed || st.NextIndex > last || (last > 40 && st.NextIndex < last-20) {
+				t.Errorf("resume state %+v after a kill at %d; want NextIndex a little below it", st, last)
+			}
+			if got := int64(len(wantRows(0, st.NextIndex))); st.Rows != got {
+				t.Errorf("resume state rows %d; want %d", st.Rows, got)
+			}
+			putDocs(t, w, st.NextIndex, n)
+			if err := w.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			rows, lens, _ := readArrowFile(t, out)
+			errs, _ := os.ReadFile(out + ".errors.jsonl")
+			if !reflect.DeepEqual(rows, wantR) || !reflect.DeepEqual(lens, wantLens) || !bytes.Equal(errs, wantErrs) {
+				t.Errorf("resumed output differs: %d rows in batches %v, %d error bytes; want %d rows in %v, %d bytes",
+					len(rows), lens, len(errs), len(wantR), wantLens, len(wantErrs))
+			}
+			names, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "*"))
+			if want := []string{out, out + ".errors.jsonl"}; !reflect.DeepEqual(names, want) {
+				t.Errorf("files after Commit: got %v; want %v", names, want)
+			}
+		})
+	}
+}
+
+// tearPartial appends half a record batch to the partial stream and half a
+// line to the partial errors file, as a kill in the middle of a write would.
+func tearPartial(t *testing.T, out string) {
+	rows, _ := testDoc(999)
+	sc := Schema(testDims, testMeta)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	w := &Writer{bld: b, opts: WriterOptions{Dims: testDims}}
+	for _, r := range rows {
+		w.append(r)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	s := &streamSink{bw: bufio.NewWriter(&buf), mem: memory.DefaultAllocator}
+	if err := s.write(rec); err != nil {
+		t.Fatal(err)
+	}
+	s.bw.Flush()
+	appendTo(t, PartialPath(out), buf.Bytes()[:buf.Len()/2])
+	appendTo(t, out+".errors.jsonl.partial", []byte(`{"source":"x","li`))
+}
+
+func appendTo(t *testing.T, path string, b []byte) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(b)
+	f.Close()
+}
+
+func TestCheckpointParquetOutput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.parquet")
+	crashAt(t, out, 77) // the helper writes with the format of out's extension
+	w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16})
+	if err != nil || !st.Resumed {
+		t.Fatalf("OpenCheckpointed: %+v, %v", st, err)
+	}
+	putDocs(t, w, st.NextIndex, 120)
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rows, meta := readParquetFile(t, out)
+	if !reflect.DeepEqual(rows, wantRows(0, 120)) || meta["synapse.model"] != testMeta["synapse.model"] {
+		t.Errorf("got %d rows, metadata %v; want %d rows and the run's metadata", len(rows), meta, len(wantRows(0, 120)))
+	}
+}
+
+func TestCheckpointRefusals(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.arrow")
+	crashAt(t, out, 100)
+	opts := WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16}
+
+	other := map[string]string{"synapse.model": "another.gguf"}
+	for name, o := range map[string]WriterOptions{
+		"metadata":   {Dims: testDims, Metadata: other, BatchRows: 16},
+		"dims":       {Dims: testDims + 1, Metadata: testMeta, BatchRows: 16},
+		"batch rows": {Dims: testDims, Metadata: testMeta, BatchRows: 32},
+	} {
+		if _, _, err := OpenCheckpointed(out, o); !errors.Is(err, ErrResumeMismatch) {
+			t.Errorf("other %s: got %v; want ErrResumeMismatch", name, err)
+		}
+	}
+
+	w, _, err := OpenCheckpointed(out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenCheckpointed(out, opts); err == nil {
+		t.Errorf("second OpenCheckpointed while the first is open: got no error; want one")
+	}
+	w.Abort()
+
+	var cp checkpointFile
+	b, _ := os.ReadFile(CheckpointPath(out))
+	json.Unmarshal(b, &cp)
+	if err := os.Truncate(PartialPath(out), cp.StreamBytes-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenCheckpointed(out, opts); !errors.Is(err, ErrCheckpointCorrupt) {
+		t.Errorf("partial shorter than the checkpoint: got %v; want ErrCheckpointCorrupt", err)
+	}
+	if err := RemoveResumeFiles(out, ""); err != nil {
+		t.Fatal(err)
+	}
+	w, st, err := OpenCheckpointed(out, opts)
+	if err != nil || st.Resumed {
+		t.Fatalf("after RemoveResumeFiles: got %+v, %v; want a fresh run", st, err)
+	}
+	if err := w.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "*")); len(names) != 0 {
+		t.Errorf("files after Discard: %v; want none", names)
+	}
+}
