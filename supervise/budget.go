@@ -4,6 +4,13 @@ import "time"
 
 // budget counts crashes per (model, config) and across the pool within
 // sliding windows. It is guarded by Pool.mu.
+//
+// A (model, config) is quarantined after QuarantineCrashes crashes within
+// the window with no request served in between: a model that keeps
+// crashing. A request that the model serves forgets its crashes, so that
+// isolating one poisonous input — which crashes a worker several times
+// while the healthy rest of its batch succeeds — never quarantines a
+// healthy model. The pool-wide count (degraded) is not reset by successes.
 type budget struct {
 	perModel    int
 	modelWindow time.Duration
@@ -48,6 +55,13 @@ func (b *budget) record(model ModelKey, hasModel bool, now time.Time, ce *CrashE
 	q := &QuarantinedError{Model: model, Crashes: len(ts), Since: now, Last: ce}
 	b.quarantined[model] = q
 	return q
+}
+
+// served records a request the model answered: its crash streak ends.
+func (b *budget) served(model ModelKey) {
+	if b.quarantined[model] == nil {
+		delete(b.byModel, model)
+	}
 }
 
 // quarantine returns the model's quarantine, or nil.

@@ -44,7 +44,8 @@ type Config struct {
 	MaxStartFailures int
 
 	// QuarantineCrashes crashes of one (model, config) within
-	// QuarantineWindow quarantine it (defaults 3, 10m).
+	// QuarantineWindow, with no request of it served in between,
+	// quarantine it (defaults 3, 10m).
 	QuarantineCrashes int
 	QuarantineWindow  time.Duration
 	// DegradedCrashes crashes across all work within DegradedWindow mark

@@ -81,6 +81,11 @@ func (p *Pool) doOn(ctx context.Context, s *slot, w *worker, req wire.Message, m
 	if err != nil {
 		return nil, fmt.Errorf("supervise: %s: %w", req.Type(), err)
 	}
+	if m != nil {
+		p.mu.Lock()
+		p.budget.served(m.key)
+		p.mu.Unlock()
+	}
 	setReplyID(resp, requestID(req))
 	return resp, nil
 }

@@ -362,10 +362,12 @@ func TestQuarantine(t *testing.T) {
 	tests := []struct {
 		name        string
 		between     time.Duration // clock advance between crashes
+		served      bool          // a request succeeds between the crashes
 		quarantined bool
 	}{
-		{"within window", time.Minute, true},
-		{"outside window", 11 * time.Minute, false},
+		{"within window", time.Minute, false, true},
+		{"outside window", 11 * time.Minute, false, false},
+		{"served in between", time.Minute, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -375,6 +377,11 @@ func TestQuarantine(t *testing.T) {
 			p := startPool(t, cfg)
 			first := crashOnce(t, p, "hh", 666, time.Minute)
 			clock.Advance(tt.between)
+			if tt.served {
+				if _, err := p.Do(context.Background(), embed("helper:sha256:hh", []int32{1}), time.Minute); err != nil {
+					t.Fatalf("Do between crashes: %v", err)
+				}
+			}
 			crashOnce(t, p, "hh", 666, time.Minute)
 			key := first.Model
 			h := waitHealth(t, p, func(h Health) bool { return h.Workers[0].State == StateReady })
