@@ -5,22 +5,27 @@ import (
 	"strings"
 )
 
-// ugmTrie is a byte trie over token texts, built once and stored flat: node
-// i's children are reached over the edges [lo[i], hi[i]) of labels (sorted)
-// and target. The root's children are also kept in a 256-entry table. It
-// gives the same answers as llama.cpp's naive_trie (a std::map per node).
+// ugmTrie is a byte trie over token texts stored as a double array: the
+// child of node s over byte c is n = base[s] + c when check[n] == s, so one
+// step is two array reads. Node 0 is the root. It gives the same answers as
+// llama.cpp's naive_trie (a std::map per node), which SPM and UGM use.
 type ugmTrie struct {
-	lo, hi []int32
-	value  []int32 // token id ending at the node, or NoToken
-	labels []byte
-	target []int32
-	root   [256]int32 // the root's child per byte, or -1
+	base, check []int32
+	value       []int32 // token id ending at the node, or NoToken
+	hasKeys     bool
 }
 
 type ugmTrieKey struct {
 	text string
 	id   int32
 }
+
+// ugmTrieFree marks an unused slot of check; the root's slot holds
+// ugmTrieRoot, which no node's index equals either.
+const (
+	ugmTrieFree = -1
+	ugmTrieRoot = -2
+)
 
 // newUGMTrie builds a trie of keys. A later key with the same text replaces
 // an earlier one, as naive_trie.insert does; empty keys are ignored.
@@ -33,19 +38,22 @@ func newUGMTrie(keys []ugmTrieKey) *ugmTrie {
 	}
 	// A stable sort keeps insertion order among equal texts; the last wins.
 	slices.SortStableFunc(sorted, func(a, b ugmTrieKey) int { return strings.Compare(a.text, b.text) })
-	t := &ugmTrie{}
-	t.addNode()
-	t.build(0, sorted, 0)
-	for i := range t.root {
-		t.root[i] = -1
-	}
-	for e := t.lo[0]; e < t.hi[0]; e++ {
-		t.root[t.labels[e]] = t.target[e]
-	}
-	return t
+	var lt listTrie
+	lt.addNode()
+	lt.build(0, sorted, 0)
+	return lt.doubleArray()
 }
 
-func (t *ugmTrie) addNode() int32 {
+// listTrie is the trie as built from sorted keys: node i's children are the
+// edges [lo[i], hi[i]) of labels (ascending) and target.
+type listTrie struct {
+	lo, hi []int32
+	value  []int32
+	labels []byte
+	target []int32
+}
+
+func (t *listTrie) addNode() int32 {
 	t.lo = append(t.lo, 0)
 	t.hi = append(t.hi, 0)
 	t.value = append(t.value, NoToken)
@@ -53,7 +61,7 @@ func (t *ugmTrie) addNode() int32 {
 }
 
 // build fills node from keys, all of which share their first depth bytes.
-func (t *ugmTrie) build(node int32, keys []ugmTrieKey, depth int) {
+func (t *listTrie) build(node int32, keys []ugmTrieKey, depth int) {
 	for len(keys) > 0 && len(keys[0].text) == depth { // keys ending here sort first
 		t.value[node] = keys[0].id
 		keys = keys[1:]
@@ -82,30 +90,133 @@ func (t *ugmTrie) build(node int32, keys []ugmTrieKey, depth int) {
 	}
 }
 
-// child returns node's child over byte c, or -1.
-func (t *ugmTrie) child(node int32, c byte) int32 {
-	if node == 0 {
-		return t.root[c]
+// doubleArray lays the trie out as a double array, placing nodes breadth
+// first, each node's children at the first base where all their slots are
+// free. Free slots are kept in a linked list so the search skips used ones.
+func (t *listTrie) doubleArray() *ugmTrie {
+	b := &daBuilder{d: &ugmTrie{hasKeys: t.hi[0] > t.lo[0]}}
+	b.grow(512)
+	b.use(0)
+	d := b.d
+	d.check[0] = ugmTrieRoot
+	d.value[0] = t.value[0]
+	slot := make([]int32, len(t.value)) // list node -> slot
+	queue := []int32{0}
+	for len(queue) > 0 {
+		node := queue[0]
+		queue = queue[1:]
+		s := slot[node]
+		labels := t.labels[t.lo[node]:t.hi[node]]
+		if len(labels) == 0 {
+			continue
+		}
+		base := b.findBase(labels)
+		d.base[s] = base
+		for e := t.lo[node]; e < t.hi[node]; e++ {
+			n := base + int32(t.labels[e])
+			child := t.target[e]
+			b.use(n)
+			d.check[n] = s
+			d.value[n] = t.value[child]
+			slot[child] = n
+			queue = append(queue, child)
+		}
 	}
-	lo, hi := t.lo[node], t.hi[node]
-	if hi-lo <= 8 {
-		for e := lo; e < hi; e++ {
-			if t.labels[e] == c {
-				return t.target[e]
+	// Trim the unused tail; child checks bounds.
+	n := len(d.check)
+	for n > 1 && d.check[n-1] == ugmTrieFree {
+		n--
+	}
+	d.base, d.check, d.value = d.base[:n:n], d.check[:n:n], d.value[:n:n]
+	return d
+}
+
+// daBuilder places nodes in a growing double array, with the free slots in
+// a doubly linked list (next/prev; -1 ends it) in index order.
+type daBuilder struct {
+	d          *ugmTrie
+	next, prev []int32
+	head, tail int32
+}
+
+// findBase returns the first base >= 1 whose slots base+c, for the labels
+// c, are all free.
+func (b *daBuilder) findBase(labels []byte) int32 {
+	for p := b.head; ; p = b.next[p] {
+		if p < 0 { // no free slot left: grow, then continue from the new ones
+			n := len(b.d.check)
+			b.grow(2 * n)
+			p = int32(n)
+		}
+		base := p - int32(labels[0])
+		if base < 1 {
+			continue
+		}
+		b.grow(int(base) + 256)
+		ok := true
+		for _, c := range labels[1:] {
+			if b.d.check[base+int32(c)] != ugmTrieFree {
+				ok = false
+				break
 			}
 		}
-		return -1
-	}
-	for lo < hi {
-		m := int32(uint32(lo+hi) >> 1)
-		switch l := t.labels[m]; {
-		case l == c:
-			return t.target[m]
-		case l < c:
-			lo = m + 1
-		default:
-			hi = m
+		if ok {
+			return base
 		}
+	}
+}
+
+// use takes slot n off the free list.
+func (b *daBuilder) use(n int32) {
+	p, q := b.prev[n], b.next[n]
+	if p >= 0 {
+		b.next[p] = q
+	} else {
+		b.head = q
+	}
+	if q >= 0 {
+		b.prev[q] = p
+	} else {
+		b.tail = p
+	}
+	b.prev[n], b.next[n] = -1, -1
+}
+
+// grow makes the arrays at least n long, appending the new slots to the
+// free list.
+func (b *daBuilder) grow(n int) {
+	d := b.d
+	old := len(d.check)
+	if old >= n {
+		return
+	}
+	m := max(2*old, n)
+	d.base = append(d.base, make([]int32, m-old)...)
+	d.value = append(d.value, make([]int32, m-old)...)
+	d.check = append(d.check, make([]int32, m-old)...)
+	b.next = append(b.next, make([]int32, m-old)...)
+	b.prev = append(b.prev, make([]int32, m-old)...)
+	if old == 0 {
+		b.head, b.tail = -1, -1
+	}
+	for i := int32(old); i < int32(m); i++ {
+		d.check[i] = ugmTrieFree
+		d.value[i] = NoToken
+		b.prev[i], b.next[i] = b.tail, -1
+		if b.tail >= 0 {
+			b.next[b.tail] = i
+		} else {
+			b.head = i
+		}
+		b.tail = i
+	}
+}
+
+// child returns node's child over byte c, or -1.
+func (t *ugmTrie) child(node int32, c byte) int32 {
+	n := t.base[node] + int32(c)
+	if uint(n) < uint(len(t.check)) && t.check[n] == node {
+		return n
 	}
 	return -1
 }
@@ -129,7 +240,7 @@ func (t *ugmTrie) valueAt(node int32) int32 {
 }
 
 // empty reports whether the trie holds no keys.
-func (t *ugmTrie) empty() bool { return t.lo[0] == t.hi[0] }
+func (t *ugmTrie) empty() bool { return !t.hasKeys }
 
 // longestPath is naive_trie.get_longest_prefix: the length of the longest
 // prefix of s that is a path from the root, whether or not a key ends there.
