@@ -23,6 +23,10 @@ import (
 // parts, but a merged symbol is always a token, so only unmerged single
 // characters ever reach the byte fallback and the map is never consulted.
 
+// spKeepScratch is the largest text, in bytes, whose scratch buffers go
+// back to the pool; those of longer texts are left to the GC.
+const spKeepScratch = 1 << 20
+
 // spmSpace is U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's escaped space.
 const spmSpace = "\u2581"
 
@@ -146,7 +150,11 @@ func (f *spmFragmenter) appendTokens(out []Token, frag string, off int, first bo
 		return out
 	}
 	s := f.pool.Get().(*spmScratch)
-	defer f.pool.Put(s)
+	defer func() {
+		if cap(s.text) <= spKeepScratch {
+			f.pool.Put(s)
+		}
+	}()
 
 	prefix := 0
 	s.text = s.text[:0]

@@ -138,7 +138,11 @@ func (f *ugmFragmenter) collect(v *Vocab) (minScore float32, keys, userKeys []ug
 
 func (f *ugmFragmenter) appendTokens(out []Token, frag string, off int, first bool) []Token {
 	s := f.pool.Get().(*ugmScratch)
-	defer f.pool.Put(s)
+	defer func() {
+		if cap(s.norm) <= spKeepScratch {
+			f.pool.Put(s)
+		}
+	}()
 	f.normalize(s, frag)
 	if len(s.norm) == 0 {
 		return out

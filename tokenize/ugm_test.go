@@ -96,6 +96,37 @@ func TestUGMSpans(t *testing.T) {
 	}
 }
 
+// TestUGMPiecesRebuildNormalized checks that the token texts, joined,
+// are the normalized text wherever no unknown token stands for some of it.
+func TestUGMPiecesRebuildNormalized(t *testing.T) {
+	v, f := ugmTestFragmenter(t, nil)
+	texts := []string{"Hello World!", "  many   spaces  ", "ＡＢＣ fullwidth", "ﬁne ½ ①"}
+	for _, c := range spReadCases(t, ugmTestVocab) {
+		texts = append(texts, c.text)
+	}
+	checked := 0
+	for _, text := range texts {
+		s := new(ugmScratch)
+		f.normalize(s, text)
+		var b strings.Builder
+		unk := false
+		for _, tk := range f.appendTokens(nil, text, 0, true) {
+			unk = unk || tk.ID == v.UNK
+			b.WriteString(v.Tokens[tk.ID])
+		}
+		if unk {
+			continue
+		}
+		checked++
+		if got := b.String(); got != string(s.norm) {
+			t.Errorf("%q: pieces join to %q; want the normalized %q", text, got, s.norm)
+		}
+	}
+	if checked < len(texts)/2 {
+		t.Errorf("only %d of %d texts had no unknown token", checked, len(texts))
+	}
+}
+
 // TestUGMUnknownRun checks that a run of characters without tokens becomes
 // one unknown token spanning all of them.
 func TestUGMUnknownRun(t *testing.T) {
