@@ -23,9 +23,10 @@ const SyntheticRowGroup = 16384
 
 // WriteSyntheticParquet writes a corpus of rows documents to path for
 // benchmarks and memory tests: columns id ("synth-N"), title and text
-// (English-like words, 8 to 400 of them, about 1.5 KB on average), snappy
+// (pseudo-words: 8 to 200 of them, or 1,000 to 3,000 for one document in
+// 50; about 1 KB on average), snappy
 // compressed, SyntheticRowGroup rows per row group. The same seed gives the
-// same file. Memory use is one row group, whatever rows is.
+// same rows. Memory use is one row group, whatever rows is.
 func WriteSyntheticParquet(path string, rows int, seed int64) error {
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.BinaryTypes.String},
@@ -53,7 +54,11 @@ func WriteSyntheticParquet(path string, rows int, seed int64) error {
 		for i := range n {
 			bld.Field(0).(*array.StringBuilder).Append("synth-" + strconv.Itoa(done+i))
 			bld.Field(1).(*array.StringBuilder).Append(synthWords(rng, &sb, 3+rng.IntN(10)))
-			bld.Field(2).(*array.StringBuilder).Append(synthWords(rng, &sb, 8+rng.IntN(393)))
+			words := 8 + rng.IntN(193)
+			if rng.IntN(50) == 0 {
+				words = 1000 + rng.IntN(2001) // a long document that needs chunking
+			}
+			bld.Field(2).(*array.StringBuilder).Append(synthWords(rng, &sb, words))
 		}
 		rec := bld.NewRecordBatch()
 		err := fw.Write(rec)

@@ -321,7 +321,7 @@ func crashAt(t *testing.T, out string, killAt int64) {
 
 // uninterrupted writes documents [0, n) in one checkpointed run and returns
 // the output's rows and batch lengths and the errors file.
-func uninterrupted(t *testing.T, n int64, name string) ([]Row, []int64, []byte) {
+func uninterrupted(t *testing.T, n int64, name string) ([]Row, []int64, []byte, []byte) {
 	out := filepath.Join(t.TempDir(), name)
 	w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16})
 	if err != nil || st.Resumed {
@@ -333,12 +333,13 @@ func uninterrupted(t *testing.T, n int64, name string) ([]Row, []int64, []byte) 
 	}
 	rows, lens, _ := readArrowFile(t, out)
 	errs, _ := os.ReadFile(out + ".errors.jsonl")
-	return rows, lens, errs
+	raw, _ := os.ReadFile(out)
+	return rows, lens, errs, raw
 }
 
 func TestCheckpointResume(t *testing.T) {
 	const n = 300
-	wantR, wantLens, wantErrs := uninterrupted(t, n, "ref.arrow")
+	wantR, wantLens, wantErrs, wantRaw := uninterrupted(t, n, "ref.arrow")
 	if !reflect.DeepEqual(wantR, wantRows(0, n)) {
 		t.Fatalf("uninterrupted checkpointed run: rows differ from the input")
 	}
@@ -386,6 +387,9 @@ func TestCheckpointResume(t *testing.T) {
 			if !reflect.DeepEqual(rows, wantR) || !reflect.DeepEqual(lens, wantLens) || !bytes.Equal(errs, wantErrs) {
 				t.Errorf("resumed output differs: %d rows in batches %v, %d error bytes; want %d rows in %v, %d bytes",
 					len(rows), lens, len(errs), len(wantR), wantLens, len(wantErrs))
+			}
+			if raw, _ := os.ReadFile(out); !bytes.Equal(raw, wantRaw) {
+				t.Errorf("resumed Arrow file is not byte-for-byte the uninterrupted one")
 			}
 			names, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "*"))
 			if want := []string{out, out + ".errors.jsonl"}; !reflect.DeepEqual(names, want) {
