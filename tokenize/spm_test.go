@@ -3,10 +3,12 @@ package tokenize
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -442,4 +444,40 @@ func BenchmarkSPMScifact(b *testing.B) {
 		b.Fatal(err)
 	}
 	spBench(b, f)
+}
+
+// TestSentencePieceConcurrent tokenizes from several goroutines at once (run
+// with -race): results equal the sequential ones, the per-call buffers and
+// SPM's word caches being private to each call.
+func TestSentencePieceConcurrent(t *testing.T) {
+	docs, _ := spScifact(t)
+	docs = docs[:64]
+	for _, name := range []string{"ggml-vocab-llama-spm.gguf", ugmTestVocab} {
+		tok, err := New(spTestVocab(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([][]Token, len(docs))
+		for i, d := range docs {
+			want[i] = tok.Tokenize(d, Options{}).Tokens
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 4)
+		for g := range 4 {
+			wg.Go(func() {
+				for k := range docs {
+					i := (k + 16*g) % len(docs)
+					if got := tok.Tokenize(docs[i], Options{}).Tokens; !slices.Equal(got, want[i]) {
+						errs <- fmt.Sprintf("%s: goroutine %d doc %d differs", name, g, i)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+	}
 }
