@@ -33,7 +33,7 @@ const spmSpace = "\u2581"
 // spmFragmenter is the SPM tokenizer for one vocabulary. It is immutable after
 // construction; per-call buffers come from a pool.
 type spmFragmenter struct {
-	trie           *ugmTrie // llama.cpp's token_to_id, over every token
+	trie           *spTrie // llama.cpp's token_to_id, over every token
 	scores         []float32
 	byteTok        [256]int32 // llama.cpp's byte_to_token; NoToken when absent
 	unk            int32
@@ -74,15 +74,15 @@ func newSPMFragmenter(v *Vocab) (fragmenter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spm: %w", err)
 	}
-	keys := make([]ugmTrieKey, len(v.Tokens))
+	keys := make([]spTrieKey, len(v.Tokens))
 	for i, t := range v.Tokens {
 		if t == "" {
 			t = spEmptyName(i)
 		}
-		keys[i] = ugmTrieKey{t, int32(i)}
+		keys[i] = spTrieKey{t, int32(i)}
 	}
 	f := &spmFragmenter{
-		trie:           newUGMTrie(keys),
+		trie:           newSPTrie(keys),
 		scores:         v.Scores,
 		unk:            v.UNK,
 		addSpacePrefix: v.AddSpacePrefix,

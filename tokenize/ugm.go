@@ -33,8 +33,8 @@ const ugmUnknownPenalty = 10.0
 // ugmFragmenter is the UGM tokenizer for one vocabulary. It is immutable
 // after construction; per-call buffers come from a pool.
 type ugmFragmenter struct {
-	tokens      *ugmTrie
-	userDefined *ugmTrie // nil when the vocabulary has no user-defined tokens
+	tokens      *spTrie
+	userDefined *spTrie // nil when the vocabulary has no user-defined tokens
 	charsmap    *ugmCharsmap
 	score       []float64 // per token id; user-defined tokens score 0
 	unk         int32
@@ -99,9 +99,9 @@ func newUGMFragmenter(v *Vocab) (fragmenter, error) {
 	}
 	minScore, keys, userKeys := f.collect(v)
 	f.unkScore = float64(minScore - ugmUnknownPenalty) // float arithmetic, as llama.cpp
-	f.tokens = newUGMTrie(keys)
+	f.tokens = newSPTrie(keys)
 	if len(userKeys) > 0 {
-		f.userDefined = newUGMTrie(userKeys)
+		f.userDefined = newSPTrie(userKeys)
 	}
 	f.pool.New = func() any { return new(ugmScratch) }
 	return f, nil
@@ -109,7 +109,7 @@ func newUGMFragmenter(v *Vocab) (fragmenter, error) {
 
 // collect scores the tokens and gathers the trie keys, returning the lowest
 // normal token score.
-func (f *ugmFragmenter) collect(v *Vocab) (minScore float32, keys, userKeys []ugmTrieKey) {
+func (f *ugmFragmenter) collect(v *Vocab) (minScore float32, keys, userKeys []spTrieKey) {
 	minScore = math.MaxFloat32
 	for i, text := range v.Tokens {
 		attr := TokenNormal
@@ -126,12 +126,12 @@ func (f *ugmFragmenter) collect(v *Vocab) (minScore float32, keys, userKeys []ug
 			minScore = min(minScore, s)
 		case TokenUserDefined:
 			f.score[i] = 0
-			userKeys = append(userKeys, ugmTrieKey{text, int32(i)})
+			userKeys = append(userKeys, spTrieKey{text, int32(i)})
 		case TokenUnused:
 		default:
 			continue
 		}
-		keys = append(keys, ugmTrieKey{text, int32(i)})
+		keys = append(keys, spTrieKey{text, int32(i)})
 	}
 	return minScore, keys, userKeys
 }

@@ -186,8 +186,8 @@ func TestUGMBadCharsmap(t *testing.T) {
 }
 
 func TestUGMTrie(t *testing.T) {
-	keys := []ugmTrieKey{{"a", 1}, {"ab", 2}, {"abc", 3}, {"b", 4}, {"ab", 5}, {"", 6}}
-	tr := newUGMTrie(keys)
+	keys := []spTrieKey{{"a", 1}, {"ab", 2}, {"abc", 3}, {"b", 4}, {"ab", 5}, {"", 6}}
+	tr := newSPTrie(keys)
 	lookup := func(s string) int32 {
 		node := int32(0)
 		for i := 0; i < len(s); i++ {

@@ -5,55 +5,55 @@ import (
 	"strings"
 )
 
-// ugmTrie is a byte trie over token texts stored as a double array: the
+// spTrie is a byte trie over token texts stored as a double array: the
 // child of node s over byte c is n = base[s] + c when check[n] == s, so one
 // step is two array reads. Node 0 is the root. It gives the same answers as
 // llama.cpp's naive_trie (a std::map per node), which SPM and UGM use.
-type ugmTrie struct {
+type spTrie struct {
 	base, check []int32
 	value       []int32 // token id ending at the node, or NoToken
 	hasKeys     bool
 }
 
-type ugmTrieKey struct {
+type spTrieKey struct {
 	text string
 	id   int32
 }
 
-// ugmTrieFree marks an unused slot of check; the root's slot holds
-// ugmTrieRoot, which no node's index equals either.
+// spTrieFree marks an unused slot of check; the root's slot holds
+// spTrieRoot, which no node's index equals either.
 const (
-	ugmTrieFree = -1
-	ugmTrieRoot = -2
+	spTrieFree = -1
+	spTrieRoot = -2
 )
 
-// newUGMTrie builds a trie of keys. A later key with the same text replaces
+// newSPTrie builds a trie of keys. A later key with the same text replaces
 // an earlier one, as naive_trie.insert does; empty keys are ignored.
-func newUGMTrie(keys []ugmTrieKey) *ugmTrie {
-	sorted := make([]ugmTrieKey, 0, len(keys))
+func newSPTrie(keys []spTrieKey) *spTrie {
+	sorted := make([]spTrieKey, 0, len(keys))
 	for _, k := range keys {
 		if k.text != "" {
 			sorted = append(sorted, k)
 		}
 	}
 	// A stable sort keeps insertion order among equal texts; the last wins.
-	slices.SortStableFunc(sorted, func(a, b ugmTrieKey) int { return strings.Compare(a.text, b.text) })
-	var lt listTrie
+	slices.SortStableFunc(sorted, func(a, b spTrieKey) int { return strings.Compare(a.text, b.text) })
+	var lt spListTrie
 	lt.addNode()
 	lt.build(0, sorted, 0)
 	return lt.doubleArray()
 }
 
-// listTrie is the trie as built from sorted keys: node i's children are the
+// spListTrie is the trie as built from sorted keys: node i's children are the
 // edges [lo[i], hi[i]) of labels (ascending) and target.
-type listTrie struct {
+type spListTrie struct {
 	lo, hi []int32
 	value  []int32
 	labels []byte
 	target []int32
 }
 
-func (t *listTrie) addNode() int32 {
+func (t *spListTrie) addNode() int32 {
 	t.lo = append(t.lo, 0)
 	t.hi = append(t.hi, 0)
 	t.value = append(t.value, NoToken)
@@ -61,14 +61,14 @@ func (t *listTrie) addNode() int32 {
 }
 
 // build fills node from keys, all of which share their first depth bytes.
-func (t *listTrie) build(node int32, keys []ugmTrieKey, depth int) {
+func (t *spListTrie) build(node int32, keys []spTrieKey, depth int) {
 	for len(keys) > 0 && len(keys[0].text) == depth { // keys ending here sort first
 		t.value[node] = keys[0].id
 		keys = keys[1:]
 	}
 	type group struct {
 		child int32
-		keys  []ugmTrieKey
+		keys  []spTrieKey
 	}
 	var groups []group
 	t.lo[node] = int32(len(t.labels))
@@ -93,12 +93,12 @@ func (t *listTrie) build(node int32, keys []ugmTrieKey, depth int) {
 // doubleArray lays the trie out as a double array, placing nodes breadth
 // first, each node's children at the first base where all their slots are
 // free. Free slots are kept in a linked list so the search skips used ones.
-func (t *listTrie) doubleArray() *ugmTrie {
-	b := &daBuilder{d: &ugmTrie{hasKeys: t.hi[0] > t.lo[0]}}
+func (t *spListTrie) doubleArray() *spTrie {
+	b := &spDABuilder{d: &spTrie{hasKeys: t.hi[0] > t.lo[0]}}
 	b.grow(512)
 	b.use(0)
 	d := b.d
-	d.check[0] = ugmTrieRoot
+	d.check[0] = spTrieRoot
 	d.value[0] = t.value[0]
 	slot := make([]int32, len(t.value)) // list node -> slot
 	queue := []int32{0}
@@ -124,24 +124,24 @@ func (t *listTrie) doubleArray() *ugmTrie {
 	}
 	// Trim the unused tail; child checks bounds.
 	n := len(d.check)
-	for n > 1 && d.check[n-1] == ugmTrieFree {
+	for n > 1 && d.check[n-1] == spTrieFree {
 		n--
 	}
 	d.base, d.check, d.value = d.base[:n:n], d.check[:n:n], d.value[:n:n]
 	return d
 }
 
-// daBuilder places nodes in a growing double array, with the free slots in
+// spDABuilder places nodes in a growing double array, with the free slots in
 // a doubly linked list (next/prev; -1 ends it) in index order.
-type daBuilder struct {
-	d          *ugmTrie
+type spDABuilder struct {
+	d          *spTrie
 	next, prev []int32
 	head, tail int32
 }
 
 // findBase returns the first base >= 1 whose slots base+c, for the labels
 // c, are all free.
-func (b *daBuilder) findBase(labels []byte) int32 {
+func (b *spDABuilder) findBase(labels []byte) int32 {
 	for p := b.head; ; p = b.next[p] {
 		if p < 0 { // no free slot left: grow, then continue from the new ones
 			n := len(b.d.check)
@@ -155,7 +155,7 @@ func (b *daBuilder) findBase(labels []byte) int32 {
 		b.grow(int(base) + 256)
 		ok := true
 		for _, c := range labels[1:] {
-			if b.d.check[base+int32(c)] != ugmTrieFree {
+			if b.d.check[base+int32(c)] != spTrieFree {
 				ok = false
 				break
 			}
@@ -167,7 +167,7 @@ func (b *daBuilder) findBase(labels []byte) int32 {
 }
 
 // use takes slot n off the free list.
-func (b *daBuilder) use(n int32) {
+func (b *spDABuilder) use(n int32) {
 	p, q := b.prev[n], b.next[n]
 	if p >= 0 {
 		b.next[p] = q
@@ -184,7 +184,7 @@ func (b *daBuilder) use(n int32) {
 
 // grow makes the arrays at least n long, appending the new slots to the
 // free list.
-func (b *daBuilder) grow(n int) {
+func (b *spDABuilder) grow(n int) {
 	d := b.d
 	old := len(d.check)
 	if old >= n {
@@ -200,7 +200,7 @@ func (b *daBuilder) grow(n int) {
 		b.head, b.tail = -1, -1
 	}
 	for i := int32(old); i < int32(m); i++ {
-		d.check[i] = ugmTrieFree
+		d.check[i] = spTrieFree
 		d.value[i] = NoToken
 		b.prev[i], b.next[i] = b.tail, -1
 		if b.tail >= 0 {
@@ -213,7 +213,7 @@ func (b *daBuilder) grow(n int) {
 }
 
 // child returns node's child over byte c, or -1.
-func (t *ugmTrie) child(node int32, c byte) int32 {
+func (t *spTrie) child(node int32, c byte) int32 {
 	n := t.base[node] + int32(c)
 	if uint(n) < uint(len(t.check)) && t.check[n] == node {
 		return n
@@ -222,7 +222,7 @@ func (t *ugmTrie) child(node int32, c byte) int32 {
 }
 
 // walk follows the bytes of b from node; -1 when the path leaves the trie.
-func (t *ugmTrie) walk(node int32, b []byte) int32 {
+func (t *spTrie) walk(node int32, b []byte) int32 {
 	for _, c := range b {
 		if node = t.child(node, c); node < 0 {
 			return -1
@@ -232,7 +232,7 @@ func (t *ugmTrie) walk(node int32, b []byte) int32 {
 }
 
 // valueAt is the token id ending at node, or NoToken (also for node -1).
-func (t *ugmTrie) valueAt(node int32) int32 {
+func (t *spTrie) valueAt(node int32) int32 {
 	if node < 0 {
 		return NoToken
 	}
@@ -240,11 +240,11 @@ func (t *ugmTrie) valueAt(node int32) int32 {
 }
 
 // empty reports whether the trie holds no keys.
-func (t *ugmTrie) empty() bool { return !t.hasKeys }
+func (t *spTrie) empty() bool { return !t.hasKeys }
 
 // longestPath is naive_trie.get_longest_prefix: the length of the longest
 // prefix of s that is a path from the root, whether or not a key ends there.
-func (t *ugmTrie) longestPath(s string) int {
+func (t *spTrie) longestPath(s string) int {
 	node := int32(0)
 	for i := 0; i < len(s); i++ {
 		node = t.child(node, s[i])
