@@ -12,7 +12,6 @@ import (
 type spTrie struct {
 	base, check []int32
 	value       []int32 // token id ending at the node, or NoToken
-	hasKeys     bool
 }
 
 type spTrieKey struct {
@@ -94,7 +93,7 @@ func (t *spListTrie) build(node int32, keys []spTrieKey, depth int) {
 // first, each node's children at the first base where all their slots are
 // free. Free slots are kept in a linked list so the search skips used ones.
 func (t *spListTrie) doubleArray() *spTrie {
-	b := &spDABuilder{d: &spTrie{hasKeys: t.hi[0] > t.lo[0]}}
+	b := &spDABuilder{d: &spTrie{}}
 	b.grow(512)
 	b.use(0)
 	d := b.d
@@ -238,9 +237,6 @@ func (t *spTrie) valueAt(node int32) int32 {
 	}
 	return t.value[node]
 }
-
-// empty reports whether the trie holds no keys.
-func (t *spTrie) empty() bool { return !t.hasKeys }
 
 // longestPath is naive_trie.get_longest_prefix: the length of the longest
 // prefix of s that is a path from the root, whether or not a key ends there.
