@@ -37,6 +37,7 @@
 //	empty_text      the joined text is empty or whitespace only and
 //	                ReadOptions.SkipEmpty is set
 //	bad_id          the ID field is neither a string nor a number
+//	file_error      (errors file only) a FileError: see below
 //
 // A file that cannot be read is a [*FileError] naming the file (and the row
 // group, or line, when known); calling Next again goes on with the next file.
@@ -45,7 +46,9 @@
 // group, after the rows already returned. A JSONL file that ends inside a line
 // is fine: the last line is parsed like any other (malformed_json if cut in
 // the middle); a .gz stream that is cut short is a FileError after the lines
-// decoded so far.
+// decoded so far. A FileError carries the Index the next record would have
+// had; with ReadOptions.StartIndex, those below it are not reported again,
+// so that a resumed run does not write them twice.
 //
 // # Writing
 //
@@ -53,7 +56,8 @@
 // Parquet file, and the error records as JSON Lines. Nothing appears at the
 // output paths before [Writer.Commit]: the data is written beside them
 // (OUT.tmp-PID) and renamed after an fsync; [Writer.Abort] removes it.
-// Results are [Writer.Put] one document at a time in increasing Index; a
+// Results are [Writer.Put] one document at a time in increasing Index (file
+// failures with [Writer.PutFileError] in their place); a
 // record batch is cut after the first document that brings it to
 // [WriterOptions.BatchRows] rows, so batches end on document boundaries.
 //
@@ -71,7 +75,12 @@
 // [ResumeState.NextIndex]: documents with a smaller Index are done, so the
 // reader starts there. Because batches end on document boundaries and the
 // caller Puts documents in order, the resumed run writes the same batches an
-// uninterrupted run would. Commit converts the stream into the final file.
+// uninterrupted run would, byte for byte for the Arrow format. Commit
+// converts the stream into the final file and copies the errors out, renames
+// both into place, and only then removes the resume files. Abort keeps the
+// resume files (a cancelled run can be resumed); Discard or
+// RemoveResumeFiles removes them. An exclusive flock on OUT.partial stops
+// two runs from writing the same output.
 package dataio
 
 import (
@@ -90,6 +99,8 @@ const (
 	ReasonInvalidUTF8   = "invalid_utf8"
 	ReasonEmptyText     = "empty_text"
 	ReasonBadID         = "bad_id"
+	// ReasonFileError marks a FileError in the errors file.
+	ReasonFileError = "file_error"
 )
 
 // Doc is one document of the corpus.
@@ -175,7 +186,27 @@ type FileError struct {
 	Source   string
 	RowGroup int   // Parquet row group that failed; -1 if none or unknown
 	Line     int   // JSONL line being read when the file failed; 0 if none
+	Index    int64 // the Index the next record would have had
 	Err      error // the cause
+}
+
+// fileErrorJSON is the errors-file form of a FileError.
+type fileErrorJSON struct {
+	Source   string `json:"source"`
+	RowGroup *int   `json:"row_group,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Index    int64  `json:"index"`
+	Reason   string `json:"reason"`
+	Detail   string `json:"detail"`
+}
+
+func (e *FileError) toJSON() fileErrorJSON {
+	j := fileErrorJSON{Source: e.Source, Line: e.Line, Index: e.Index, Reason: ReasonFileError, Detail: e.Err.Error()}
+	if e.RowGroup >= 0 {
+		rg := e.RowGroup
+		j.RowGroup = &rg
+	}
+	return j
 }
 
 func (e *FileError) Error() string {

@@ -140,6 +140,10 @@ func (r *Reader) Next() (Doc, error) {
 			src, err := r.open(r.files[r.i])
 			if err != nil {
 				r.i++
+				fe := err.(*FileError)
+				if fe.Index = r.base; fe.Index < r.opts.StartIndex {
+					continue // reported by the run being resumed
+				}
 				return Doc{}, err
 			}
 			r.src = src
@@ -149,9 +153,13 @@ func (r *Reader) Next() (Doc, error) {
 			r.finishFile()
 			continue
 		}
-		var fe *FileError
-		if errors.As(err, &fe) {
+		if fe, ok := err.(*FileError); ok {
+			recs, _, _ := r.src.progress()
+			fe.Index = r.base + recs
 			r.finishFile()
+			if fe.Index < r.opts.StartIndex {
+				continue // reported by the run being resumed
+			}
 		}
 		return d, err
 	}

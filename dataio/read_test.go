@@ -311,6 +311,17 @@ func TestParquetTruncatedAndCorrupt(t *testing.T) {
 	if len(got) != n || got[0].Index != 0 || got[n-1].Text != *texts[n-1] {
 		t.Errorf("got %d records; want %d from the good file, indexed from 0", len(got), n)
 	}
+	if fes[0].Index != 0 || fes[1].Index != 0 {
+		t.Errorf("file error indexes: got %d, %d; want 0, 0", fes[0].Index, fes[1].Index)
+	}
+	r, _ = Open([]string{good, trunc}, ReadOptions{StartIndex: int64(n)})
+	if got, fes = readAll(t, r); len(got) != 0 || len(fes) != 1 || fes[0].Index != int64(n) {
+		t.Errorf("resumed at the failing file: got %d records, %v; want its file error at index %d", len(got), fes, n)
+	}
+	r, _ = Open([]string{trunc, good}, ReadOptions{StartIndex: 1})
+	if got, fes = readAll(t, r); len(got) != n-1 || len(fes) != 0 {
+		t.Errorf("resumed past the failing file: got %d records, %v; want %d records and no file error", len(got), fes, n-1)
+	}
 
 	// Overwrite the data of row group 2 with garbage, keeping the footer.
 	corrupt := writeFile(t, dir, "corrupt.parquet", b)
@@ -328,8 +339,8 @@ func TestParquetTruncatedAndCorrupt(t *testing.T) {
 
 	r, _ = Open([]string{corrupt, good}, ReadOptions{})
 	got, fes = readAll(t, r)
-	if len(fes) != 1 || fes[0].RowGroup != 2 {
-		t.Fatalf("got file errors %v; want one at row group 2", fes)
+	if len(fes) != 1 || fes[0].RowGroup != 2 || fes[0].Index != 2000 {
+		t.Fatalf("got file errors %+v; want one at row group 2, index 2000", fes)
 	}
 	if len(got) != 2000+n || got[2000].Index != int64(n) {
 		t.Errorf("got %d records, record 2000 index %d; want row groups 0-1 then the next file from index %d",

@@ -201,6 +201,18 @@ func (w *Writer) Put(index int64, rows []Row, errs []*RowError) error {
 	return nil
 }
 
+// PutFileError writes a file-level failure to the errors file, in its place
+// among the documents: all documents before fe.Index must have been Put.
+func (w *Writer) PutFileError(fe *FileError) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if fe.Index <= w.last {
+		return fmt.Errorf("%w: file error at index %d after document %d", ErrOutOfOrder, fe.Index, w.last)
+	}
+	return w.errs.writeJSON(fe.toJSON())
+}
+
 func (w *Writer) append(r Row) {
 	f := w.bld.Fields()
 	f[0].(*array.StringBuilder).Append(r.ID)
@@ -383,8 +395,10 @@ func createErrorLog(path string) (*errorLog, error) {
 	return &errorLog{f: f, bw: bufio.NewWriter(f)}, nil
 }
 
-func (l *errorLog) write(e *RowError) error {
-	b, err := json.Marshal(e.toJSON())
+func (l *errorLog) write(e *RowError) error { return l.writeJSON(e.toJSON()) }
+
+func (l *errorLog) writeJSON(v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("dataio: error record: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,6 +231,12 @@ func TestWriterErrorsFile(t *testing.T) {
 	if err := w.Put(5, nil, []*RowError{pd.Error(ReasonNullText, "null")}); err != nil {
 		t.Fatal(err)
 	}
+	if err := w.PutFileError(&FileError{Source: "c.parquet", RowGroup: 3, Index: 5, Err: io.ErrUnexpectedEOF}); !errors.Is(err, ErrOutOfOrder) {
+		t.Errorf("PutFileError at a done index: got %v; want ErrOutOfOrder", err)
+	}
+	if err := w.PutFileError(&FileError{Source: "c.parquet", RowGroup: 3, Index: 6, Err: io.ErrUnexpectedEOF}); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +244,7 @@ func TestWriterErrorsFile(t *testing.T) {
 	want := `{"source":"a.jsonl","line":3,"index":2,"id":"x","reason":"malformed_json","detail":"json: bad"}
 {"source":"a.jsonl","line":3,"index":2,"id":"x","reason":"oom","detail":"out of memory","chunk":1,"worker_log":"tail"}
 {"source":"b.parquet","row":0,"index":5,"reason":"null_text","detail":"null"}
+{"source":"c.parquet","row_group":3,"index":6,"reason":"file_error","detail":"unexpected EOF"}
 `
 	if string(b) != want {
 		t.Errorf("errors file:\ngot  %s\nwant %s", b, want)
