@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/pipeline"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "embed",
+		Usage:     "embed every document of Parquet or JSONL files into an Arrow (or Parquet) file of vectors",
+		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
+		Flags:     embedFlags(),
+		Action: func(c *cli.Context) error {
+			o, err := embedOptionsFrom(c)
+			if err != nil {
+				return err
+			}
+			return runEmbed(c.Context, o, c.App.Writer, c.App.ErrWriter, c.Bool("quiet"))
+		},
+	})
+}
+
+func embedFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF embedding model", Required: true},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output file: .arrow (Arrow IPC) or .parquet (default: FIRST_INPUT.vectors.arrow)"},
+		&cli.StringFlag{Name: "errors", Usage: "errors file, JSON Lines (default: OUTPUT.errors.jsonl)"},
+		&cli.StringSliceFlag{Name: "text-field", Usage: "field(s) holding the text; several are joined with a newline (default: text)"},
+		&cli.StringFlag{Name: "id-field", Usage: "field holding the document id (default: id, else _id, else the row number)"},
+		&cli.StringFlag{Name: "prefix", Usage: `text put in front of every document, e.g. "search_document: "`},
+		&cli.BoolFlag{Name: "skip-empty", Usage: "send empty or whitespace-only texts to the errors file instead of embedding them"},
+		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded (default: the model's context minus its special tokens)"},
+		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
+		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker (default: 4 × the chunk size)"},
+		&cli.IntFlag{Name: "workers", Usage: "worker processes (default: from the core count)"},
+		&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads per worker (default: cores / workers)"},
+		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last (default: the model's own)"},
+		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
+		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)"},
+		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (20ms per token is added); a worker past it is killed"},
+		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
+		&cli.StringFlag{Name: "shard", Usage: "I/N: embed only documents whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
+		&cli.StringFlag{Name: "llama-lib", Usage: "directory of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+	}
+}
+
+// embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
+func embedOptionsFrom(c *cli.Context) (pipeline.EmbedOptions, error) {
+	o := pipeline.EmbedOptions{
+		Inputs: c.Args().Slice(), Model: c.String("model"), Out: c.String("output"), Errors: c.String("errors"),
+		Read: dataio.ReadOptions{TextFields: c.StringSlice("text-field"), IDField: c.String("id-field"),
+			Prefix: c.String("prefix"), SkipEmpty: c.Bool("skip-empty")},
+		ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"), BatchTokens: c.Int("batch-tokens"),
+		Workers: c.Int("workers"), Threads: c.Int("threads"), Pooling: c.String("pooling"),
+		Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"), Deadline: c.Duration("deadline"),
+		Resume: c.Bool("resume"), Version: version,
+	}
+	if len(o.Inputs) == 0 {
+		return o, usagef("embed: no input files (give Parquet or JSONL files, or - for stdin)")
+	}
+	switch o.Pooling {
+	case "", engine.PoolingMean, engine.PoolingCLS, engine.PoolingLast:
+	default:
+		return o, usagef("embed: --pooling %q: want mean, cls or last", o.Pooling)
+	}
+	for name, v := range map[string]int{"chunk-tokens": o.ChunkTokens, "overlap": o.Overlap, "batch-tokens": o.BatchTokens,
+		"workers": o.Workers, "threads": o.Threads, "dims": o.Dims} {
+		if v < 0 {
+			return o, usagef("embed: --%s %d must not be negative", name, v)
+		}
+	}
+	if o.Deadline <= 0 {
+		return o, usagef("embed: --deadline must be positive")
+	}
+	if o.Out == "" {
+		first := o.Inputs[0]
+		if first == "-" {
+			first = "stdin"
+		}
+		base := filepath.Base(first)
+		for _, ext := range []string{".gz", ".jsonl", ".json", ".parquet", ".pq"} {
+			base = strings.TrimSuffix(base, ext)
+		}
+		o.Out = base + ".vectors.arrow"
+	}
+	if s := c.String("shard"); s != "" {
+		i, n, err := parseShard(s)
+		if err != nil {
+			return o, usageError{err}
+		}
+		o.Read.Shard, o.Read.Shards = i, n
+		ext := filepath.Ext(o.Out)
+		o.Out = fmt.Sprintf("%s.shard-%d-of-%d%s", strings.TrimSuffix(o.Out, ext), i, n, ext)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return o, fmt.Errorf("embed: find the synapse executable for workers: %w", err)
+	}
+	o.Worker = []string{self, "worker"}
+	if lib := llamaLibDir(c.String("llama-lib"), self); lib != "" {
+		o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib)
+	}
+	return o, nil
+}
+
+// parseShard reads "I/N" with 0 ≤ I < N.
+func parseShard(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("embed: --shard %q: want I/N with 0 ≤ I < N, e.g. 0/4", s)
+	}
+	return i, n, nil
+}
+
+// llamaLibDir is the llama.cpp library directory: the flag or environment,
+// else the cache `make setup` fills beside the executable or the working
+// directory.
+func llamaLibDir(flag, self string) string {
+	if flag != "" {
+		return flag
+	}
+	rel := filepath.Join(".cache", "llama", engine.LlamaRelease)
+	for _, dir := range []string{filepath.Join(filepath.Dir(self), "..", rel), rel} {
+		if _, err := os.Stat(filepath.Join(dir, "libllama.so")); err == nil {
+			abs, _ := filepath.Abs(dir)
+			return abs
+		}
+	}
+	return ""
+}
+
+// runEmbed runs the job with progress on stderr and the summary on stdout.
+func runEmbed(ctx context.Context, o pipeline.EmbedOptions, stdout, stderr io.Writer, quiet bool) error {
+	o.Stats = &pipeline.Stats{}
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	prog := newProgress(stderr, o.Stats, quiet)
+	o.Started = prog.start
+	sum, err := pipeline.Embed(ctx, o)
+	prog.stop()
+	if !quiet && sum.Elapsed > 0 {
+		printSummary(stdout, sum, err == nil)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintf(stderr, "synapse: interrupted; run again with --resume to continue (%s)\n", o.Out)
+		return ctx.Err()
+	case err != nil:
+		return err
+	case sum.Failed > 0 || sum.FileErrors > 0:
+		return partialError{fmt.Sprintf("%d of %d rows could not be embedded and %d input files failed; see %s",
+			sum.Failed, sum.Read, sum.FileErrors, sum.Errors)}
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s pipeline.Summary, done bool) {
+	secs := s.Elapsed.Seconds()
+	fmt.Fprintf(w, "rows read      %d = %d embedded + %d in errors\n", s.Read, s.Embedded, s.Failed)
+	if s.FileErrors > 0 {
+		fmt.Fprintf(w, "files failed   %d (see the errors file)\n", s.FileErrors)
+	}
+	fmt.Fprintf(w, "chunks         %d\n", s.Chunks)
+	fmt.Fprintf(w, "tokens         %d (%.0f tokens/s over %.1fs)\n", s.Tokens, float64(s.Tokens)/max(secs, 1e-9), secs)
+	fmt.Fprintf(w, "restarts       %d worker restarts, %d quarantined models\n", s.Restarts, s.Quarantined)
+	if done {
+		fmt.Fprintf(w, "output         %s\nerrors         %s\n", s.Out, s.Errors)
+	}
+}

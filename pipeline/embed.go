@@ -1,0 +1,338 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/gguf"
+	"github.com/synapse-embed/synapse/supervise"
+	"github.com/synapse-embed/synapse/tokenize"
+	"github.com/synapse-embed/synapse/wire"
+)
+
+// EmbedOptions is one `synapse embed` job.
+type EmbedOptions struct {
+	Inputs []string
+	Read   dataio.ReadOptions
+	Model  string // GGUF file
+	Out    string // .arrow (IPC file) or .parquet
+	Errors string // errors JSONL; "" = Out + ".errors.jsonl"
+
+	ChunkTokens int // content tokens per chunk; 0 = the model's context minus its special tokens
+	Overlap     int
+	BatchTokens int // token budget of one request; 0 = 4 × the chunk size
+	Workers     int // worker processes; 0 = from the core count
+	Threads     int // llama.cpp threads per worker; 0 = cores / workers
+	Pooling     string
+	Normalize   bool
+	Dims        int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
+
+	Deadline time.Duration // base deadline of a request; 0 = 60s (plus 20ms per token)
+	Resume   bool
+
+	// Worker is the worker command ("/path/to/synapse", "worker", …);
+	// --socket and --nonce are appended.
+	Worker []string
+	Env    []string
+	Pool   supervise.Config // tuning (budgets, backoff, timeouts); Command, Env and Workers are set from the above
+
+	Version string
+	Stats   *Stats
+	// Started, if set, is called once the model is loaded, before any document.
+	Started func(JobInfo)
+	Logger  *slog.Logger
+}
+
+// JobInfo describes a started job.
+type JobInfo struct {
+	Digest           string
+	Dims             int
+	Chunking         Chunking
+	Workers, Threads int
+	Resumed          bool
+	ResumeFrom       int64 // documents with a smaller index were done by an earlier run
+	Estimate         dataio.Estimate
+	Out, Errors      string
+}
+
+// Summary is the outcome of a job.
+type Summary struct {
+	Read, Embedded, Failed int64
+	Chunks, Tokens         int64
+	FileErrors             int64
+	Restarts               int
+	Quarantined            int
+	Elapsed                time.Duration
+	Out, Errors            string
+}
+
+// DefaultParallelism picks workers and threads per worker for a core count:
+// workers × threads = cores, one or two threads each.
+func DefaultParallelism(cores int) (workers, threads int) {
+	threads = 1
+	if cores >= 8 {
+		threads = 2
+	}
+	return max(1, cores/threads), threads
+}
+
+// Embed runs an embedding job: it returns a summary even when it fails part
+// way, and an error for a fatal failure.
+func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
+	start := time.Now()
+	if o.Stats == nil {
+		o.Stats = &Stats{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	sum = Summary{Out: o.Out, Errors: o.Errors}
+	if sum.Errors == "" {
+		sum.Errors = o.Out + ".errors.jsonl"
+	}
+	m, err := openModel(o.Model)
+	if err != nil {
+		return sum, err
+	}
+	ch, err := o.chunking(m)
+	if err != nil {
+		return sum, err
+	}
+	if o.BatchTokens <= 0 {
+		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
+	}
+	if o.Workers <= 0 || o.Threads <= 0 {
+		w, t := DefaultParallelism(runtime.NumCPU())
+		if o.Workers <= 0 {
+			o.Workers = w
+		}
+		if o.Threads <= 0 {
+			o.Threads = t
+			if o.Workers != w {
+				o.Threads = max(1, runtime.NumCPU()/o.Workers)
+			}
+		}
+	}
+	pool, loaded, err := o.startPool(ctx, m, ch)
+	if err != nil {
+		return sum, err
+	}
+	defer pool.Close()
+	defer func() { sum.Elapsed = time.Since(start); o.fillSummary(&sum, pool) }()
+
+	dims := loaded.Dims
+	if o.Dims > 0 {
+		if o.Dims > dims {
+			return sum, fmt.Errorf("pipeline: --dims %d is larger than the model's %d", o.Dims, dims)
+		}
+		dims = o.Dims
+	}
+	w, resume, err := o.openWriter(m, ch, dims)
+	if err != nil {
+		return sum, err
+	}
+	o.Read.StartIndex = resume.NextIndex
+	info := JobInfo{Digest: m.digest, Dims: dims, Chunking: ch, Workers: o.Workers, Threads: o.Threads,
+		Resumed: resume.Resumed, ResumeFrom: resume.NextIndex, Out: o.Out, Errors: sum.Errors}
+	info.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
+	if o.Started != nil {
+		o.Started(info)
+	}
+	src, err := dataio.Open(o.Inputs, o.Read)
+	if err != nil {
+		w.Abort()
+		return sum, err
+	}
+	defer src.Close()
+	cfg := Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, Workers: o.Workers, Stats: o.Stats,
+		Backend: &PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Pooling: o.Pooling, Normalize: o.Normalize,
+			Deadline: o.Deadline, PerToken: 20 * time.Millisecond},
+		Classify: ClassifyPoolError}
+	if cfg.Backend.(*PoolBackend).Deadline <= 0 {
+		cfg.Backend.(*PoolBackend).Deadline = 60 * time.Second
+	}
+	sink := &writerSink{w: w, dims: dims, renorm: o.Dims > 0 && o.Normalize}
+	if err := Run(ctx, cfg, src, sink); err != nil {
+		w.Abort() // the resume files stay for --resume
+		return sum, err
+	}
+	if err := w.Commit(); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+func (o *EmbedOptions) fillSummary(s *Summary, pool *supervise.Pool) {
+	st := o.Stats
+	s.Read, s.Embedded, s.Failed = st.Read.Load(), st.Embedded.Load(), st.Failed.Load()
+	s.Chunks, s.Tokens, s.FileErrors = st.Chunks.Load(), st.Tokens.Load(), st.FileErrors.Load()
+	h := pool.Health()
+	for _, w := range h.Workers {
+		s.Restarts += w.Restarts
+	}
+	s.Quarantined = len(h.Quarantined)
+}
+
+// model is what the module knows of a model file.
+type model struct {
+	path, digest string
+	file         *gguf.File
+	tok          tokenize.Tokenizer
+}
+
+func openModel(path string) (*model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	tok, err := tokenize.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", path, err)
+	}
+	digest, err := FileDigest(path)
+	if err != nil {
+		return nil, err
+	}
+	return &model{path: path, digest: digest, file: f, tok: tok}, nil
+}
+
+// FileDigest is "sha256:<hex>" of a file's bytes.
+func FileDigest(path string) (string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, fh); err != nil {
+		return "", fmt.Errorf("digest %s: %w", path, err)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// contextLength is the model's training context, 512 when the file does not say.
+func (m *model) contextLength() int {
+	if n, ok := m.file.Uint(m.file.Architecture() + ".context_length"); ok && n > 0 {
+		return int(n)
+	}
+	return 512
+}
+
+func (o *EmbedOptions) chunking(m *model) (Chunking, error) {
+	pre, suf := m.tok.Affixes()
+	ctxLen := m.contextLength()
+	room := ctxLen - len(pre) - len(suf)
+	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
+	if ch.Window <= 0 {
+		ch.Window = room
+	}
+	if ch.Window > room {
+		return ch, fmt.Errorf("pipeline: --chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, ctxLen, len(pre)+len(suf))
+	}
+	if err := ch.Validate(); err != nil {
+		return ch, fmt.Errorf("pipeline: %w", err)
+	}
+	return ch, nil
+}
+
+func (o *EmbedOptions) startPool(ctx context.Context, m *model, ch Chunking) (*supervise.Pool, wire.Loaded, error) {
+	pc := o.Pool
+	pc.Command, pc.Env, pc.Workers = o.Worker, o.Env, o.Workers
+	if pc.QuarantineCrashes == 0 {
+		pc.QuarantineCrashes = 6
+	}
+	if pc.Logger == nil {
+		pc.Logger = o.Logger
+	}
+	pool, err := supervise.NewPool(ctx, pc)
+	if err != nil {
+		return nil, wire.Loaded{}, err
+	}
+	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
+	load := wire.Load{ArtifactPath: m.path, ArtifactDigest: m.digest, Format: "gguf",
+		RuntimeConfig: wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: o.Threads,
+			Pooling: o.Pooling, Embeddings: true}}
+	loaded, err := pool.Load(ctx, load)
+	if err != nil {
+		pool.Close()
+		return nil, wire.Loaded{}, fmt.Errorf("load %s: %w", m.path, err)
+	}
+	return pool, loaded, nil
+}
+
+func (o *EmbedOptions) openWriter(m *model, ch Chunking, dims int) (*dataio.Writer, dataio.ResumeState, error) {
+	meta := map[string]string{
+		"synapse.version":       o.Version,
+		"synapse.model":         filepath.Base(m.path),
+		"synapse.model_digest":  m.digest,
+		"synapse.pooling":       o.Pooling,
+		"synapse.normalize":     strconv.FormatBool(o.Normalize),
+		"synapse.dims":          strconv.Itoa(dims),
+		"synapse.chunk_tokens":  strconv.Itoa(ch.Window),
+		"synapse.chunk_overlap": strconv.Itoa(ch.Overlap),
+		"synapse.text_fields":   fmt.Sprint(o.Read.TextFields),
+		"synapse.prefix":        o.Read.Prefix,
+	}
+	if o.Pooling == "" {
+		meta["synapse.pooling"] = "model default"
+	}
+	opts := dataio.WriterOptions{Dims: dims, Metadata: meta, ErrorsPath: o.Errors}
+	if !o.Resume {
+		if err := dataio.RemoveResumeFiles(o.Out, o.Errors); err != nil {
+			return nil, dataio.ResumeState{}, err
+		}
+	}
+	return dataio.OpenCheckpointed(o.Out, opts)
+}
+
+// writerSink turns results into output rows.
+type writerSink struct {
+	w      *dataio.Writer
+	dims   int
+	renorm bool
+}
+
+func (s *writerSink) Put(r DocResult) error {
+	if r.File != nil {
+		return s.w.PutFileError(r.File)
+	}
+	rows := make([]dataio.Row, len(r.Chunks))
+	for i, e := range r.Chunks {
+		c := e.Chunk
+		rows[i] = dataio.Row{ID: r.Doc.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
+			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), Embedding: s.vector(e.Vector)}
+	}
+	return s.w.Put(r.Doc.Index, rows, r.Errors)
+}
+
+// vector truncates v to the output width, re-normalizing when asked.
+func (s *writerSink) vector(v []float32) []float32 {
+	v = v[:s.dims]
+	if !s.renorm {
+		return v
+	}
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 {
+		return v
+	}
+	out := make([]float32, len(v))
+	inv := 1 / math.Sqrt(sum)
+	for i, x := range v {
+		out[i] = float32(float64(x) * inv)
+	}
+	return out
+}
