@@ -50,6 +50,9 @@ type LlamaOptions struct {
 //	            llama.cpp's threads spin, and oversubscription slows it many times over.
 //	pooling     "" = the model's own (GGUF <arch>.pooling_type). Needs embeddings: true
 //	            unless "" or "none"; "rank" needs a classifier head.
+//	vocab_only  (extension) true: load the vocabulary alone (llama.cpp's vocab_only), with
+//	            every other field zero. Such a model serves TOKENIZE only; EMBED_BATCH,
+//	            RERANK and GENERATE answer unsupported. It loads vocabulary-only GGUFs.
 type Llama struct {
 	info   wire.EngineInfo
 	models map[string]*llamaModel // by ref
@@ -166,6 +169,19 @@ func (e *Llama) Close() error {
 	}
 	e.closed = true
 	return nil
+}
+
+// runnable returns a loaded model that has weights: a vocabulary-only model
+// cannot run op (unsupported).
+func (e *Llama) runnable(ref, op string) (*llamaModel, error) {
+	m, err := e.model(ref)
+	if err != nil {
+		return nil, err
+	}
+	if m.cfg.vocabOnly {
+		return nil, wire.Errorf(wire.CodeUnsupported, "model %s was loaded vocab_only: it tokenizes but cannot %s", ref, op)
+	}
+	return m, nil
 }
 
 // model returns a loaded model or a model_not_loaded error.

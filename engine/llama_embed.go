@@ -116,7 +116,7 @@ func (e *Llama) Unload(_ context.Context, ref string) error {
 // llama.cpp calls as fit n_ubatch tokens and n_seq_max sequences each; each
 // sequence has its own seq id, and attention never crosses sequences.
 func (e *Llama) Embed(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32) ([]float32, int, error) {
-	m, err := e.model(ref)
+	m, err := e.runnable(ref, "embed")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -244,7 +244,7 @@ func (m *llamaModel) checkIDs(s []int32, limit int) error {
 // [CLS] q [SEP] d [SEP] for WordPiece vocabularies, XLM-R-style
 // <s> q </s></s> d </s> otherwise.
 func (e *Llama) Rerank(ctx context.Context, ref string, query []int32, cands [][]int32) ([]float32, error) {
-	m, err := e.model(ref)
+	m, err := e.runnable(ref, "rerank")
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func (e *tokenError) Error() string {
 // (FinishLength). A non-empty grammar is a GBNF grammar with rule "root" that
 // constrains every token; one llama.cpp cannot parse is config_invalid.
 func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, maxTokens int, grammar string) (Generation, error) {
-	m, err := e.model(ref)
+	m, err := e.runnable(ref, "generate")
 	if err != nil {
 		return Generation{}, err
 	}

@@ -49,9 +49,13 @@ type llamaConfig struct {
 	nCtx, nBatch, nUBatch, threads, seqMax int
 	pooling                                llama.PoolingType // PoolingTypeUnspecified: the model's
 	embeddings                             bool
+	vocabOnly                              bool // vocabulary only: no weights, no context
 }
 
 func (c llamaConfig) String() string {
+	if c.vocabOnly {
+		return "vocab_only"
+	}
 	return fmt.Sprintf("ctx=%d batch=%d ubatch=%d threads=%d seq=%d pool=%d emb=%t",
 		c.nCtx, c.nBatch, c.nUBatch, c.threads, c.seqMax, c.pooling, c.embeddings)
 }
@@ -167,6 +171,12 @@ func resolveConfig(rc wire.RuntimeConfig, meta *gguf.File) (llamaConfig, error) 
 	bad := func(format string, args ...any) (llamaConfig, error) {
 		return llamaConfig{}, wire.Errorf(wire.CodeConfigInvalid, format, args...)
 	}
+	if rc.VocabOnly {
+		if rc != (wire.RuntimeConfig{VocabOnly: true}) {
+			return bad("vocab_only loads no weights and no context: the other runtime_config fields must be zero")
+		}
+		return llamaConfig{vocabOnly: true}, nil
+	}
 	arch := meta.Architecture()
 	train := 0
 	if n, ok := meta.Uint(arch + ".context_length"); ok && n > 0 && n < maxContext {
@@ -255,6 +265,9 @@ func loadModel(path string, meta *gguf.File, cfg llamaConfig) (*llamaModel, erro
 	logs.takeErrors()
 	mp := llama.ModelDefaultParams()
 	mp.NGpuLayers = 0
+	if cfg.vocabOnly {
+		mp.VocabOnly = 1
+	}
 	mdl, err := llama.ModelLoadFromFile(path, mp)
 	if err != nil {
 		return nil, classifyLoadFailure(path, logs.takeErrors())
@@ -266,6 +279,9 @@ func loadModel(path string, meta *gguf.File, cfg llamaConfig) (*llamaModel, erro
 		hasCls: hasTensor(meta, "cls.weight") || hasTensor(meta, "cls.output.weight"),
 	}
 	m.nVocab = llama.VocabNTokens(m.vocab)
+	if cfg.vocabOnly {
+		return m, nil
+	}
 	m.encode = !isCausal(meta) || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
 	if err := m.init(); err != nil {
 		m.free()

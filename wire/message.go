@@ -66,7 +66,7 @@ type HelloAck struct {
 
 // RuntimeConfig is LOAD's runtime_config. Zero values mean the engine default.
 // JSON: {"n_ctx", "n_batch", "n_ubatch", "n_threads", "n_seq_max", "pooling",
-// "embeddings"}.
+// "embeddings"} and the extension member "vocab_only" (written only when true).
 type RuntimeConfig struct {
 	ContextSize int    `json:"n_ctx"`
 	BatchSize   int    `json:"n_batch"`
@@ -75,6 +75,9 @@ type RuntimeConfig struct {
 	SeqMax      int    `json:"n_seq_max"`
 	Pooling     string `json:"pooling"`    // "" (model default) | "none" | "mean" | "cls" | "last" | "rank"
 	Embeddings  bool   `json:"embeddings"` // true for embedding/rerank contexts, false for generation
+	// VocabOnly (extension) loads the vocabulary alone, no weights and no
+	// context: the model serves TOKENIZE only. The other fields must be zero.
+	VocabOnly bool `json:"vocab_only,omitempty"`
 }
 
 // Load asks the worker to load a model artifact.
