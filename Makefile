@@ -65,5 +65,16 @@ fuzz:
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# The README's main job: a small BERT model written by synapse itself, the
+# bundled corpus, vectors in examples/out/vectors.arrow, read back in Go.
+DEMO_OUT := examples/out
+demo: setup build
+	@mkdir -p $(DEMO_OUT)
+	tr -cs 'A-Za-z' '\n' < examples/corpus.jsonl | tr 'A-Z' 'a-z' | sort -u > $(DEMO_OUT)/words.txt
+	./bin/synapse gen-model --kind bert-embed --words $(DEMO_OUT)/words.txt --out $(DEMO_OUT)/demo-bert.gguf
+	./bin/synapse embed examples/corpus.jsonl -m $(DEMO_OUT)/demo-bert.gguf \
+	  --text-field title --text-field text -o $(DEMO_OUT)/vectors.arrow
+	$(GO) run ./examples/readback $(DEMO_OUT)/vectors.arrow
+
 clean:
-	rm -rf bin
+	rm -rf bin $(DEMO_OUT)
