@@ -421,7 +421,11 @@ var (
 )
 
 // bracketClass returns the class of a regex bracket expression's contents
-// made only of literal code points and first-last ranges.
+// made only of literal code points and first-last ranges. Expressions with
+// such classes have no \p{...}, so llama.cpp runs them with std::wregex
+// over the code points after replacing every non-ASCII White_Space code
+// point by U+000B (for \s): no bracket class ever matches one, even where
+// a range spans it (ࠀ-一 holds U+2000-U+200A and U+3000).
 func bracketClass(expr string) func(rune, cptFlags) bool {
 	rs := []rune(expr)
 	var pairs []rune
@@ -433,7 +437,10 @@ func bracketClass(expr string) func(rune, cptFlags) bool {
 		}
 		pairs = append(pairs, rs[i], rs[i])
 	}
-	return func(c rune, _ cptFlags) bool {
+	return func(c rune, f cptFlags) bool {
+		if c > 0x7f && f&flagWhitespace != 0 {
+			return false
+		}
 		for i := 0; i < len(pairs); i += 2 {
 			if pairs[i] <= c && c <= pairs[i+1] {
 				return true
