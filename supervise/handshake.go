@@ -42,7 +42,7 @@ func (p *Pool) startFailed(w *worker, stage string, err error) *StartError {
 	p.finishWorker(w)
 	status, sig := w.exitInfo()
 	return &StartError{WorkerID: w.id, PID: w.pid, Stage: stage, ExitStatus: status, Signal: sig,
-		LogTail: p.ring.Tail(w.id, crashTailBytes), Err: err}
+		LogTail: p.ring.CrashTail(w.id, crashTailBytes), Err: err}
 }
 
 // handshake reads HELLO, checks version and nonce and answers HELLO_ACK with

@@ -2,8 +2,10 @@ package supervise
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -119,16 +121,47 @@ func (r *LogRing) Lines(workerID string) []LogLine {
 // Tail renders the most recent lines of workerID as "stream: text" lines,
 // at most max bytes; the oldest line kept may be cut at its start.
 func (r *LogRing) Tail(workerID string, max int) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	q := r.workers[workerID]
-	if q == nil || max <= 0 {
+	return tailOf(r.Lines(workerID), max)
+}
+
+// crashDumpLines is how much of a Go runtime crash dump CrashTail keeps.
+const crashDumpLines = 40
+
+// goDumpStart matches the first line of a Go runtime crash dump.
+var goDumpStart = regexp.MustCompile(`^(SIG[A-Z]+: |fatal error: |panic: )`)
+
+// CrashTail is Tail for a crash report. A worker that dies by a signal
+// prints a Go runtime dump (every goroutine and, under GOTRACEBACK=crash,
+// every thread's registers: tens of KiB) that would push the lines before
+// it, usually the cause, out of max; CrashTail keeps the dump's first
+// crashDumpLines lines and notes how many it left out.
+func (r *LogRing) CrashTail(workerID string, max int) string {
+	lines := r.Lines(workerID)
+	start := -1
+	for i := len(lines) - 1; i >= 0; i-- {
+		// Under GOTRACEBACK=crash the other threads report "SIGQUIT: quit".
+		if t := lines[i].Text; goDumpStart.MatchString(t) && !strings.HasPrefix(t, "SIGQUIT: ") {
+			start = i
+			break
+		}
+	}
+	if start < 0 || len(lines)-start <= crashDumpLines+1 {
+		return tailOf(lines, max)
+	}
+	end := start + crashDumpLines
+	note := LogLine{Stream: lines[end].Stream, Text: fmt.Sprintf("[%d more lines of the Go runtime dump left out]", len(lines)-end)}
+	return tailOf(append(lines[:end:end], note), max)
+}
+
+// tailOf renders the last lines, at most max bytes.
+func tailOf(lines []LogLine, max int) string {
+	if max <= 0 {
 		return ""
 	}
 	var parts []string
 	n := 0
-	for i := len(q.lines) - 1; i >= q.head && n < max; i-- {
-		l := q.lines[i]
+	for i := len(lines) - 1; i >= 0 && n < max; i-- {
+		l := lines[i]
 		s := l.Stream + ": " + l.Text + "\n"
 		if n+len(s) > max {
 			s = s[len(s)-(max-n):]

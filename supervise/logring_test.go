@@ -91,3 +91,61 @@ func TestDrainSplitsLines(t *testing.T) {
 		}
 	}
 }
+
+func TestLogRingCrashTail(t *testing.T) {
+	now := time.Unix(0, 0)
+	dump := func(r *LogRing, header string, n int) {
+		r.Add("w", "stderr", header, now)
+		for i := range n {
+			r.Add("w", "stderr", "runtime frame "+strings.Repeat("x", 60)+" "+string(rune('a'+i%26)), now)
+			if i%50 == 49 {
+				r.Add("w", "stderr", "SIGQUIT: quit", now) // another thread's dump
+			}
+		}
+	}
+	tests := []struct {
+		name     string
+		fill     func(r *LogRing)
+		contains []string
+		absent   []string
+	}{
+		{"abort dump keeps the cause", func(r *LogRing) {
+			r.Add("w", "stderr", "chaos: abort-on-token fired", now)
+			dump(r, "SIGABRT: abort", 500)
+		}, []string{"stderr: chaos: abort-on-token fired\n", "stderr: SIGABRT: abort\n", "lines of the Go runtime dump left out]"}, nil},
+		{"short dump kept whole", func(r *LogRing) {
+			r.Add("w", "stderr", "cause", now)
+			dump(r, "fatal error: unexpected signal", 5)
+		}, []string{"stderr: cause\n", "fatal error: unexpected signal"}, []string{"left out"}},
+		{"no dump: plain tail", func(r *LogRing) {
+			for range 500 {
+				r.Add("w", "stdout", "ordinary line "+strings.Repeat("y", 60), now)
+			}
+		}, []string{"ordinary line"}, []string{"left out"}},
+		{"latest dump counts", func(r *LogRing) {
+			dump(r, "SIGSEGV: segmentation violation", 500)
+			r.Add("w", "stderr", "second cause", now)
+			dump(r, "SIGABRT: abort", 500)
+		}, []string{"second cause", "SIGABRT: abort"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := NewLogRing(256<<10, 1<<20)
+			tt.fill(r)
+			got := r.CrashTail("w", 8<<10)
+			if len(got) > 8<<10 {
+				t.Errorf("got %d bytes; want ≤ %d", len(got), 8<<10)
+			}
+			for _, s := range tt.contains {
+				if !strings.Contains(got, s) {
+					t.Errorf("got %q; want it to contain %q", got, s)
+				}
+			}
+			for _, s := range tt.absent {
+				if strings.Contains(got, s) {
+					t.Errorf("got %q; want no %q", got, s)
+				}
+			}
+		})
+	}
+}

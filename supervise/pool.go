@@ -264,7 +264,7 @@ func (p *Pool) crashed(s *slot, w *worker, f *failure, req wire.Message, m *mode
 	p.finishWorker(w)
 	status, sig := w.exitInfo()
 	ce := &CrashError{WorkerID: w.id, PID: w.pid, Stage: f.stage, ExitStatus: status, Signal: sig,
-		LogTail: p.ring.Tail(w.id, crashTailBytes), Time: p.now(), Err: f.err}
+		LogTail: p.ring.CrashTail(w.id, crashTailBytes), Time: p.now(), Err: f.err}
 	if req != nil {
 		ce.Request = string(req.Type())
 	}
