@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,7 +52,8 @@ func embedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last (default: the model's own)"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
 		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)"},
-		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (20ms per token is added); a worker past it is killed"},
+		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
+		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
 		&cli.StringFlag{Name: "shard", Usage: "I/N: embed only documents whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
@@ -86,6 +88,14 @@ func embedOptionsFrom(c *cli.Context) (pipeline.EmbedOptions, error) {
 	}
 	if o.Deadline <= 0 {
 		return o, usagef("embed: --deadline must be positive")
+	}
+	switch per := c.Duration("deadline-per-token"); {
+	case per < 0:
+		return o, usagef("embed: --deadline-per-token must not be negative")
+	case per == 0:
+		o.DeadlinePerToken = -1 // none (0 would mean the default)
+	default:
+		o.DeadlinePerToken = per
 	}
 	if o.Out == "" {
 		first := o.Inputs[0]
@@ -161,6 +171,8 @@ func runEmbed(ctx context.Context, o pipeline.EmbedOptions, stdout, stderr io.Wr
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(stderr, "synapse: interrupted; run again with --resume to continue (%s)\n", o.Out)
 		return ctx.Err()
+	case errors.Is(err, pipeline.ErrOption):
+		return usageError{err}
 	case err != nil:
 		return err
 	case sum.Failed > 0 || sum.FileErrors > 0:

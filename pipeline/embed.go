@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,8 +39,10 @@ type EmbedOptions struct {
 	Normalize   bool
 	Dims        int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
 
-	Deadline time.Duration // base deadline of a request; 0 = 60s (plus 20ms per token)
-	Resume   bool
+	// Deadline is the base deadline of a request (0 = 60s); DeadlinePerToken
+	// is added for each token of the request (0 = 20ms; negative = nothing).
+	Deadline, DeadlinePerToken time.Duration
+	Resume                     bool
 
 	// Worker is the worker command ("/path/to/synapse", "worker", …);
 	// --socket and --nonce are appended.
@@ -53,6 +56,10 @@ type EmbedOptions struct {
 	Started func(JobInfo)
 	Logger  *slog.Logger
 }
+
+// ErrOption marks a job option that cannot work with the model (a chunk
+// larger than its context, more dims than it has): the caller's mistake.
+var ErrOption = errors.New("pipeline: invalid option")
 
 // JobInfo describes a started job.
 type JobInfo struct {
@@ -109,21 +116,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	if err != nil {
 		return sum, err
 	}
-	if o.BatchTokens <= 0 {
-		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
-	}
-	if o.Workers <= 0 || o.Threads <= 0 {
-		w, t := DefaultParallelism(runtime.NumCPU())
-		if o.Workers <= 0 {
-			o.Workers = w
-		}
-		if o.Threads <= 0 {
-			o.Threads = t
-			if o.Workers != w {
-				o.Threads = max(1, runtime.NumCPU()/o.Workers)
-			}
-		}
-	}
+	o.defaults(ch)
 	pool, loaded, err := o.startPool(ctx, m, ch)
 	if err != nil {
 		return sum, err
@@ -134,7 +127,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	dims := loaded.Dims
 	if o.Dims > 0 {
 		if o.Dims > dims {
-			return sum, fmt.Errorf("pipeline: --dims %d is larger than the model's %d", o.Dims, dims)
+			return sum, fmt.Errorf("%w: --dims %d is larger than the model's %d", ErrOption, o.Dims, dims)
 		}
 		dims = o.Dims
 	}
@@ -157,11 +150,8 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	defer src.Close()
 	cfg := Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, Workers: o.Workers, Stats: o.Stats,
 		Backend: &PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Pooling: o.Pooling, Normalize: o.Normalize,
-			Deadline: o.Deadline, PerToken: 20 * time.Millisecond},
+			Deadline: o.Deadline, PerToken: o.DeadlinePerToken},
 		Classify: ClassifyPoolError}
-	if cfg.Backend.(*PoolBackend).Deadline <= 0 {
-		cfg.Backend.(*PoolBackend).Deadline = 60 * time.Second
-	}
 	sink := &writerSink{w: w, dims: dims, renorm: o.Dims > 0 && o.Normalize}
 	if err := Run(ctx, cfg, src, sink); err != nil {
 		w.Abort() // the resume files stay for --resume
@@ -171,6 +161,34 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// defaults fills the zero tuning fields.
+func (o *EmbedOptions) defaults(ch Chunking) {
+	if o.BatchTokens <= 0 {
+		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
+	}
+	if o.Workers <= 0 || o.Threads <= 0 {
+		w, t := DefaultParallelism(runtime.NumCPU())
+		if o.Workers <= 0 {
+			o.Workers = w
+		}
+		if o.Threads <= 0 {
+			o.Threads = t
+			if o.Workers != w {
+				o.Threads = max(1, runtime.NumCPU()/o.Workers)
+			}
+		}
+	}
+	if o.Deadline <= 0 {
+		o.Deadline = 60 * time.Second
+	}
+	switch {
+	case o.DeadlinePerToken == 0:
+		o.DeadlinePerToken = 20 * time.Millisecond
+	case o.DeadlinePerToken < 0:
+		o.DeadlinePerToken = 0
+	}
 }
 
 func (o *EmbedOptions) fillSummary(s *Summary, pool *supervise.Pool) {
@@ -238,10 +256,10 @@ func (o *EmbedOptions) chunking(m *model) (Chunking, error) {
 		ch.Window = room
 	}
 	if ch.Window > room {
-		return ch, fmt.Errorf("pipeline: --chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, ctxLen, len(pre)+len(suf))
+		return ch, fmt.Errorf("%w: --chunk-tokens %d does not fit the model's context of %d with %d special tokens", ErrOption, ch.Window, ctxLen, len(pre)+len(suf))
 	}
 	if err := ch.Validate(); err != nil {
-		return ch, fmt.Errorf("pipeline: %w", err)
+		return ch, fmt.Errorf("%w: %w", ErrOption, err)
 	}
 	return ch, nil
 }
