@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hybridgroup/yzma/pkg/llama"
 
@@ -128,7 +129,11 @@ func (m *llamaModel) decode(toks []llama.Token, pos int, lastLogits bool) error 
 	return nil
 }
 
-// Tokenize runs llama.cpp's tokenizer for the model's vocabulary.
+// Tokenize runs llama.cpp's tokenizer for the model's vocabulary. The text
+// must be valid UTF-8 without NUL: llama.cpp v0.5.0's WPM and BPE tokenizers
+// abort the process (an uncaught std::invalid_argument) on some invalid
+// sequences, such as "\xf4\x90\x80\x80". TOKENIZE's JSON text is always
+// valid UTF-8; the check guards callers in the same process.
 func (e *Llama) Tokenize(_ context.Context, ref, text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	m, err := e.model(ref)
 	if err != nil {
@@ -136,6 +141,9 @@ func (e *Llama) Tokenize(_ context.Context, ref, text string, addSpecial, parseS
 	}
 	if strings.IndexByte(text, 0) >= 0 {
 		return nil, wire.Errorf(wire.CodeBadRequest, "text contains a NUL byte")
+	}
+	if !utf8.ValidString(text) {
+		return nil, wire.Errorf(wire.CodeBadRequest, "text is not valid UTF-8")
 	}
 	toks := llama.Tokenize(m.vocab, text, addSpecial, parseSpecial)
 	ids := make([]int32, len(toks))

@@ -91,3 +91,25 @@ func TestVocabOnlyMatchesFullModel(t *testing.T) {
 		}
 	}
 }
+
+// Invalid UTF-8 is refused before llama.cpp sees it: its WPM and BPE
+// tokenizers abort the process on some invalid sequences.
+func TestTokenizeRefusesInvalidUTF8(t *testing.T) {
+	e := testEngine(t)
+	for _, name := range []string{"ggml-vocab-bert-bge.gguf", "ggml-vocab-gpt-2.gguf"} {
+		path := testenv.Fixture(t, "vocab", name)
+		info, err := e.Load(context.Background(), LoadRequest{Path: path, Digest: fileDigest(t, path), Config: vocabOnlyConfig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range []string{"a\xf4\x90\x80\x80b", "\xed\xa0\x80", "x\xff"} {
+			_, err := e.Tokenize(context.Background(), info.Ref, text, false, false)
+			if got := wire.CodeOf(err); got != wire.CodeBadRequest {
+				t.Errorf("%s: Tokenize(%q): code %q (%v); want %q", name, text, got, err, wire.CodeBadRequest)
+			}
+		}
+		if err := e.Unload(context.Background(), info.Ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
