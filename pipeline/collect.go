@@ -33,7 +33,10 @@ type batchResult struct {
 
 // pack registers each record with the collector, then packs its chunks.
 // Batches depend only on the input, never on timing, so that a run gives the
-// same requests (and the same vectors) whatever the worker count.
+// same requests (and the same vectors) whatever the worker count; groups
+// start at Index multiples of GroupWindow, so that a resumed run gives the
+// same requests too (llama.cpp's rounding depends on a sequence's place in
+// its batch).
 func (c *collector) pack(ctx context.Context, in <-chan record, out chan<- Batch) error {
 	defer close(out)
 	defer close(c.registered)
@@ -48,7 +51,14 @@ func (c *collector) pack(ctx context.Context, in <-chan record, out chan<- Batch
 		}
 		return nil
 	}
+	group := int64(-1)
 	for r := range in {
+		if g := r.index() / int64(c.cfg.GroupWindow); g != group {
+			if err := send(p.Flush()); err != nil {
+				return err
+			}
+			group = g
+		}
 		select {
 		case c.registered <- r:
 		case <-ctx.Done():
@@ -137,8 +147,10 @@ func (c *collector) flush() error {
 		}
 		delete(c.pending, c.next)
 		c.next++
-		if err := c.sink.Put(c.result(s)); err != nil {
-			return fmt.Errorf("pipeline: write: %w", err)
+		if s.rec.index() >= c.cfg.Replay { // below: done by the run being resumed
+			if err := c.sink.Put(c.result(s)); err != nil {
+				return fmt.Errorf("pipeline: write: %w", err)
+			}
 		}
 		<-c.slots
 	}
@@ -154,7 +166,10 @@ func (c *collector) result(s *docState) DocResult {
 		st.FileErrors.Add(1)
 		return DocResult{File: err}
 	case *dataio.RowError:
+		// The reader returns no Doc with a bad record: its place in the
+		// order (and resume) is the error's.
 		st.Failed.Add(1)
+		r.Doc = dataio.Doc{Source: err.Source, Line: err.Line, Row: err.Row, Index: err.Index, ID: err.ID}
 		r.Errors = []*dataio.RowError{err}
 		return r
 	}

@@ -135,7 +135,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	if err != nil {
 		return sum, err
 	}
-	o.Read.StartIndex = resume.NextIndex
+	o.Read.StartIndex = GroupStart(resume.NextIndex, DefaultGroupWindow) // replayed up to NextIndex
 	info := JobInfo{Digest: m.digest, Dims: dims, Chunking: ch, Workers: o.Workers, Threads: o.Threads,
 		Resumed: resume.Resumed, ResumeFrom: resume.NextIndex, Out: o.Out, Errors: sum.Errors}
 	info.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
@@ -148,7 +148,8 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 		return sum, err
 	}
 	defer src.Close()
-	cfg := Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, Workers: o.Workers, Stats: o.Stats,
+	cfg := Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: DefaultGroupWindow,
+		Replay: resume.NextIndex, Workers: o.Workers, Stats: o.Stats,
 		Backend: &PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Pooling: o.Pooling, Normalize: o.Normalize,
 			Deadline: o.Deadline, PerToken: o.DeadlinePerToken},
 		Classify: ClassifyPoolError}

@@ -44,9 +44,17 @@ type Sink interface {
 type Config struct {
 	Tokenizer tokenize.Tokenizer
 	Chunking  Chunking
-	// BatchTokens is the token budget of one request; GroupWindow is how
-	// many chunks the packer sorts by length at a time.
+	// BatchTokens is the token budget of one request. GroupWindow is how
+	// many chunks the packer sorts by length at a time; it also starts a
+	// new group at every document Index that is a multiple of GroupWindow,
+	// so that batches depend on the documents' Index, not on where the run
+	// started (default DefaultGroupWindow).
 	BatchTokens, GroupWindow int
+	// Replay: records with an Index below it are embedded, so that the
+	// batches are those of a run from GroupStart(Replay), but neither counted
+	// nor given to the sink. A resumed run reads from GroupStart(next) with
+	// Replay = next and writes what an uninterrupted run would, bit for bit.
+	Replay int64
 	// Workers is how many batches are in flight at once (one per worker).
 	Workers int
 	// Tokenizers is how many goroutines tokenize (default: the core count).
@@ -83,7 +91,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("pipeline: batch token budget %d must be positive", c.BatchTokens)
 	}
 	if c.GroupWindow <= 0 {
-		c.GroupWindow = 256
+		c.GroupWindow = DefaultGroupWindow
 	}
 	if c.Workers <= 0 {
 		c.Workers = 1
@@ -106,12 +114,35 @@ func (c *Config) fill() error {
 	return nil
 }
 
+// DefaultGroupWindow is Config.GroupWindow's default.
+const DefaultGroupWindow = 256
+
+// GroupStart is the Index where the packer group holding idx starts: a
+// resumed run reads from there (see Config.Replay).
+func GroupStart(idx int64, groupWindow int) int64 {
+	if groupWindow <= 0 {
+		groupWindow = DefaultGroupWindow
+	}
+	return idx - idx%int64(groupWindow)
+}
+
 // record is one input record on its way through the stages; seq orders them.
 type record struct {
 	seq    int64
 	doc    dataio.Doc
 	err    error // *dataio.RowError or *dataio.FileError from the reader
 	chunks []Chunk
+}
+
+// index is the record's document Index (a reader error's own).
+func (r *record) index() int64 {
+	switch e := r.err.(type) {
+	case *dataio.RowError:
+		return e.Index
+	case *dataio.FileError:
+		return e.Index
+	}
+	return r.doc.Index
 }
 
 // Run streams src through tokenize → chunk → batch → backend → sink. It
@@ -130,7 +161,7 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink) error {
 	results := make(chan batchResult, cfg.Workers)
 	c := &collector{cfg: &cfg, sink: sink, slots: slots, registered: make(chan record, cfg.GroupWindow), pending: map[int64]*docState{}}
 
-	g.Go(func() error { return readAll(ctx, src, slots, read, cfg.Stats) })
+	g.Go(func() error { return readAll(ctx, src, slots, read, cfg.Stats, cfg.Replay) })
 	var tokWG sync.WaitGroup
 	for range cfg.Tokenizers {
 		tokWG.Add(1)
@@ -150,7 +181,7 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink) error {
 }
 
 // readAll pulls records from src; each takes a slot until the sink has it.
-func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- record, st *Stats) error {
+func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- record, st *Stats, replay int64) error {
 	defer close(out)
 	for seq := int64(0); ; seq++ {
 		select {
@@ -167,11 +198,12 @@ func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- re
 		if err != nil && !errors.As(err, &re) && !errors.As(err, &fe) {
 			return fmt.Errorf("pipeline: read: %w", err)
 		}
-		if fe == nil {
+		r := record{seq: seq, doc: doc, err: err}
+		if fe == nil && r.index() >= replay {
 			st.Read.Add(1)
 		}
 		select {
-		case out <- record{seq: seq, doc: doc, err: err}:
+		case out <- r:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

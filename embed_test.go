@@ -1,0 +1,693 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/gguf"
+	"github.com/synapse-embed/synapse/gguf/modelgen"
+	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/tokenize"
+)
+
+// End-to-end tests of `synapse embed`: the real binary (testenv.Binary),
+// real `synapse worker` processes running llama.cpp, real files. Crashes and
+// hangs are real worker processes armed with SYNAPSE_CHAOS drills
+// (notes/chaos.md). Models: the reference BERT fixture where vectors are
+// compared with transformers, else a one-layer, 32-wide BERT with the
+// bert-bge vocabulary written by gguf/modelgen (fast).
+
+// --- running the binary ---
+
+// embedResult is one finished `synapse` run.
+type embedResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// synapseCmd is a synapse command with the llama.cpp libraries and extra env.
+func synapseCmd(ctx context.Context, t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, testenv.Binary(t), args...)
+	cmd.Env = append(os.Environ(), "SYNAPSE_LLAMA_LIB="+testenv.LlamaLib(t))
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// runSynapse runs synapse to its end (at most two minutes).
+func runSynapse(t *testing.T, env []string, args ...string) embedResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := synapseCmd(ctx, t, env, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("synapse %s: %v", strings.Join(args, " "), err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("synapse %s: still running after 2 minutes\nstderr:\n%s", strings.Join(args, " "), errb.String())
+	}
+	return embedResult{out.String(), errb.String(), code}
+}
+
+// wantCode fails the test unless the run exited with code.
+func (r embedResult) wantCode(t *testing.T, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d; want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
+
+var summaryRE = regexp.MustCompile(`rows read\s+(\d+) = (\d+) embedded \+ (\d+) in errors`)
+
+// counts parses the summary's "rows read N = E embedded + F in errors".
+func (r embedResult) counts(t *testing.T) (read, embedded, failed int) {
+	t.Helper()
+	m := summaryRE.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no rows-read line in the summary:\n%s", r.stdout)
+	}
+	read, _ = strconv.Atoi(m[1])
+	embedded, _ = strconv.Atoi(m[2])
+	failed, _ = strconv.Atoi(m[3])
+	if read != embedded+failed {
+		t.Errorf("summary: rows read %d; want embedded %d + failed %d", read, embedded, failed)
+	}
+	return read, embedded, failed
+}
+
+// --- models ---
+
+var (
+	tinyOnce sync.Once
+	tinyPath string
+	tinyErr  error
+)
+
+// tinyModel is a one-layer, 32-wide BERT embedder with the bert-bge
+// vocabulary and mean pooling, written once per test process.
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	vocab := testenv.Fixture(t, "vocab", "ggml-vocab-bert-bge.gguf")
+	tinyOnce.Do(func() {
+		v, err := modelgen.VocabFromGGUF(vocab)
+		if err != nil {
+			tinyErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "synapse-embed-test-")
+		if err != nil {
+			tinyErr = err
+			return
+		}
+		tinyPath = filepath.Join(dir, "tiny.gguf")
+		c := modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
+			Pooling: modelgen.PoolingMean, WeightType: gguf.GGMLTypeF32, Seed: 7, Vocab: v}
+		tinyErr = c.Write(tinyPath)
+	})
+	if tinyErr != nil {
+		t.Fatalf("tiny model: %v", tinyErr)
+	}
+	return tinyPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tinyPath != "" {
+		os.RemoveAll(filepath.Dir(tinyPath))
+	}
+	os.Exit(code)
+}
+
+// refModel is the reference BERT fixture.
+func refModel(t *testing.T) string {
+	t.Helper()
+	return testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+}
+
+// --- corpora ---
+
+// writeJSONL writes one JSON object per line.
+func writeJSONL(t *testing.T, path string, docs []map[string]any) {
+	t.Helper()
+	var b bytes.Buffer
+	for _, d := range docs {
+		line, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeParquet writes string columns id and text with pqarrow.
+func writeParquet(t *testing.T, path string, ids, texts []string) {
+	t.Helper()
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.BinaryTypes.String},
+		{Name: "text", Type: arrow.BinaryTypes.String},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).AppendValues(ids, nil)
+	b.Field(1).(*array.StringBuilder).AppendValues(texts, nil)
+	writeRecord(t, path, b.NewRecordBatch())
+}
+
+func writeRecord(t *testing.T, path string, rec arrow.RecordBatch) {
+	t.Helper()
+	defer rec.Release()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pqarrow.NewFileWriter(rec.Schema(), f, nil, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil { // closes f too
+		t.Fatal(err)
+	}
+}
+
+// scifact returns the first n documents of the SciFact corpus.
+func scifact(t *testing.T, n int) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(testenv.Fixture(t, "corpora", "scifact", "corpus.jsonl"))
+	if err != nil {
+		t.Skipf("scifact corpus: %v", err)
+	}
+	var docs []map[string]any
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(docs) == n || len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var d map[string]any
+		if err := json.Unmarshal(line, &d); err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, d)
+	}
+	return docs
+}
+
+// --- reading the output ---
+
+// outRow is one output row.
+type outRow struct {
+	ID                                                       string
+	Chunk, TokenStart, TokenEnd, CharStart, CharEnd, NTokens int32
+	Emb                                                      []float32
+}
+
+// readOutput reads an Arrow IPC or Parquet output under a checked allocator
+// (no leak) and returns its schema and rows.
+func readOutput(t *testing.T, path string) (*arrow.Schema, []outRow) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []outRow
+	if dataio.FormatOf(path) == dataio.FormatParquet {
+		tbl, err := pqarrow.ReadTable(context.Background(), f, nil, pqarrow.ArrowReadProperties{}, mem)
+		if err != nil {
+			t.Fatalf("read %s: %v", path, err)
+		}
+		defer tbl.Release()
+		tr := array.NewTableReader(tbl, 1000)
+		defer tr.Release()
+		for tr.Next() {
+			rows = appendRows(t, rows, tr.RecordBatch())
+		}
+		return tbl.Schema(), rows
+	}
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(mem))
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	defer r.Close()
+	for i := range r.NumRecords() {
+		rec, err := r.RecordBatch(i)
+		if err != nil {
+			t.Fatalf("read %s batch %d: %v", path, i, err)
+		}
+		rows = appendRows(t, rows, rec)
+	}
+	return r.Schema(), rows
+}
+
+func appendRows(t *testing.T, rows []outRow, rec arrow.RecordBatch) []outRow {
+	t.Helper()
+	col := func(name string) arrow.Array {
+		idx := rec.Schema().FieldIndices(name)
+		if len(idx) != 1 {
+			t.Fatalf("output has %d columns %q; want 1", len(idx), name)
+		}
+		return rec.Column(idx[0])
+	}
+	i32 := func(name string) []int32 { return col(name).(*array.Int32).Int32Values() }
+	ids := col(dataio.ColID).(*array.String)
+	fsl := col(dataio.ColEmbedding).(*array.FixedSizeList)
+	dims := int(fsl.DataType().(*arrow.FixedSizeListType).Len())
+	vals := fsl.ListValues().(*array.Float32).Float32Values()
+	chunk, ts, te := i32(dataio.ColChunk), i32(dataio.ColTokenStart), i32(dataio.ColTokenEnd)
+	cs, ce, nt := i32(dataio.ColCharStart), i32(dataio.ColCharEnd), i32(dataio.ColNTokens)
+	for i := range int(rec.NumRows()) {
+		off := (fsl.Offset() + i) * dims
+		rows = append(rows, outRow{ID: ids.Value(i), Chunk: chunk[i], TokenStart: ts[i], TokenEnd: te[i],
+			CharStart: cs[i], CharEnd: ce[i], NTokens: nt[i], Emb: slices.Clone(vals[off : off+dims])})
+	}
+	return rows
+}
+
+// errLine is one line of the errors file.
+type errLine struct {
+	Source    string `json:"source"`
+	Line      *int   `json:"line"`
+	Row       *int64 `json:"row"`
+	RowGroup  *int   `json:"row_group"`
+	Index     int64  `json:"index"`
+	ID        string `json:"id"`
+	Reason    string `json:"reason"`
+	Detail    string `json:"detail"`
+	Chunk     *int   `json:"chunk"`
+	WorkerLog string `json:"worker_log"`
+}
+
+func readErrors(t *testing.T, path string) []errLine {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []errLine
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var e errLine
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("errors file line %q: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// rowsByID groups output rows by document id, chunks in order.
+func rowsByID(rows []outRow) map[string][]outRow {
+	m := map[string][]outRow{}
+	for _, r := range rows {
+		m[r.ID] = append(m[r.ID], r)
+	}
+	return m
+}
+
+func cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+func norm(v []float32) float64 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	return math.Sqrt(s)
+}
+
+// sameRows fails unless two outputs are equal in every column, bit for bit.
+func sameRows(t *testing.T, what string, got, want []outRow) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d rows; want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		ge, we := g.Emb, w.Emb
+		g.Emb, w.Emb = nil, nil
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Fatalf("%s: row %d: got %+v; want %+v", what, i, g, w)
+		}
+		for k := range ge {
+			if math.Float32bits(ge[k]) != math.Float32bits(we[k]) {
+				t.Fatalf("%s: row %d (%s chunk %d): embedding[%d] = %v; want %v", what, i, g.ID, g.Chunk, k, ge[k], we[k])
+			}
+		}
+	}
+}
+
+// --- reference vectors ---
+
+type refItem struct {
+	Text      string    `json:"text"`
+	IDs       []int32   `json:"ids"`
+	IDsPlain  []int32   `json:"ids_plain"`
+	Embedding []float32 `json:"embedding"`
+}
+
+func readReference(t *testing.T) []refItem {
+	t.Helper()
+	data, err := os.ReadFile(testenv.Fixture(t, "reference", "embed.json"))
+	if err != nil {
+		t.Skipf("reference: %v", err)
+	}
+	var ref struct {
+		Pooling   string    `json:"pooling"`
+		Normalize bool      `json:"normalize"`
+		Items     []refItem `json:"items"`
+	}
+	if err := json.Unmarshal(data, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if ref.Pooling != "mean" || !ref.Normalize {
+		t.Fatalf("reference pooling %q normalize %v; want mean, true", ref.Pooling, ref.Normalize)
+	}
+	return ref.Items
+}
+
+// TestEmbedReference embeds the reference texts from JSONL and from Parquet
+// and compares chunk 0 with the transformers vectors. The reference cuts at
+// 512 tokens ([CLS] + 510 + [SEP]), so chunks are 510 tokens.
+func TestEmbedReference(t *testing.T) {
+	items := readReference(t)
+	model := refModel(t)
+	tok, err := tokenize.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, suf := tok.Affixes()
+	compared := 0
+	for i, it := range items {
+		var ids []int32
+		for _, tk := range tok.Tokenize(it.Text, tokenize.Options{}).Tokens {
+			ids = append(ids, tk.ID)
+		}
+		// ids_plain is cut at 512 ids for the text the reference truncated.
+		if len(ids) > len(it.IDsPlain) && len(it.IDsPlain) >= 510 {
+			ids = ids[:len(it.IDsPlain)]
+		}
+		if !slices.Equal(ids, it.IDsPlain) {
+			t.Errorf("item %d %.30q: Go tokenizer ids %v; want ids_plain %v", i, it.Text, ids, it.IDsPlain)
+			continue
+		}
+		want := append(append(slices.Clone(pre), ids[:min(len(ids), 510)]...), suf...)
+		if !slices.Equal(want, it.IDs) {
+			t.Errorf("item %d %.30q: chunk 0 ids %v; want reference ids %v", i, it.Text, want, it.IDs)
+			continue
+		}
+		compared++
+	}
+	if compared != len(items) {
+		t.Fatalf("compared %d of %d reference items", compared, len(items))
+	}
+
+	dir := t.TempDir()
+	var docs []map[string]any
+	var ids, texts []string
+	for i, it := range items {
+		id := fmt.Sprintf("ref-%02d", i)
+		docs = append(docs, map[string]any{"id": id, "text": it.Text})
+		ids, texts = append(ids, id), append(texts, it.Text)
+	}
+	writeJSONL(t, filepath.Join(dir, "ref.jsonl"), docs)
+	writeParquet(t, filepath.Join(dir, "ref.parquet"), ids, texts)
+	for _, in := range []string{"ref.jsonl", "ref.parquet"} {
+		t.Run(in, func(t *testing.T) {
+			out := filepath.Join(dir, in+".arrow")
+			res := runSynapse(t, nil, "embed", filepath.Join(dir, in), "-m", model, "-o", out, "--chunk-tokens", "510", "-q")
+			res.wantCode(t, exitOK)
+			_, rows := readOutput(t, out)
+			got := rowsByID(rows)
+			for i, it := range items {
+				chunks := got[ids[i]]
+				if len(chunks) == 0 || chunks[0].Chunk != 0 {
+					t.Errorf("%s: no chunk 0", ids[i])
+					continue
+				}
+				if c := cosine(chunks[0].Emb, it.Embedding); c < 0.9999 {
+					t.Errorf("%s %.30q: cosine to the reference %.6f; want ≥ 0.9999", ids[i], it.Text, c)
+				}
+				if n := norm(chunks[0].Emb); math.Abs(n-1) > 1e-5 {
+					t.Errorf("%s: norm %v; want 1", ids[i], n)
+				}
+			}
+		})
+	}
+}
+
+// TestEmbedWorkerCountBitExact embeds the same corpus with 1, 2 and 3
+// workers of one thread: batches depend only on the input, so the vectors
+// must be the same bit for bit.
+func TestEmbedWorkerCountBitExact(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, scifact(t, 40))
+	var first []outRow
+	for _, n := range []string{"1", "2", "3"} {
+		out := filepath.Join(dir, "w"+n+".arrow")
+		res := runSynapse(t, nil, "embed", in, "-m", refModel(t), "-o", out, "--text-field", "title", "--text-field", "text",
+			"--chunk-tokens", "96", "--overlap", "16", "--batch-tokens", "400", "--workers", n, "--threads", "1", "-q")
+		res.wantCode(t, exitOK)
+		_, rows := readOutput(t, out)
+		if first == nil {
+			first = rows
+			if len(rows) <= 40 {
+				t.Fatalf("%d rows for 40 documents; want several chunks for some", len(rows))
+			}
+			continue
+		}
+		sameRows(t, n+" workers vs 1", rows, first)
+	}
+}
+
+// poisonToken returns a token id found in exactly one of texts (the
+// smallest such id above 1000, deterministic) and that text's index.
+func poisonToken(t *testing.T, model string, texts []string) (int32, int) {
+	t.Helper()
+	tok, err := tokenize.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docsOf := map[int32]map[int]bool{}
+	for i, s := range texts {
+		for _, tk := range tok.Tokenize(s, tokenize.Options{}).Tokens {
+			if docsOf[tk.ID] == nil {
+				docsOf[tk.ID] = map[int]bool{}
+			}
+			docsOf[tk.ID][i] = true
+		}
+	}
+	best, doc := int32(-1), -1
+	for id, docs := range docsOf {
+		if len(docs) == 1 && id > 1000 && (best < 0 || id < best) {
+			best = id
+			for d := range docs {
+				doc = d
+			}
+		}
+	}
+	if best < 0 {
+		t.Fatal("no token appears in exactly one document")
+	}
+	return best, doc
+}
+
+// TestEmbedPoisonDocument arms every worker with a drill that kills it (or
+// hangs it) on a token found in one document only: that document lands in
+// the errors file and every other one is embedded.
+func TestEmbedPoisonDocument(t *testing.T) {
+	docs := scifact(t, 12)
+	var texts []string
+	for _, d := range docs {
+		texts = append(texts, d["text"].(string))
+	}
+	model := refModel(t)
+	poison, bad := poisonToken(t, model, texts)
+	badID := fmt.Sprint(docs[bad]["_id"])
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, docs)
+	for _, tc := range []struct {
+		drill, reason string
+		args          []string
+	}{
+		{"abort-on-token", "engine_crashed", nil},
+		{"hang-on-token", "engine_timeout", []string{"--deadline", "1s", "--deadline-per-token", "0"}},
+	} {
+		t.Run(tc.drill, func(t *testing.T) {
+			out := filepath.Join(dir, tc.drill+".arrow")
+			args := append([]string{"embed", in, "-m", model, "-o", out, "--batch-tokens", "1024", "--workers", "2", "--threads", "1"}, tc.args...)
+			res := runSynapse(t, []string{fmt.Sprintf("SYNAPSE_CHAOS=%s=%d", tc.drill, poison)}, args...)
+			res.wantCode(t, exitPartial)
+			read, embedded, failed := res.counts(t)
+			if read != len(docs) || embedded != len(docs)-1 || failed != 1 {
+				t.Errorf("summary: %d read, %d embedded, %d failed; want %d, %d, 1", read, embedded, failed, len(docs), len(docs)-1)
+			}
+			errs := readErrors(t, out+".errors.jsonl")
+			if len(errs) != 1 {
+				t.Fatalf("errors file has %d lines; want 1: %+v", len(errs), errs)
+			}
+			e := errs[0]
+			if e.ID != badID || e.Reason != tc.reason || e.Chunk == nil || e.Index != int64(bad) {
+				t.Errorf("error %+v; want id %s, reason %s, index %d, a chunk", e, badID, tc.reason, bad)
+			}
+			if !strings.Contains(e.WorkerLog, tc.drill) {
+				t.Errorf("worker_log %q; want the worker's log naming the drill %s", e.WorkerLog, tc.drill)
+			}
+			_, rows := readOutput(t, out)
+			got := rowsByID(rows)
+			for i, d := range docs {
+				id := fmt.Sprint(d["_id"])
+				if (len(got[id]) > 0) == (i == bad) {
+					t.Errorf("document %s: %d rows in the output (poisoned: %v)", id, len(got[id]), i == bad)
+				}
+			}
+		})
+	}
+}
+
+// resumeCorpus writes n short SciFact titles as JSONL, with a malformed line
+// every 700 lines so that the errors file is resumed too.
+func resumeCorpus(t *testing.T, path string, n int) {
+	t.Helper()
+	var b bytes.Buffer
+	for i, d := range scifact(t, n) {
+		if i%700 == 350 {
+			b.WriteString("{\"_id\": \"broken\n")
+			continue
+		}
+		line, _ := json.Marshal(map[string]any{"_id": d["_id"], "text": d["title"]})
+		b.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCheckpoint waits until the run's checkpoint records progress, or
+// fails the test after a deadline (or when the run ends first).
+func waitCheckpoint(t *testing.T, out string, exited <-chan struct{}) {
+	t.Helper()
+	deadline := time.After(90 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-deadline:
+			t.Fatal("no checkpoint within 90s")
+		case <-exited:
+			t.Fatal("the run ended before its first checkpoint; make the corpus bigger or slower")
+		case <-tick.C:
+		}
+		var cp struct {
+			NextIndex int64 `json:"next_index"`
+		}
+		data, err := os.ReadFile(dataio.CheckpointPath(out))
+		if err == nil && json.Unmarshal(data, &cp) == nil && cp.NextIndex > 0 {
+			return
+		}
+	}
+}
+
+// TestEmbedInterruptResume stops a slow run by SIGKILL and by SIGINT once it
+// has checkpointed; --resume must then give the files of an uninterrupted run.
+func TestEmbedInterruptResume(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "titles.jsonl")
+	resumeCorpus(t, in, 3000)
+	args := func(out string) []string {
+		return []string{"embed", in, "-m", tinyModel(t), "-o", out, "--batch-tokens", "160", "--workers", "2", "--threads", "1", "-q"}
+	}
+	clean := filepath.Join(dir, "clean.arrow")
+	res := runSynapse(t, nil, args(clean)...)
+	res.wantCode(t, exitPartial)
+	_, want := readOutput(t, clean)
+	wantErrs, err := os.ReadFile(clean + ".errors.jsonl")
+	if err != nil || len(want) < 2900 {
+		t.Fatalf("clean run: %d rows, errors file %v", len(want), err)
+	}
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int // exit code of the interrupted run; -1: killed
+	}{{syscall.SIGKILL, -1}, {syscall.SIGINT, exitInterrupted}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			out := filepath.Join(dir, fmt.Sprintf("sig%d.arrow", tc.sig))
+			cmd := synapseCmd(context.Background(), t, []string{"SYNAPSE_CHAOS=delay=4ms"}, args(out)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			var waitErr error
+			go func() { waitErr = cmd.Wait(); close(exited) }()
+			waitCheckpoint(t, out, exited)
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			<-exited
+			if code := cmd.ProcessState.ExitCode(); code != tc.code {
+				t.Fatalf("interrupted run: exit code %d (%v); want %d\nstderr:\n%s", code, waitErr, tc.code, stderr.String())
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Fatal("the interrupted run published its output")
+			}
+			for _, p := range []string{dataio.PartialPath(out), dataio.CheckpointPath(out)} {
+				if _, err := os.Stat(p); err != nil {
+					t.Errorf("resume file: %v", err)
+				}
+			}
+			res := runSynapse(t, nil, append(args(out), "--resume")...)
+			res.wantCode(t, exitPartial)
+			_, got := readOutput(t, out)
+			sameRows(t, "resumed vs clean", got, want)
+			gotErrs, err := os.ReadFile(out + ".errors.jsonl")
+			if err != nil || !bytes.Equal(gotErrs, wantErrs) {
+				t.Errorf("resumed errors file (%v):\n%s\nwant:\n%s", err, gotErrs, wantErrs)
+			}
+		})
+	}
+}
