@@ -111,6 +111,9 @@ func loadLibrary(dir string) (wire.EngineInfo, error) {
 	if err := llama.Load(dir); err != nil {
 		return wire.EngineInfo{}, fmt.Errorf("engine: loading llama.cpp from %s: %w; %s", dir, err, need)
 	}
+	if err := bindTokenize(dir); err != nil {
+		return wire.EngineInfo{}, err
+	}
 	llama.LogSet(logs.callback())
 	llama.Init()
 	if release == "" {

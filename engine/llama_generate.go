@@ -145,10 +145,5 @@ func (e *Llama) Tokenize(_ context.Context, ref, text string, addSpecial, parseS
 	if !utf8.ValidString(text) {
 		return nil, wire.Errorf(wire.CodeBadRequest, "text is not valid UTF-8")
 	}
-	toks := llama.Tokenize(m.vocab, text, addSpecial, parseSpecial)
-	ids := make([]int32, len(toks))
-	for i, t := range toks {
-		ids[i] = int32(t)
-	}
-	return ids, nil
+	return tokenize(m.vocab, text, addSpecial, parseSpecial), nil
 }
