@@ -37,7 +37,7 @@ func init() {
 
 func embedFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF embedding model", Required: true},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF embedding model (required)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output file: .arrow (Arrow IPC) or .parquet (default: FIRST_INPUT.vectors.arrow)"},
 		&cli.StringFlag{Name: "errors", Usage: "errors file, JSON Lines (default: OUTPUT.errors.jsonl)"},
 		&cli.StringSliceFlag{Name: "text-field", Usage: "field(s) holding the text; several are joined with a newline (default: text)"},
@@ -71,6 +71,10 @@ func embedOptionsFrom(c *cli.Context) (pipeline.EmbedOptions, error) {
 		Workers: c.Int("workers"), Threads: c.Int("threads"), Pooling: c.String("pooling"),
 		Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"), Deadline: c.Duration("deadline"),
 		Resume: c.Bool("resume"), Version: version,
+	}
+	if o.Model == "" {
+		// Not a Required flag: the CLI library reports those as plain errors (exit 1).
+		return o, usagef("embed: no model (give -m MODEL.gguf)")
 	}
 	if len(o.Inputs) == 0 {
 		return o, usagef("embed: no input files (give Parquet or JSONL files, or - for stdin)")

@@ -28,6 +28,7 @@ import (
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -690,4 +691,296 @@ func TestEmbedInterruptResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bigText is about n bytes of SciFact abstracts, one after another.
+func bigText(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	docs := scifact(t, 300)
+	for i := 0; b.Len() < n; i++ {
+		b.WriteString(docs[i%len(docs)]["text"].(string))
+		b.WriteString("\n")
+	}
+	return b.String()[:n]
+}
+
+// TestEmbedBadInputs runs inputs with every kind of bad record: each gets its
+// documented reason in the errors file, every good one is embedded, and the
+// summary adds up.
+func TestEmbedBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	model := tinyModel(t)
+	jsonl := filepath.Join(dir, "bad.jsonl")
+	lines := []string{
+		`{"id":"ok1","text":"hello world"}`,
+		`{"id":"cut","text":"no end`,
+		`{"id":"nofield","title":"x"}`,
+		`{"id":"null","text":null}`,
+		"{\"id\":\"utf8\",\"text\":\"abc\xff\xfe def\"}",
+		`{"id":"empty","text":""}`,
+		`{"id":"spaces","text":"  \n\t "}`,
+		`{"id":"num","text":42}`,
+		`   `, // blank: not a record
+		`[1,2,3]`,
+		`{"id":"ok2","text":"goodbye"}`,
+	}
+	if err := os.WriteFile(jsonl, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reasons := func(errs []errLine) map[string]string {
+		m := map[string]string{}
+		for _, e := range errs {
+			m[fmt.Sprintf("%s:%d", filepath.Base(e.Source), *e.Line)] = e.Reason
+		}
+		return m
+	}
+	base := map[string]string{"bad.jsonl:2": "malformed_json", "bad.jsonl:3": "missing_field", "bad.jsonl:4": "null_text",
+		"bad.jsonl:5": "invalid_utf8", "bad.jsonl:8": "not_text", "bad.jsonl:10": "malformed_json"}
+	withSkip := map[string]string{"bad.jsonl:6": "empty_text", "bad.jsonl:7": "empty_text"}
+	for k, v := range base {
+		withSkip[k] = v
+	}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		want      map[string]string
+		embedded  []string
+		wantCount [3]int
+	}{
+		{"plain", nil, base, []string{"ok1", "empty", "spaces", "ok2"}, [3]int{10, 4, 6}},
+		{"skip-empty", []string{"--skip-empty"}, withSkip, []string{"ok1", "ok2"}, [3]int{10, 2, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, tc.name+".arrow")
+			res := runSynapse(t, nil, append([]string{"embed", jsonl, "-m", model, "-o", out}, tc.args...)...)
+			res.wantCode(t, exitPartial)
+			r, e, f := res.counts(t)
+			if [3]int{r, e, f} != tc.wantCount {
+				t.Errorf("summary read/embedded/failed %v; want %v", [3]int{r, e, f}, tc.wantCount)
+			}
+			if got := reasons(readErrors(t, out+".errors.jsonl")); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("errors %v; want %v", got, tc.want)
+			}
+			_, rows := readOutput(t, out)
+			var ids []string
+			for _, r := range rows {
+				ids = append(ids, r.ID)
+			}
+			if !slices.Equal(ids, tc.embedded) {
+				t.Errorf("embedded %v; want %v", ids, tc.embedded)
+			}
+		})
+	}
+
+	t.Run("parquet", func(t *testing.T) {
+		intText := filepath.Join(dir, "int.parquet")
+		sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}, {Name: "text", Type: arrow.PrimitiveTypes.Int64}}, nil)
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		b.Field(0).(*array.StringBuilder).AppendValues([]string{"i0", "i1", "i2"}, nil)
+		b.Field(1).(*array.Int64Builder).AppendValues([]int64{1, 2, 3}, nil)
+		writeRecord(t, intText, b.NewRecordBatch())
+		b.Release()
+		good := filepath.Join(dir, "good.parquet")
+		writeParquet(t, good, []string{"g0", "g1"}, []string{"first document", "second document"})
+		data, err := os.ReadFile(good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		truncated := filepath.Join(dir, "truncated.parquet")
+		if err := os.WriteFile(truncated, data[:len(data)*2/3], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "pq.arrow")
+		res := runSynapse(t, nil, "embed", intText, truncated, good, "-m", model, "-o", out)
+		res.wantCode(t, exitPartial)
+		if r, e, f := res.counts(t); r != 5 || e != 2 || f != 3 {
+			t.Errorf("summary read/embedded/failed %d/%d/%d; want 5/2/3", r, e, f)
+		}
+		if !strings.Contains(res.stdout, "files failed   1") {
+			t.Errorf("summary does not count the truncated file:\n%s", res.stdout)
+		}
+		var got []string
+		for _, e := range readErrors(t, out+".errors.jsonl") {
+			got = append(got, filepath.Base(e.Source)+" "+e.Reason)
+		}
+		want := []string{"int.parquet not_text", "int.parquet not_text", "int.parquet not_text", "truncated.parquet file_error"}
+		if !slices.Equal(got, want) {
+			t.Errorf("errors %v; want %v", got, want)
+		}
+	})
+
+	t.Run("5MB document", func(t *testing.T) {
+		text := bigText(t, 5<<20)
+		in := filepath.Join(dir, "big.jsonl")
+		writeJSONL(t, in, []map[string]any{{"id": "small", "text": "a short one"}, {"id": "big", "text": text}})
+		out := filepath.Join(dir, "big.arrow")
+		res := runSynapse(t, nil, "embed", in, "-m", model, "-o", out, "--chunk-tokens", "510", "-q")
+		res.wantCode(t, exitOK)
+		_, rows := readOutput(t, out)
+		chunks := rowsByID(rows)["big"]
+		if len(chunks) < 1000 {
+			t.Fatalf("%d chunks of a 5 MB document; want over 1000", len(chunks))
+		}
+		checkCoverage(t, text, chunks)
+	})
+}
+
+// checkCoverage checks that a document's chunks (no overlap) follow each
+// other in tokens and bytes and cover the text but for whitespace.
+func checkCoverage(t *testing.T, text string, chunks []outRow) {
+	t.Helper()
+	prevTok, prevChar := int32(0), int32(0)
+	for i, c := range chunks {
+		if c.Chunk != int32(i) || c.TokenStart != prevTok || c.NTokens != c.TokenEnd-c.TokenStart+2 {
+			t.Fatalf("chunk %d: %+v; want chunk %d from token %d with n_tokens = span + 2", i, c, i, prevTok)
+		}
+		if gap := text[prevChar:c.CharStart]; c.CharStart < prevChar || strings.TrimSpace(gap) != "" {
+			t.Fatalf("chunk %d: char_start %d after %d leaves %q uncovered", i, c.CharStart, prevChar, gap)
+		}
+		prevTok, prevChar = c.TokenEnd, c.CharEnd
+	}
+	if rest := text[prevChar:]; strings.TrimSpace(rest) != "" {
+		t.Errorf("the text after the last chunk (%d bytes) is not covered", len(rest))
+	}
+}
+
+// TestEmbedOutputs checks the output schema and metadata, --dims, Parquet
+// output and --shard.
+func TestEmbedOutputs(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, scifact(t, 30))
+	model := refModel(t)
+	common := []string{"-m", model, "--text-field", "title", "--text-field", "text", "--chunk-tokens", "200", "--workers", "2", "--threads", "1", "-q"}
+	run := func(t *testing.T, out string, args ...string) {
+		t.Helper()
+		runSynapse(t, nil, append(append([]string{"embed", in, "-o", out}, common...), args...)...).wantCode(t, exitOK)
+	}
+	embed := func(t *testing.T, out string, args ...string) []outRow {
+		t.Helper()
+		run(t, out, args...)
+		_, rows := readOutput(t, out)
+		return rows
+	}
+	full := filepath.Join(dir, "full.arrow")
+	want := embed(t, full)
+	sc, _ := readOutput(t, full)
+
+	t.Run("schema", func(t *testing.T) {
+		var got []string
+		for _, f := range sc.Fields() {
+			got = append(got, f.Name+" "+f.Type.String())
+		}
+		wantFields := []string{"id utf8", "chunk int32", "token_start int32", "token_end int32", "char_start int32",
+			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[128]"}
+		if !slices.Equal(got, wantFields) {
+			t.Errorf("schema %v; want %v", got, wantFields)
+		}
+		meta := map[string]string{}
+		for i, k := range sc.Metadata().Keys() {
+			meta[k] = sc.Metadata().Values()[i]
+		}
+		digest, err := pipelineDigest(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"synapse.model": "ref-bert-embed.gguf", "synapse.model_digest": digest,
+			"synapse.dims": "128", "synapse.chunk_tokens": "200", "synapse.chunk_overlap": "0", "synapse.normalize": "true",
+			"synapse.pooling": "model default", "synapse.text_fields": "[title text]", "synapse.version": version} {
+			if meta[k] != v {
+				t.Errorf("metadata %s = %q; want %q", k, meta[k], v)
+			}
+		}
+		if _, ok := meta["synapse.prefix"]; !ok {
+			t.Error("metadata has no synapse.prefix")
+		}
+	})
+
+	t.Run("dims", func(t *testing.T) {
+		got := embed(t, filepath.Join(dir, "d16.arrow"), "--dims", "16")
+		if len(got) != len(want) {
+			t.Fatalf("%d rows; want %d", len(got), len(want))
+		}
+		for i := range got {
+			w := want[i].Emb[:16]
+			n := norm(w)
+			for k, x := range got[i].Emb {
+				if len(got[i].Emb) != 16 || math.Abs(float64(x)-float64(w[k])/n) > 1e-6 {
+					t.Fatalf("row %d: %v; want the first 16 of the full vector re-normalized", i, got[i].Emb)
+				}
+			}
+		}
+	})
+
+	t.Run("parquet", func(t *testing.T) {
+		sameRows(t, "parquet vs arrow", embed(t, filepath.Join(dir, "full.parquet")), want)
+	})
+
+	t.Run("shards", func(t *testing.T) {
+		var got []outRow
+		for i := range 2 {
+			// the output name gets .shard-I-of-2
+			run(t, filepath.Join(dir, "s.arrow"), "--shard", fmt.Sprintf("%d/2", i))
+			_, rows := readOutput(t, filepath.Join(dir, fmt.Sprintf("s.shard-%d-of-2.arrow", i)))
+			got = append(got, rows...)
+		}
+		key := func(r outRow) string { return fmt.Sprintf("%s/%03d", r.ID, r.Chunk) }
+		byKey := func(rows []outRow) []outRow {
+			rows = slices.Clone(rows)
+			slices.SortFunc(rows, func(a, b outRow) int { return strings.Compare(key(a), key(b)) })
+			return rows
+		}
+		got, w := byKey(got), byKey(want)
+		if len(got) != len(w) {
+			t.Fatalf("shards hold %d rows; want %d", len(got), len(w))
+		}
+		for i := range got {
+			if key(got[i]) != key(w[i]) || cosine(got[i].Emb, w[i].Emb) < 0.99999 {
+				t.Fatalf("row %s: cosine %v to %s of the whole run", key(got[i]), cosine(got[i].Emb, w[i].Emb), key(w[i]))
+			}
+		}
+	})
+}
+
+// pipelineDigest is the model digest the output metadata must carry.
+func pipelineDigest(path string) (string, error) { return pipeline.FileDigest(path) }
+
+// TestEmbedUsageErrors: mistakes in the command line exit 2, before or after
+// the model is read.
+func TestEmbedUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, []map[string]any{{"text": "hello"}})
+	model := tinyModel(t)
+	t.Setenv("SYNAPSE_LLAMA_LIB", testenv.LlamaLib(t))
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"no input", []string{"-m", model}},
+		{"no model", []string{in}},
+		{"unknown flag", []string{in, "-m", model, "--bogus"}},
+		{"bad pooling", []string{in, "-m", model, "--pooling", "max"}},
+		{"negative workers", []string{in, "-m", model, "--workers", "-1"}},
+		{"zero deadline", []string{in, "-m", model, "--deadline", "0s"}},
+		{"negative per-token", []string{in, "-m", model, "--deadline-per-token", "-1s"}},
+		{"bad shard", []string{in, "-m", model, "--shard", "2/2"}},
+		{"shard syntax", []string{in, "-m", model, "--shard", "one"}},
+		{"chunk too long", []string{in, "-m", model, "-o", filepath.Join(dir, "a.arrow"), "--chunk-tokens", "511"}},
+		{"overlap too big", []string{in, "-m", model, "-o", filepath.Join(dir, "b.arrow"), "--chunk-tokens", "10", "--overlap", "10"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"synapse", "embed"}, tt.args...), &stdout, &stderr)
+			if code != exitUsage {
+				t.Errorf("exit code %d; want %d\nstderr: %s", code, exitUsage, stderr.String())
+			}
+		})
+	}
+	// Dims are known once a worker has loaded the model: the real binary.
+	t.Run("dims too big", func(t *testing.T) {
+		runSynapse(t, nil, "embed", in, "-m", model, "-o", filepath.Join(dir, "c.arrow"), "--dims", "33").wantCode(t, exitUsage)
+	})
 }
