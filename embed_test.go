@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -555,12 +556,16 @@ func TestEmbedPoisonDocument(t *testing.T) {
 		drill, reason string
 		args          []string
 	}{
-		{"abort-on-token", "engine_crashed", nil},
-		{"hang-on-token", "engine_timeout", []string{"--deadline", "1s", "--deadline-per-token", "0"}},
+		{"abort-on-token", "engine_crashed", []string{"--batch-tokens", "1024"}}, // bisection finds it
+		// One chunk per batch: the poisoned one hangs twice (the retry), each
+		// time until the deadline, which must leave healthy batches time
+		// enough on a loaded machine (else they too time out and the model is
+		// quarantined).
+		{"hang-on-token", "engine_timeout", []string{"--deadline", "3s", "--deadline-per-token", "0", "--batch-tokens", "512"}},
 	} {
 		t.Run(tc.drill, func(t *testing.T) {
 			out := filepath.Join(dir, tc.drill+".arrow")
-			args := append([]string{"embed", in, "-m", model, "-o", out, "--batch-tokens", "1024", "--workers", "2", "--threads", "1"}, tc.args...)
+			args := append([]string{"embed", in, "-m", model, "-o", out, "--workers", "2", "--threads", "1"}, tc.args...)
 			res := runSynapse(t, []string{fmt.Sprintf("SYNAPSE_CHAOS=%s=%d", tc.drill, poison)}, args...)
 			res.wantCode(t, exitPartial)
 			read, embedded, failed := res.counts(t)
@@ -983,4 +988,80 @@ func TestEmbedUsageErrors(t *testing.T) {
 	t.Run("dims too big", func(t *testing.T) {
 		runSynapse(t, nil, "embed", in, "-m", model, "-o", filepath.Join(dir, "c.arrow"), "--dims", "33").wantCode(t, exitUsage)
 	})
+}
+
+// TestEmbedPeakRSS measures the peak RSS of the synapse process itself (not
+// its workers: VmHWM from /proc/PID/status, read until it exits) on
+// synthetic Parquet corpora (dataio.WriteSyntheticParquet) of the sizes in
+// SYNAPSE_RSS_ROWS, embedding the title column with the tiny model:
+//
+//	SYNAPSE_RSS_ROWS=100000,300000,1000000 go test -run TestEmbedPeakRSS -v -timeout 2h .
+//
+// SYNAPSE_RSS_FIELD=text embeds the long column instead (much slower). A
+// measurement, not an assertion: the figures are logged.
+func TestEmbedPeakRSS(t *testing.T) {
+	sizes := os.Getenv("SYNAPSE_RSS_ROWS")
+	if sizes == "" {
+		t.Skip("set SYNAPSE_RSS_ROWS=100000,1000000 to measure")
+	}
+	field := cmp.Or(os.Getenv("SYNAPSE_RSS_FIELD"), "title")
+	dir := t.TempDir()
+	for _, s := range strings.Split(sizes, ",") {
+		rows, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := filepath.Join(dir, fmt.Sprintf("synth-%d.parquet", rows))
+		if err := dataio.WriteSyntheticParquet(in, rows, 1); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, fmt.Sprintf("synth-%d.arrow", rows))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
+		cmd := synapseCmd(ctx, t, nil, "embed", in, "-m", tinyModel(t), "-o", out, "--text-field", field, "-q")
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		peak := make(chan int64)
+		go func() { peak <- watchHWM(cmd.Process.Pid) }()
+		err = cmd.Wait()
+		hwm := <-peak
+		cancel()
+		var ru *syscall.Rusage
+		if cmd.ProcessState != nil {
+			ru, _ = cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		}
+		if err != nil {
+			t.Fatalf("%d rows: %v", rows, err)
+		}
+		st, _ := os.Stat(in)
+		t.Logf("%d rows (%d MB Parquet, field %s): synapse VmHWM %d MiB (maxrss with workers %d MiB), %s",
+			rows, st.Size()>>20, field, hwm>>10, ru.Maxrss>>10, time.Since(start).Round(time.Second))
+		os.Remove(in)
+		os.Remove(out)
+	}
+}
+
+// watchHWM reads VmHWM (KiB) of pid every 20ms until the process is gone and
+// returns the last value read.
+func watchHWM(pid int) int64 {
+	var last int64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return last
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if n == 0 { // a zombie: the process has exited
+					return last
+				}
+				last = n
+			}
+		}
+	}
+	return last
 }
