@@ -20,6 +20,7 @@ type progress struct {
 	st    *pipeline.Stats
 	quiet bool
 	tty   bool
+	bytes bool // the bar counts JSONL bytes, not Parquet rows
 
 	mu      sync.Mutex
 	info    pipeline.JobInfo
@@ -54,13 +55,19 @@ func (p *progress) start(info pipeline.JobInfo) {
 	fmt.Fprintf(p.w, "embedding with %d workers × %d threads, chunks of %d tokens, %d dims\n",
 		info.Workers, info.Threads, info.Chunking.Window, info.Dims)
 	if p.tty {
-		total, desc := int64(-1), "docs"
-		if info.Estimate.JSONLBytes == 0 && info.Estimate.ParquetRows > 0 {
-			total = info.Estimate.ParquetRows
+		// The bar counts Parquet rows (total from the footers) or, when JSONL
+		// is among the inputs, bytes read (total from the file sizes).
+		total := info.Estimate.ParquetRows
+		if info.Estimate.JSONLBytes != 0 {
+			total = info.Estimate.JSONLBytes // -1 (stdin): no total, no ETA
+			p.bytes = true
 		}
-		p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription(desc),
-			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("docs"),
-			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+		opts := []progressbar.Option{progressbar.OptionSetWriter(p.w), progressbar.OptionSetPredictTime(false), progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionThrottle(200 * time.Millisecond), progressbar.OptionClearOnFinish(), progressbar.OptionShowCount()}
+		if p.bytes {
+			opts = append(opts, progressbar.OptionShowBytes(true))
+		}
+		p.bar = progressbar.NewOptions64(total, opts...)
 	}
 	p.wg.Add(1)
 	go p.loop()
@@ -89,13 +96,31 @@ func (p *progress) show() {
 	defer p.mu.Unlock()
 	docs, chunks, toks := p.st.Read.Load(), p.st.Chunks.Load(), p.st.Tokens.Load()
 	rate := float64(toks) / max(time.Since(p.started).Seconds(), 1e-9)
-	line := fmt.Sprintf("%d chunks, %.0f tok/s, %d retries, %d failed", chunks, rate, p.st.Retries.Load(), p.st.Failed.Load())
+	line := fmt.Sprintf("%d docs, %d chunks, %.0f tok/s, %d retries, %d failed", docs, chunks, rate, p.st.Retries.Load(), p.st.Failed.Load())
 	if p.bar != nil {
+		done := p.st.InputRows.Load()
+		if p.bytes {
+			done = p.st.InputBytes.Load()
+		}
+		if eta, ok := p.eta(done); ok {
+			line += ", ETA " + eta.String()
+		}
 		p.bar.Describe(line)
-		p.bar.Set64(docs)
+		p.bar.Set64(done)
 		return
 	}
-	fmt.Fprintf(p.w, "progress: %d docs, %s\n", docs, line)
+	fmt.Fprintf(p.w, "progress: %s\n", line)
+}
+
+// eta extrapolates the time left from the share of the input read so far.
+func (p *progress) eta(done int64) (time.Duration, bool) {
+	total := p.bar.GetMax64()
+	if total <= 0 || done <= 0 {
+		return 0, false
+	}
+	el := time.Since(p.started)
+	left := time.Duration(float64(el) * float64(total-done) / float64(done))
+	return left.Round(time.Second), true
 }
 
 // stop ends the display; it is safe when start was never called.

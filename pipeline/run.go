@@ -78,6 +78,9 @@ type Stats struct {
 	ChunkFailures          atomic.Int64 // chunks that failed alone
 	Retries                atomic.Int64 // whole-batch retries after a crash
 	FileErrors             atomic.Int64
+	// InputRows and InputBytes are how far the reader got in Parquet rows
+	// and JSONL bytes (for progress against dataio.Count's estimate).
+	InputRows, InputBytes atomic.Int64
 }
 
 func (c *Config) fill() error {
@@ -190,6 +193,11 @@ func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- re
 			return ctx.Err()
 		}
 		doc, err := src.Next()
+		if p, ok := src.(interface{ Progress() dataio.Progress }); ok {
+			pr := p.Progress()
+			st.InputRows.Store(pr.ParquetRows)
+			st.InputBytes.Store(pr.JSONLBytes)
+		}
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
