@@ -163,7 +163,8 @@ func BenchmarkEmbedRaw(b *testing.B) {
 func BenchmarkEmbedPipeline(b *testing.B) {
 	model, lib, corpus := benchSetup(b)
 	bin := testenv.Binary(b)
-	for _, split := range [][2]int{{1, 2}, {2, 1}} {
+	// 1x1 against EmbedRaw/t1: the pipeline's cost at the same llama.cpp threads.
+	for _, split := range [][2]int{{1, 2}, {2, 1}, {1, 1}} {
 		for _, budget := range []int{512, 2048} {
 			name := fmt.Sprintf("%dx%d/b%d", split[0], split[1], budget)
 			b.Run(name, func(b *testing.B) { benchPipeline(b, bin, lib, model, corpus, split[0], split[1], budget) })
