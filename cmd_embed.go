@@ -73,7 +73,7 @@ func embedOptionsFrom(c *cli.Context) (pipeline.EmbedOptions, error) {
 		Resume: c.Bool("resume"), Version: version,
 	}
 	if o.Model == "" {
-		// Not a Required flag: the CLI library reports those as plain errors (exit 1).
+		// Checked here rather than with Required, for a message that says what to give.
 		return o, usagef("embed: no model (give -m MODEL.gguf)")
 	}
 	if len(o.Inputs) == 0 {

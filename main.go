@@ -89,7 +89,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return exitInterrupted
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), isMissingRequiredFlag(err):
 		return exitUsage
 	case errors.As(err, &pe):
 		return exitPartial
@@ -101,6 +101,12 @@ func exitCode(ctx context.Context, err error) int {
 		return exitUsage
 	}
 	return exitFatal
+}
+
+// isMissingRequiredFlag recognises the CLI library's error for a required
+// flag left out: its type is unexported and it carries no exit code.
+func isMissingRequiredFlag(err error) bool {
+	return fmt.Sprintf("%T", err) == "*cli.errRequiredFlags"
 }
 
 // flagsFirst moves a subcommand's flags before its positional arguments, so
