@@ -118,8 +118,20 @@ func embedOptionsFrom(c *cli.Context) (pipeline.EmbedOptions, error) {
 			return o, usageError{err}
 		}
 		o.Read.Shard, o.Read.Shards = i, n
-		ext := filepath.Ext(o.Out)
-		o.Out = fmt.Sprintf("%s.shard-%d-of-%d%s", strings.TrimSuffix(o.Out, ext), i, n, ext)
+		o.Out = shardPath(o.Out, i, n)
+		if o.Errors != "" { // each shard its own errors file, like its output
+			o.Errors = shardPath(o.Errors, i, n)
+		}
+	}
+	for _, in := range o.Inputs {
+		if in == "-" {
+			continue
+		}
+		if st, err := os.Stat(in); err != nil {
+			return o, usagef("embed: input %s: %v", in, err)
+		} else if st.IsDir() {
+			return o, usagef("embed: input %s is a directory", in)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -130,6 +142,12 @@ func embedOptionsFrom(c *cli.Context) (pipeline.EmbedOptions, error) {
 		o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib)
 	}
 	return o, nil
+}
+
+// shardPath inserts ".shard-I-of-N" before path's extension.
+func shardPath(path string, i, n int) string {
+	ext := filepath.Ext(path)
+	return fmt.Sprintf("%s.shard-%d-of-%d%s", strings.TrimSuffix(path, ext), i, n, ext)
 }
 
 // parseShard reads "I/N" with 0 ≤ I < N.

@@ -892,7 +892,8 @@ func TestEmbedOutputs(t *testing.T) {
 		}
 		for k, v := range map[string]string{"synapse.model": "ref-bert-embed.gguf", "synapse.model_digest": digest,
 			"synapse.dims": "128", "synapse.chunk_tokens": "200", "synapse.chunk_overlap": "0", "synapse.normalize": "true",
-			"synapse.pooling": "model default", "synapse.text_fields": "[title text]", "synapse.version": version} {
+			"synapse.pooling": "model default", "synapse.text_fields": "[title text]", "synapse.version": version,
+			"synapse.skip_empty": "false", "synapse.shard": "0/1"} {
 			if meta[k] != v {
 				t.Errorf("metadata %s = %q; want %q", k, meta[k], v)
 			}

@@ -151,6 +151,8 @@ func flagsFirst(app *cli.App, args []string) []string {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal stops the run cleanly; a second one kills it.
+	go func() { <-ctx.Done(); stop() }()
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -325,10 +325,19 @@ func (w *Writer) Discard() error {
 }
 
 // RemoveResumeFiles removes the resume files of out (errPath "" = the
-// default errors path). Files that do not exist are not an error.
+// default errors path). Files that do not exist are not an error; files a
+// running writer holds are not removed: that is an error naming the file.
 func RemoveResumeFiles(out, errPath string) error {
 	if errPath == "" {
 		errPath = out + ".errors.jsonl"
+	}
+	// Deleting a locked file would succeed and let a second run write
+	// beside the first: hold the lock while removing.
+	if f, err := os.OpenFile(PartialPath(out), os.O_RDWR, 0); err == nil {
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return fmt.Errorf("dataio: %s is in use by another run: %w", PartialPath(out), err)
+		}
 	}
 	var errs []error
 	for _, p := range []string{CheckpointPath(out), CheckpointPath(out) + ".tmp", PartialPath(out), errPath + ".partial"} {

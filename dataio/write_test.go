@@ -479,6 +479,12 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, _, err := OpenCheckpointed(out, opts); err == nil {
 		t.Errorf("second OpenCheckpointed while the first is open: got no error; want one")
 	}
+	if err := RemoveResumeFiles(out, ""); err == nil {
+		t.Errorf("RemoveResumeFiles while a writer holds them: got no error; want one")
+	}
+	if _, err := os.Stat(PartialPath(out)); err != nil {
+		t.Errorf("the running writer's partial file is gone: %v", err)
+	}
 	w.Abort()
 
 	var cp checkpointFile

@@ -16,14 +16,20 @@ type PoolBackend struct {
 	ModelRef  string
 	Pooling   string // "" = the model's own
 	Normalize bool
+	Dims      int // the width LOADED reported; answers of another width are refused
 	// Deadline is the base time a request may take; PerToken is added for
 	// every token in the batch.
 	Deadline, PerToken time.Duration
 }
 
+// maxTimeout caps a request's deadline, so that no flag value can overflow
+// it into "no deadline".
+const maxTimeout = 24 * time.Hour
+
 // Timeout is the deadline of a batch of n tokens.
 func (p *PoolBackend) Timeout(n int) time.Duration {
-	return p.Deadline + time.Duration(n)*p.PerToken
+	per := min(p.PerToken, maxTimeout/time.Duration(max(n, 1)))
+	return min(p.Deadline, maxTimeout) + min(time.Duration(n)*per, maxTimeout)
 }
 
 // Embed implements Backend.
@@ -42,7 +48,7 @@ func (p *PoolBackend) Embed(ctx context.Context, b Batch) ([][]float32, error) {
 	if !ok {
 		return nil, fmt.Errorf("pipeline: EMBED_BATCH answered with %s", resp.Type())
 	}
-	if v.N != len(b.Chunks) || v.Dims <= 0 || len(v.Data) != v.N*v.Dims {
+	if v.N != len(b.Chunks) || v.Dims <= 0 || (p.Dims > 0 && v.Dims != p.Dims) || len(v.Data) != v.N*v.Dims {
 		return nil, fmt.Errorf("pipeline: VECTORS n=%d dims=%d for %d chunks", v.N, v.Dims, len(b.Chunks))
 	}
 	out := make([][]float32, v.N)
@@ -58,6 +64,7 @@ func ClassifyPoolError(err error) Fault {
 	var qe *supervise.QuarantinedError
 	switch {
 	case errors.As(err, &qe), errors.Is(err, supervise.ErrNoWorkers), errors.Is(err, supervise.ErrClosed),
+		errors.Is(err, supervise.ErrModelUnavailable),
 		errors.Is(err, context.Canceled):
 		return FaultFatal
 	case errors.As(err, &we):

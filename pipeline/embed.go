@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/synapse-embed/synapse/dataio"
@@ -150,7 +151,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	defer src.Close()
 	cfg := Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: DefaultGroupWindow,
 		Replay: resume.NextIndex, Workers: o.Workers, Stats: o.Stats,
-		Backend: &PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Pooling: o.Pooling, Normalize: o.Normalize,
+		Backend: &PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Dims: loaded.Dims, Pooling: o.Pooling, Normalize: o.Normalize,
 			Deadline: o.Deadline, PerToken: o.DeadlinePerToken},
 		Classify: ClassifyPoolError}
 	sink := &writerSink{w: w, dims: dims, renorm: o.Dims > 0 && o.Normalize}
@@ -171,14 +172,13 @@ func (o *EmbedOptions) defaults(ch Chunking) {
 	}
 	if o.Workers <= 0 || o.Threads <= 0 {
 		w, t := DefaultParallelism(runtime.NumCPU())
-		if o.Workers <= 0 {
-			o.Workers = w
-		}
-		if o.Threads <= 0 {
-			o.Threads = t
-			if o.Workers != w {
-				o.Threads = max(1, runtime.NumCPU()/o.Workers)
-			}
+		switch {
+		case o.Workers <= 0 && o.Threads <= 0:
+			o.Workers, o.Threads = w, t
+		case o.Workers <= 0: // threads given: as many workers as fit the cores
+			o.Workers = max(1, runtime.NumCPU()/o.Threads)
+		default: // workers given
+			o.Threads = max(1, runtime.NumCPU()/o.Workers)
 		}
 	}
 	if o.Deadline <= 0 {
@@ -302,6 +302,13 @@ func (o *EmbedOptions) openWriter(m *model, ch Chunking, dims int) (*dataio.Writ
 		"synapse.chunk_overlap": strconv.Itoa(ch.Overlap),
 		"synapse.text_fields":   fmt.Sprint(o.Read.TextFields),
 		"synapse.prefix":        o.Read.Prefix,
+		// What decides which rows a run covers: a resume with other inputs
+		// or options is refused (dataio.ErrResumeMismatch).
+		"synapse.inputs":       strings.Join(o.Inputs, "\n"),
+		"synapse.id_field":     o.Read.IDField,
+		"synapse.skip_empty":   strconv.FormatBool(o.Read.SkipEmpty),
+		"synapse.batch_tokens": strconv.Itoa(o.BatchTokens),
+		"synapse.shard":        fmt.Sprintf("%d/%d", o.Read.Shard, max(o.Read.Shards, 1)),
 	}
 	if o.Pooling == "" {
 		meta["synapse.pooling"] = "model default"

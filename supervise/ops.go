@@ -186,7 +186,7 @@ var errSkipped = errors.New("supervise: worker failed; skipped")
 func (p *Pool) loadOn(ctx context.Context, s *slot, m *model) (*wire.Loaded, error) {
 	only := func(x *slot) bool { return x == s }
 	_, w, err := p.acquire(ctx, only, only)
-	if errors.Is(err, errNoSlot) || errors.Is(err, ErrNoWorkers) {
+	if errors.Is(err, ErrModelUnavailable) || errors.Is(err, ErrNoWorkers) {
 		return nil, errSkipped
 	}
 	if err != nil {

@@ -210,7 +210,7 @@ func (p *Pool) acquire(ctx context.Context, want, possible func(*slot) bool) (*s
 		}
 		if !hope {
 			p.mu.Unlock()
-			return nil, nil, errNoSlot
+			return nil, nil, ErrModelUnavailable
 		}
 		ch := p.changed
 		p.mu.Unlock()
@@ -222,8 +222,10 @@ func (p *Pool) acquire(ctx context.Context, want, possible func(*slot) bool) (*s
 	}
 }
 
-// errNoSlot means no live slot can serve the request.
-var errNoSlot = errors.New("supervise: no worker has the model loaded")
+// ErrModelUnavailable means no live worker can serve the request: every
+// worker that could have the model refused to load it again after a restart
+// (the refusal is in the log). Retrying does not help.
+var ErrModelUnavailable = errors.New("supervise: no worker has the model loaded")
 
 // release returns a slot after a call that did not crash. A worker that
 // was killed anyway (its deadline fired as the answer arrived) is

@@ -1,0 +1,45 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/synapse-embed/synapse/supervise"
+	"github.com/synapse-embed/synapse/wire"
+)
+
+func TestClassifyPoolError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want Fault
+	}{
+		{"crash", &supervise.CrashError{Stage: "recv"}, FaultRetry},
+		{"timeout", &supervise.CrashError{Stage: "timeout"}, FaultRetry},
+		{"quarantined", fmt.Errorf("x: %w", &supervise.QuarantinedError{}), FaultFatal},
+		{"no workers", supervise.ErrNoWorkers, FaultFatal},
+		{"model unavailable", fmt.Errorf("supervise: EMBED_BATCH: %w", supervise.ErrModelUnavailable), FaultFatal},
+		{"cancelled", context.Canceled, FaultFatal},
+		{"bad request", wire.Errorf(wire.CodeBadRequest, "too long"), FaultReject},
+		{"oom", wire.Errorf(wire.CodeOOM, "no memory"), FaultRetry},
+		{"model not loaded", wire.Errorf(wire.CodeModelNotLoaded, "x"), FaultFatal},
+	}
+	for _, tt := range tests {
+		if got := ClassifyPoolError(tt.err); got != tt.want {
+			t.Errorf("%s: got %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestTimeoutNeverOverflows(t *testing.T) {
+	huge := &PoolBackend{Deadline: time.Duration(1 << 62), PerToken: time.Duration(1 << 62)}
+	if got := huge.Timeout(1 << 20); got <= 0 || got > 2*maxTimeout {
+		t.Errorf("Timeout with huge settings = %v; want positive and at most %v", got, 2*maxTimeout)
+	}
+	b := &PoolBackend{Deadline: time.Second, PerToken: time.Millisecond}
+	if got, want := b.Timeout(100), 1100*time.Millisecond; got != want {
+		t.Errorf("Timeout(100) = %v; want %v", got, want)
+	}
+}
