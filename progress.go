@@ -49,8 +49,11 @@ func (p *progress) start(info pipeline.JobInfo) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.info, p.started = info, time.Now()
-	if info.Resumed {
+	switch {
+	case info.Resumed:
 		fmt.Fprintf(p.w, "resuming %s: documents before #%d were done by an earlier run\n", info.Out, info.ResumeFrom)
+	case info.ResumeAsked:
+		fmt.Fprintf(p.w, "no interrupted run of %s to resume: starting from the beginning\n", info.Out)
 	}
 	fmt.Fprintf(p.w, "embedding with %d workers × %d threads, chunks of %d tokens, %d dims\n",
 		info.Workers, info.Threads, info.Chunking.Window, info.Dims)

@@ -138,7 +138,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	}
 	o.Read.StartIndex = GroupStart(resume.NextIndex, DefaultGroupWindow) // replayed up to NextIndex
 	info := JobInfo{Digest: m.digest, Dims: dims, Chunking: ch, Workers: o.Workers, Threads: o.Threads,
-		Resumed: resume.Resumed, ResumeFrom: resume.NextIndex, Out: o.Out, Errors: sum.Errors}
+		Resumed: resume.Resumed, ResumeAsked: o.Resume, ResumeFrom: resume.NextIndex, Out: o.Out, Errors: sum.Errors}
 	info.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
 	if o.Started != nil {
 		o.Started(info)
