@@ -69,6 +69,7 @@ type JobInfo struct {
 	Chunking         Chunking
 	Workers, Threads int
 	Resumed          bool
+	ResumeAsked      bool  // --resume was given (Resumed is false when there was nothing to resume)
 	ResumeFrom       int64 // documents with a smaller index were done by an earlier run
 	Estimate         dataio.Estimate
 	Out, Errors      string
