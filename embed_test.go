@@ -342,15 +342,6 @@ func rowsByID(rows []outRow) map[string][]outRow {
 	return m
 }
 
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
 
 func norm(v []float32) float64 {
 	var s float64
@@ -469,7 +460,7 @@ func TestEmbedReference(t *testing.T) {
 					t.Errorf("%s: no chunk 0", ids[i])
 					continue
 				}
-				if c := cosine(chunks[0].Emb, it.Embedding); c < 0.9999 {
+				if c := testenv.Cosine(chunks[0].Emb, it.Embedding); c < 0.9999 {
 					t.Errorf("%s %.30q: cosine to the reference %.6f; want ≥ 0.9999", ids[i], it.Text, c)
 				}
 				if n := norm(chunks[0].Emb); math.Abs(n-1) > 1e-5 {
@@ -942,8 +933,8 @@ func TestEmbedOutputs(t *testing.T) {
 			t.Fatalf("shards hold %d rows; want %d", len(got), len(w))
 		}
 		for i := range got {
-			if key(got[i]) != key(w[i]) || cosine(got[i].Emb, w[i].Emb) < 0.99999 {
-				t.Fatalf("row %s: cosine %v to %s of the whole run", key(got[i]), cosine(got[i].Emb, w[i].Emb), key(w[i]))
+			if key(got[i]) != key(w[i]) || testenv.Cosine(got[i].Emb, w[i].Emb) < 0.99999 {
+				t.Fatalf("row %s: cosine %v to %s of the whole run", key(got[i]), testenv.Cosine(got[i].Emb, w[i].Emb), key(w[i]))
 			}
 		}
 	})

@@ -119,15 +119,6 @@ func splitPair(t testing.TB, ids []int32) (q, d []int32) {
 	return ids[1:i], ids[i+1 : len(ids)-1]
 }
 
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
 
 func TestEmbedReferenceParity(t *testing.T) {
 	var ref embedRef
@@ -145,7 +136,7 @@ func TestEmbedReferenceParity(t *testing.T) {
 		t.Fatalf("dims %d (LOADED %d); want %d", dims, info.Dims, len(ref.Items[0].Embedding))
 	}
 	for i, it := range ref.Items {
-		if c := cosine(vecs[i*dims:(i+1)*dims], it.Embedding); c < 0.9999 {
+		if c := testenv.Cosine(vecs[i*dims:(i+1)*dims], it.Embedding); c < 0.9999 {
 			t.Errorf("item %d (%d ids): cosine %.6f; want ≥ 0.9999", i, len(it.IDs), c)
 		}
 	}
@@ -171,7 +162,7 @@ func TestEmbedBatchedMatchesAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := cosine(one, all[i*dims:(i+1)*dims]); c < 0.99999 {
+		if c := testenv.Cosine(one, all[i*dims:(i+1)*dims]); c < 0.99999 {
 			t.Errorf("item %d: cosine batched vs alone %.7f; want ≥ 0.99999", i, c)
 		}
 	}
@@ -201,7 +192,7 @@ func TestEmbedSplitsLargeBatches(t *testing.T) {
 		t.Fatalf("got %d floats; want %d", len(got), len(seqs)*dims)
 	}
 	for i, it := range ref.Items {
-		if c := cosine(got[i*dims:(i+1)*dims], it.Embedding); c < 0.9999 {
+		if c := testenv.Cosine(got[i*dims:(i+1)*dims], it.Embedding); c < 0.9999 {
 			t.Errorf("item %d: cosine %.6f; want ≥ 0.9999", i, c)
 		}
 	}
@@ -222,10 +213,10 @@ func TestEmbedPoolings(t *testing.T) {
 		}
 		vec[p] = v
 	}
-	if c := cosine(vec[""][:128], vec["mean"][:128]); c < 0.999999 {
+	if c := testenv.Cosine(vec[""][:128], vec["mean"][:128]); c < 0.999999 {
 		t.Errorf("default vs mean: cosine %.7f; want 1 (the model's pooling is mean)", c)
 	}
-	if c := cosine(vec["cls"][:128], vec["mean"][:128]); c > 0.9999 {
+	if c := testenv.Cosine(vec["cls"][:128], vec["mean"][:128]); c > 0.9999 {
 		t.Errorf("cls vs mean: cosine %.7f; want them to differ", c)
 	}
 }
@@ -498,7 +489,7 @@ func TestEmbedCausalModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := cosine(one, all[i*dims:(i+1)*dims]); c < 0.99999 {
+		if c := testenv.Cosine(one, all[i*dims:(i+1)*dims]); c < 0.99999 {
 			t.Errorf("sequence %d: cosine batched vs alone %.7f; want ≥ 0.99999", i, c)
 		}
 	}

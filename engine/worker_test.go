@@ -238,7 +238,7 @@ func TestWorkerRequests(t *testing.T) {
 			t.Fatalf("got %#v; want VECTORS req_id 2, n %d, dims %d", v, len(eref.Items), emb.Dims)
 		}
 		for i, it := range eref.Items {
-			if c := cosine(v.Data[i*v.Dims:(i+1)*v.Dims], it.Embedding); c < 0.9999 {
+			if c := testenv.Cosine(v.Data[i*v.Dims:(i+1)*v.Dims], it.Embedding); c < 0.9999 {
 				t.Errorf("item %d: cosine %.6f; want ≥ 0.9999", i, c)
 			}
 		}

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,4 +77,15 @@ func Binary(t testing.TB) string {
 		t.Fatalf("building synapse: %v\n%s", buildErr, buildOut)
 	}
 	return binPath
+}
+
+// Cosine is the cosine similarity of two vectors of the same length.
+func Cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
 }
