@@ -342,7 +342,6 @@ func rowsByID(rows []outRow) map[string][]outRow {
 	return m
 }
 
-
 func norm(v []float32) float64 {
 	var s float64
 	for _, x := range v {

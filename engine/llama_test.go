@@ -119,7 +119,6 @@ func splitPair(t testing.TB, ids []int32) (q, d []int32) {
 	return ids[1:i], ids[i+1 : len(ids)-1]
 }
 
-
 func TestEmbedReferenceParity(t *testing.T) {
 	var ref embedRef
 	readJSON(t, &ref, "reference", "embed.json")
