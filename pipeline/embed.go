@@ -270,7 +270,9 @@ func (o *EmbedOptions) startPool(ctx context.Context, m *model, ch Chunking) (*s
 	pc := o.Pool
 	pc.Command, pc.Env, pc.Workers = o.Worker, o.Env, o.Workers
 	if pc.QuarantineCrashes == 0 {
-		pc.QuarantineCrashes = 6
+		// Isolating a poison chunk costs at most three crashes in a row on
+		// one worker; workers crash at the same time on their own batches.
+		pc.QuarantineCrashes = max(6, 3*o.Workers)
 	}
 	if pc.Logger == nil {
 		pc.Logger = o.Logger
