@@ -99,7 +99,11 @@ func (p *progress) show() {
 	defer p.mu.Unlock()
 	docs, chunks, toks := p.st.Read.Load(), p.st.Chunks.Load(), p.st.Tokens.Load()
 	rate := float64(toks) / max(time.Since(p.started).Seconds(), 1e-9)
-	line := fmt.Sprintf("%d docs, %d chunks, %.0f tok/s, %d retries, %d failed", docs, chunks, rate, p.st.Retries.Load(), p.st.Failed.Load())
+	restarts := 0
+	if p.info.Restarts != nil {
+		restarts = p.info.Restarts()
+	}
+	line := fmt.Sprintf("%d docs, %d chunks, %.0f tok/s, %d restarts, %d failed", docs, chunks, rate, restarts, p.st.Failed.Load())
 	if p.bar != nil {
 		done := p.st.InputRows.Load()
 		if p.bytes {

@@ -73,6 +73,8 @@ type JobInfo struct {
 	ResumeFrom       int64 // documents with a smaller index were done by an earlier run
 	Estimate         dataio.Estimate
 	Out, Errors      string
+	// Restarts counts the worker restarts so far (from the pool's cached health).
+	Restarts func() int
 }
 
 // Summary is the outcome of a job.
@@ -141,6 +143,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	info := JobInfo{Digest: m.digest, Dims: dims, Chunking: ch, Workers: o.Workers, Threads: o.Threads,
 		Resumed: resume.Resumed, ResumeAsked: o.Resume, ResumeFrom: resume.NextIndex, Out: o.Out, Errors: sum.Errors}
 	info.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
+	info.Restarts = func() int { return restarts(pool.Health()) }
 	if o.Started != nil {
 		o.Started(info)
 	}
@@ -198,10 +201,16 @@ func (o *EmbedOptions) fillSummary(s *Summary, pool *supervise.Pool) {
 	s.Read, s.Embedded, s.Failed = st.Read.Load(), st.Embedded.Load(), st.Failed.Load()
 	s.Chunks, s.Tokens, s.FileErrors = st.Chunks.Load(), st.Tokens.Load(), st.FileErrors.Load()
 	h := pool.Health()
-	for _, w := range h.Workers {
-		s.Restarts += w.Restarts
-	}
+	s.Restarts = restarts(h)
 	s.Quarantined = len(h.Quarantined)
+}
+
+func restarts(h supervise.Health) int {
+	n := 0
+	for _, w := range h.Workers {
+		n += w.Restarts
+	}
+	return n
 }
 
 // model is what the module knows of a model file.
