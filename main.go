@@ -56,7 +56,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	return &cli.App{
 		Name:                 "synapse",
-		Usage:                "batch embedding, reranking and generation with llama.cpp in supervised workers",
+		Usage:                "batch embedding jobs with llama.cpp in supervised worker processes",
 		Version:              version,
 		Commands:             cmds,
 		Writer:               stdout,
