@@ -16,6 +16,7 @@ import (
 
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/pipeline"
 )
 
@@ -62,8 +63,8 @@ func embedFlags() []cli.Flag {
 }
 
 // embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
-func embedOptionsFrom(c *cli.Context) (pipeline.EmbedOptions, error) {
-	o := pipeline.EmbedOptions{
+func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
+	o := job.EmbedOptions{
 		Inputs: c.Args().Slice(), Model: c.String("model"), Out: c.String("output"), Errors: c.String("errors"),
 		Read: dataio.ReadOptions{TextFields: c.StringSlice("text-field"), IDField: c.String("id-field"),
 			Prefix: c.String("prefix"), SkipEmpty: c.Bool("skip-empty")},
@@ -179,12 +180,12 @@ func llamaLibDir(flag, self string) string {
 }
 
 // runEmbed runs the job with progress on stderr and the summary on stdout.
-func runEmbed(ctx context.Context, o pipeline.EmbedOptions, stdout, stderr io.Writer, quiet bool) error {
+func runEmbed(ctx context.Context, o job.EmbedOptions, stdout, stderr io.Writer, quiet bool) error {
 	o.Stats = &pipeline.Stats{}
 	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	prog := newProgress(stderr, o.Stats, quiet)
 	o.Started = prog.start
-	sum, err := pipeline.Embed(ctx, o)
+	sum, err := job.Embed(ctx, o)
 	prog.stop()
 	if !quiet && sum.Elapsed > 0 {
 		printSummary(stdout, sum, err == nil)
@@ -193,7 +194,7 @@ func runEmbed(ctx context.Context, o pipeline.EmbedOptions, stdout, stderr io.Wr
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(stderr, "synapse: interrupted; run again with --resume to continue (%s)\n", o.Out)
 		return ctx.Err()
-	case errors.Is(err, pipeline.ErrOption):
+	case errors.Is(err, job.ErrOption):
 		return usageError{err}
 	case err != nil:
 		return err
@@ -204,7 +205,7 @@ func runEmbed(ctx context.Context, o pipeline.EmbedOptions, stdout, stderr io.Wr
 	return nil
 }
 
-func printSummary(w io.Writer, s pipeline.Summary, done bool) {
+func printSummary(w io.Writer, s job.Summary, done bool) {
 	secs := s.Elapsed.Seconds()
 	fmt.Fprintf(w, "rows read      %d = %d embedded + %d in errors\n", s.Read, s.Embedded, s.Failed)
 	if s.FileErrors > 0 {

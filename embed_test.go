@@ -29,7 +29,7 @@ import (
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/pipeline"
+	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -940,7 +940,7 @@ func TestEmbedOutputs(t *testing.T) {
 }
 
 // pipelineDigest is the model digest the output metadata must carry.
-func pipelineDigest(path string) (string, error) { return pipeline.FileDigest(path) }
+func pipelineDigest(path string) (string, error) { return job.FileDigest(path) }
 
 // TestEmbedUsageErrors: mistakes in the command line exit 2, before or after
 // the model is read.

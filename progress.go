@@ -10,6 +10,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/pipeline"
 )
 
@@ -23,7 +24,7 @@ type progress struct {
 	bytes bool // the bar counts JSONL bytes, not Parquet rows
 
 	mu      sync.Mutex
-	info    pipeline.JobInfo
+	info    job.JobInfo
 	bar     *progressbar.ProgressBar
 	started time.Time
 	done    chan struct{}
@@ -42,7 +43,7 @@ func newProgress(w io.Writer, st *pipeline.Stats, quiet bool) *progress {
 }
 
 // start is called once the job has begun.
-func (p *progress) start(info pipeline.JobInfo) {
+func (p *progress) start(info job.JobInfo) {
 	if p.quiet {
 		return
 	}

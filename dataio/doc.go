@@ -85,74 +85,31 @@ package dataio
 
 import (
 	"errors"
-	"fmt"
-	"strconv"
+
+	"github.com/synapse-embed/synapse/dataio/record"
+)
+
+// The records a Reader yields live in package record (no Arrow there);
+// dataio names them too.
+type (
+	Doc       = record.Doc
+	RowError  = record.RowError
+	FileError = record.FileError
+	Progress  = record.Progress
 )
 
 // Reason codes of row-level errors; see the package documentation.
 const (
-	ReasonMalformedJSON = "malformed_json"
-	ReasonLineTooLong   = "line_too_long"
-	ReasonMissingField  = "missing_field"
-	ReasonNullText      = "null_text"
-	ReasonNotText       = "not_text"
-	ReasonInvalidUTF8   = "invalid_utf8"
-	ReasonEmptyText     = "empty_text"
-	ReasonBadID         = "bad_id"
-	// ReasonFileError marks a FileError in the errors file.
-	ReasonFileError = "file_error"
+	ReasonMalformedJSON = record.ReasonMalformedJSON
+	ReasonLineTooLong   = record.ReasonLineTooLong
+	ReasonMissingField  = record.ReasonMissingField
+	ReasonNullText      = record.ReasonNullText
+	ReasonNotText       = record.ReasonNotText
+	ReasonInvalidUTF8   = record.ReasonInvalidUTF8
+	ReasonEmptyText     = record.ReasonEmptyText
+	ReasonBadID         = record.ReasonBadID
+	ReasonFileError     = record.ReasonFileError
 )
-
-// Doc is one document of the corpus.
-type Doc struct {
-	Source    string // input file name as given ("-" for stdin)
-	Line      int    // JSONL: 1-based line number; 0 for Parquet
-	Row       int64  // Parquet: 0-based row within the file; 0 for JSONL
-	Index     int64  // 0-based document index in the run, stable across runs
-	ID        string // document ID (see the package documentation)
-	Text      string // Prefix + the joined text fields
-	PrefixLen int    // length in bytes of the prefix at the start of Text
-}
-
-// Error returns a row-level error record for d.
-func (d Doc) Error(reason, detail string) *RowError {
-	return &RowError{Source: d.Source, Line: d.Line, Row: d.Row, Index: d.Index, ID: d.ID, Reason: reason, Detail: detail}
-}
-
-// ChunkError returns an error record for the failure of one chunk of d;
-// workerLog is the tail of the worker's log, if any.
-func (d Doc) ChunkError(chunk int, reason, detail, workerLog string) *RowError {
-	e := d.Error(reason, detail)
-	e.Chunk = &chunk
-	e.WorkerLog = workerLog
-	return e
-}
-
-// RowError is a record that could not be used, or a chunk of a document that
-// could not be embedded. It is both an error and a line of the errors file.
-type RowError struct {
-	Source    string
-	Line      int   // JSONL: 1-based line; 0 for Parquet
-	Row       int64 // Parquet: 0-based row in the file (used when Line is 0)
-	Index     int64 // document index in the run
-	ID        string
-	Reason    string // a stable code: one of the Reason constants, or the pipeline's own
-	Detail    string
-	Chunk     *int   // set for a chunk-level failure: the 0-based chunk
-	WorkerLog string // tail of the worker's log for a chunk-level failure
-}
-
-// Error implements error.
-func (e *RowError) Error() string {
-	where := e.Source + " row " + strconv.FormatInt(e.Row, 10)
-	if e.Line > 0 {
-		where = e.Source + ":" + strconv.Itoa(e.Line)
-	}
-	if e.Chunk != nil {
-		where += " chunk " + strconv.Itoa(*e.Chunk)
-	}
-	return fmt.Sprintf("dataio: %s: %s: %s", where, e.Reason, e.Detail)
-}
 
 // rowErrorJSON is the errors-file form of a RowError.
 type rowErrorJSON struct {
@@ -167,7 +124,7 @@ type rowErrorJSON struct {
 	WorkerLog string `json:"worker_log,omitempty"`
 }
 
-func (e *RowError) toJSON() rowErrorJSON {
+func rowErrorJSONOf(e *RowError) rowErrorJSON {
 	j := rowErrorJSON{Source: e.Source, Index: e.Index, ID: e.ID, Reason: e.Reason,
 		Detail: e.Detail, Chunk: e.Chunk, WorkerLog: e.WorkerLog}
 	if e.Line > 0 {
@@ -180,16 +137,6 @@ func (e *RowError) toJSON() rowErrorJSON {
 	return j
 }
 
-// FileError is a failure of a whole input file, or of the rest of it from a
-// row group (Parquet) or line (JSONL) on.
-type FileError struct {
-	Source   string
-	RowGroup int   // Parquet row group that failed; -1 if none or unknown
-	Line     int   // JSONL line being read when the file failed; 0 if none
-	Index    int64 // the Index the next record would have had
-	Err      error // the cause
-}
-
 // fileErrorJSON is the errors-file form of a FileError.
 type fileErrorJSON struct {
 	Source   string `json:"source"`
@@ -200,7 +147,7 @@ type fileErrorJSON struct {
 	Detail   string `json:"detail"`
 }
 
-func (e *FileError) toJSON() fileErrorJSON {
+func fileErrorJSONOf(e *FileError) fileErrorJSON {
 	j := fileErrorJSON{Source: e.Source, Line: e.Line, Index: e.Index, Reason: ReasonFileError, Detail: e.Err.Error()}
 	if e.RowGroup >= 0 {
 		rg := e.RowGroup
@@ -208,19 +155,6 @@ func (e *FileError) toJSON() fileErrorJSON {
 	}
 	return j
 }
-
-func (e *FileError) Error() string {
-	where := e.Source
-	switch {
-	case e.RowGroup >= 0:
-		where += fmt.Sprintf(" (row group %d)", e.RowGroup)
-	case e.Line > 0:
-		where += fmt.Sprintf(" (line %d)", e.Line)
-	}
-	return fmt.Sprintf("dataio: %s: %v", where, e.Err)
-}
-
-func (e *FileError) Unwrap() error { return e.Err }
 
 // Errors of the writer.
 var (

@@ -72,14 +72,6 @@ func (o *ReadOptions) want(idx int64) bool {
 	return o.Shards <= 1 || idx%int64(o.Shards) == int64(o.Shard)
 }
 
-// Progress tells how far a Reader has got.
-type Progress struct {
-	File        int   // index of the file being read; len(files) at the end
-	Records     int64 // records consumed so far, skipped ones included (= next Index)
-	ParquetRows int64 // rows consumed from Parquet files
-	JSONLBytes  int64 // bytes consumed from JSONL files (compressed size for gzip)
-}
-
 // source is one open input file.
 type source interface {
 	// next returns the next wanted record: a Doc, a *RowError, a *FileError

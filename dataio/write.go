@@ -210,7 +210,7 @@ func (w *Writer) PutFileError(fe *FileError) error {
 	if fe.Index <= w.last {
 		return fmt.Errorf("%w: file error at index %d after document %d", ErrOutOfOrder, fe.Index, w.last)
 	}
-	return w.errs.writeJSON(fe.toJSON())
+	return w.errs.writeJSON(fileErrorJSONOf(fe))
 }
 
 func (w *Writer) append(r Row) {
@@ -395,7 +395,7 @@ func createErrorLog(path string) (*errorLog, error) {
 	return &errorLog{f: f, bw: bufio.NewWriter(f)}, nil
 }
 
-func (l *errorLog) write(e *RowError) error { return l.writeJSON(e.toJSON()) }
+func (l *errorLog) write(e *RowError) error { return l.writeJSON(rowErrorJSONOf(e)) }
 
 func (l *errorLog) writeJSON(v any) error {
 	b, err := json.Marshal(v)

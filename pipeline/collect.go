@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/dataio/record"
 )
 
 // collector owns the sink: it learns each record's chunks from the packer,
@@ -14,13 +14,13 @@ type collector struct {
 	cfg        *Config
 	sink       Sink
 	slots      chan struct{}
-	registered chan record
+	registered chan item
 	pending    map[int64]*docState
 	next       int64
 }
 
 type docState struct {
-	rec        record
+	rec        item
 	registered bool
 	done       []Embedded
 	failed     []ChunkFailure
@@ -37,7 +37,7 @@ type batchResult struct {
 // start at Index multiples of GroupWindow, so that a resumed run gives the
 // same requests too (llama.cpp's rounding depends on a sequence's place in
 // its batch).
-func (c *collector) pack(ctx context.Context, in <-chan record, out chan<- Batch) error {
+func (c *collector) pack(ctx context.Context, in <-chan item, out chan<- Batch) error {
 	defer close(out)
 	defer close(c.registered)
 	p := &Packer{Budget: c.cfg.BatchTokens, Window: c.cfg.GroupWindow}
@@ -162,15 +162,15 @@ func (c *collector) result(s *docState) DocResult {
 	r := DocResult{Doc: s.rec.doc}
 	switch err := s.rec.err.(type) {
 	case nil:
-	case *dataio.FileError:
+	case *record.FileError:
 		st.FileErrors.Add(1)
 		return DocResult{File: err}
-	case *dataio.RowError:
+	case *record.RowError:
 		// The reader returns no Doc with a bad record: its place in the
 		// order (and resume) is the error's.
 		st.Failed.Add(1)
-		r.Doc = dataio.Doc{Source: err.Source, Line: err.Line, Row: err.Row, Index: err.Index, ID: err.ID}
-		r.Errors = []*dataio.RowError{err}
+		r.Doc = record.Doc{Source: err.Source, Line: err.Line, Row: err.Row, Index: err.Index, ID: err.ID}
+		r.Errors = []*record.RowError{err}
 		return r
 	}
 	slices.SortFunc(s.done, func(a, b Embedded) int { return int(a.Chunk.Index - b.Chunk.Index) })

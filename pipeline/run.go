@@ -11,28 +11,28 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/dataio/record"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
 // Source yields documents in a deterministic order (dataio.Reader).
 type Source interface {
-	// Next returns a document, a *dataio.RowError, a *dataio.FileError or io.EOF.
-	Next() (dataio.Doc, error)
+	// Next returns a document, a *record.RowError, a *record.FileError or io.EOF.
+	Next() (record.Doc, error)
 }
 
 // DocResult is the outcome of one input record, delivered in input order.
 type DocResult struct {
-	Doc dataio.Doc
+	Doc record.Doc
 	// Chunks are the embedded chunks in chunk order. A document with failed
 	// chunks keeps the ones that succeeded.
 	Chunks []Embedded
 	// Errors are the record's error rows: a reader error, or one per chunk
 	// that failed alone. Empty when every chunk was embedded.
-	Errors []*dataio.RowError
+	Errors []*record.RowError
 	// File is set (and Doc, Chunks and Errors are empty) for an input file
 	// that failed as a whole or from some point on.
-	File *dataio.FileError
+	File *record.FileError
 }
 
 // Sink takes results in input order; one goroutine calls it.
@@ -129,20 +129,20 @@ func GroupStart(idx int64, groupWindow int) int64 {
 	return idx - idx%int64(groupWindow)
 }
 
-// record is one input record on its way through the stages; seq orders them.
-type record struct {
+// item is one input record on its way through the stages; seq orders them.
+type item struct {
 	seq    int64
-	doc    dataio.Doc
-	err    error // *dataio.RowError or *dataio.FileError from the reader
+	doc    record.Doc
+	err    error // *record.RowError or *record.FileError from the reader
 	chunks []Chunk
 }
 
 // index is the record's document Index (a reader error's own).
-func (r *record) index() int64 {
+func (r *item) index() int64 {
 	switch e := r.err.(type) {
-	case *dataio.RowError:
+	case *record.RowError:
 		return e.Index
-	case *dataio.FileError:
+	case *record.FileError:
 		return e.Index
 	}
 	return r.doc.Index
@@ -157,12 +157,12 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	slots := make(chan struct{}, cfg.InFlight) // reorder window and backpressure
-	read := make(chan record, cfg.Tokenizers*4)
-	cut := make(chan record, cfg.Tokenizers*4)
-	ordered := make(chan record, cfg.Tokenizers*4)
+	read := make(chan item, cfg.Tokenizers*4)
+	cut := make(chan item, cfg.Tokenizers*4)
+	ordered := make(chan item, cfg.Tokenizers*4)
 	batches := make(chan Batch, cfg.Workers)
 	results := make(chan batchResult, cfg.Workers)
-	c := &collector{cfg: &cfg, sink: sink, slots: slots, registered: make(chan record, cfg.GroupWindow), pending: map[int64]*docState{}}
+	c := &collector{cfg: &cfg, sink: sink, slots: slots, registered: make(chan item, cfg.GroupWindow), pending: map[int64]*docState{}}
 
 	g.Go(func() error { return readAll(ctx, src, slots, read, cfg.Stats, cfg.Replay) })
 	var tokWG sync.WaitGroup
@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink) error {
 }
 
 // readAll pulls records from src; each takes a slot until the sink has it.
-func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- record, st *Stats, replay int64) error {
+func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- item, st *Stats, replay int64) error {
 	defer close(out)
 	for seq := int64(0); ; seq++ {
 		select {
@@ -193,7 +193,7 @@ func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- re
 			return ctx.Err()
 		}
 		doc, err := src.Next()
-		if p, ok := src.(interface{ Progress() dataio.Progress }); ok {
+		if p, ok := src.(interface{ Progress() record.Progress }); ok {
 			pr := p.Progress()
 			st.InputRows.Store(pr.ParquetRows)
 			st.InputBytes.Store(pr.JSONLBytes)
@@ -201,12 +201,12 @@ func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- re
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		var re *dataio.RowError
-		var fe *dataio.FileError
+		var re *record.RowError
+		var fe *record.FileError
 		if err != nil && !errors.As(err, &re) && !errors.As(err, &fe) {
 			return fmt.Errorf("pipeline: read: %w", err)
 		}
-		r := record{seq: seq, doc: doc, err: err}
+		r := item{seq: seq, doc: doc, err: err}
 		if fe == nil && r.index() >= replay {
 			st.Read.Add(1)
 		}
@@ -219,7 +219,7 @@ func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- re
 }
 
 // tokenizeAll tokenizes and chunks records; several run at once.
-func tokenizeAll(ctx context.Context, cfg *Config, in <-chan record, out chan<- record) error {
+func tokenizeAll(ctx context.Context, cfg *Config, in <-chan item, out chan<- item) error {
 	for r := range in {
 		if r.err == nil {
 			res := cfg.Tokenizer.Tokenize(r.doc.Text, tokenize.Options{})
@@ -236,9 +236,9 @@ func tokenizeAll(ctx context.Context, cfg *Config, in <-chan record, out chan<- 
 
 // reorder restores input order after the parallel tokenizers. Its buffer is
 // bounded by the slots the reader holds.
-func reorder(ctx context.Context, in <-chan record, out chan<- record) error {
+func reorder(ctx context.Context, in <-chan item, out chan<- item) error {
 	defer close(out)
-	held := map[int64]record{}
+	held := map[int64]item{}
 	next := int64(0)
 	for r := range in {
 		held[r.seq] = r

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/dataio/record"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -38,20 +38,20 @@ func (wordTokenizer) Tokenize(text string, _ tokenize.Options) tokenize.Result {
 }
 
 type sliceSource struct {
-	items []any // dataio.Doc or error
+	items []any // record.Doc or error
 	i     int
 }
 
-func (s *sliceSource) Next() (dataio.Doc, error) {
+func (s *sliceSource) Next() (record.Doc, error) {
 	if s.i == len(s.items) {
-		return dataio.Doc{}, io.EOF
+		return record.Doc{}, io.EOF
 	}
 	it := s.items[s.i]
 	s.i++
 	if err, ok := it.(error); ok {
-		return dataio.Doc{}, err
+		return record.Doc{}, err
 	}
-	return it.(dataio.Doc), nil
+	return it.(record.Doc), nil
 }
 
 type sliceSink struct{ got []DocResult }
@@ -65,7 +65,7 @@ func corpus(n int, poison map[int]bool) []any {
 		if poison[i] {
 			words += "POISON"
 		}
-		items = append(items, dataio.Doc{Source: "c.jsonl", Line: i + 1, Index: int64(i), ID: fmt.Sprint(i), Text: words})
+		items = append(items, record.Doc{Source: "c.jsonl", Line: i + 1, Index: int64(i), ID: fmt.Sprint(i), Text: words})
 	}
 	return items
 }
@@ -105,9 +105,9 @@ func runCorpus(t *testing.T, workers int, items []any) ([]DocResult, *Stats) {
 
 func TestRunOrderAndAccounting(t *testing.T) {
 	items := corpus(300, map[int]bool{17: true, 200: true})
-	rowErr := &dataio.RowError{Source: "c.jsonl", Line: 301, Index: 300, Reason: dataio.ReasonMalformedJSON}
+	rowErr := &record.RowError{Source: "c.jsonl", Line: 301, Index: 300, Reason: record.ReasonMalformedJSON}
 	items = append(items, rowErr)
-	items = append(items, &dataio.FileError{Source: "bad.parquet", RowGroup: -1, Err: errors.New("no footer")})
+	items = append(items, &record.FileError{Source: "bad.parquet", RowGroup: -1, Err: errors.New("no footer")})
 	got1, st := runCorpus(t, 1, items)
 	if len(got1) != len(items) {
 		t.Fatalf("sink got %d records; want %d", len(got1), len(items))
@@ -180,7 +180,7 @@ func (placeBackend) Embed(_ context.Context, b Batch) ([][]float32, error) {
 // Index of at least start, like dataio's ReadOptions.StartIndex.
 func indexSource(items []any, start int64) *sliceSource {
 	for i, it := range items {
-		if d, ok := it.(dataio.Doc); ok && d.Index >= start {
+		if d, ok := it.(record.Doc); ok && d.Index >= start {
 			return &sliceSource{items: items[i:]}
 		}
 	}

@@ -1,4 +1,6 @@
-package pipeline
+// Package job assembles the jobs the CLI runs: it opens the model, starts
+// the worker pool, opens the checkpointed output and runs the pipeline.
+package job
 
 import (
 	"context"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/gguf"
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
 	"github.com/synapse-embed/synapse/tokenize"
 	"github.com/synapse-embed/synapse/wire"
@@ -52,7 +55,7 @@ type EmbedOptions struct {
 	Pool   supervise.Config // tuning (budgets, backoff, timeouts); Command, Env and Workers are set from the above
 
 	Version string
-	Stats   *Stats
+	Stats   *pipeline.Stats
 	// Started, if set, is called once the model is loaded, before any document.
 	Started func(JobInfo)
 	Logger  *slog.Logger
@@ -66,7 +69,7 @@ var ErrOption = errors.New("pipeline: invalid option")
 type JobInfo struct {
 	Digest           string
 	Dims             int
-	Chunking         Chunking
+	Chunking         pipeline.Chunking
 	Workers, Threads int
 	Resumed          bool
 	ResumeAsked      bool  // --resume was given (Resumed is false when there was nothing to resume)
@@ -103,7 +106,7 @@ func DefaultParallelism(cores int) (workers, threads int) {
 func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	start := time.Now()
 	if o.Stats == nil {
-		o.Stats = &Stats{}
+		o.Stats = &pipeline.Stats{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -139,7 +142,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	if err != nil {
 		return sum, err
 	}
-	o.Read.StartIndex = GroupStart(resume.NextIndex, DefaultGroupWindow) // replayed up to NextIndex
+	o.Read.StartIndex = pipeline.GroupStart(resume.NextIndex, pipeline.DefaultGroupWindow) // replayed up to NextIndex
 	info := JobInfo{Digest: m.digest, Dims: dims, Chunking: ch, Workers: o.Workers, Threads: o.Threads,
 		Resumed: resume.Resumed, ResumeAsked: o.Resume, ResumeFrom: resume.NextIndex, Out: o.Out, Errors: sum.Errors}
 	info.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
@@ -153,13 +156,13 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 		return sum, err
 	}
 	defer src.Close()
-	cfg := Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: DefaultGroupWindow,
+	cfg := pipeline.Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: pipeline.DefaultGroupWindow,
 		Replay: resume.NextIndex, Workers: o.Workers, Stats: o.Stats,
-		Backend: &PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Dims: loaded.Dims, Pooling: o.Pooling, Normalize: o.Normalize,
+		Backend: &pipeline.PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Dims: loaded.Dims, Pooling: o.Pooling, Normalize: o.Normalize,
 			Deadline: o.Deadline, PerToken: o.DeadlinePerToken},
-		Classify: ClassifyPoolError}
+		Classify: pipeline.ClassifyPoolError}
 	sink := &writerSink{w: w, dims: dims, renorm: o.Dims > 0 && o.Normalize}
-	if err := Run(ctx, cfg, src, sink); err != nil {
+	if err := pipeline.Run(ctx, cfg, src, sink); err != nil {
 		w.Abort() // the resume files stay for --resume
 		return sum, err
 	}
@@ -170,7 +173,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 }
 
 // defaults fills the zero tuning fields.
-func (o *EmbedOptions) defaults(ch Chunking) {
+func (o *EmbedOptions) defaults(ch pipeline.Chunking) {
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
@@ -258,11 +261,11 @@ func (m *model) contextLength() int {
 	return 512
 }
 
-func (o *EmbedOptions) chunking(m *model) (Chunking, error) {
+func (o *EmbedOptions) chunking(m *model) (pipeline.Chunking, error) {
 	pre, suf := m.tok.Affixes()
 	ctxLen := m.contextLength()
 	room := ctxLen - len(pre) - len(suf)
-	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
+	ch := pipeline.Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
 	if ch.Window <= 0 {
 		ch.Window = room
 	}
@@ -275,7 +278,7 @@ func (o *EmbedOptions) chunking(m *model) (Chunking, error) {
 	return ch, nil
 }
 
-func (o *EmbedOptions) startPool(ctx context.Context, m *model, ch Chunking) (*supervise.Pool, wire.Loaded, error) {
+func (o *EmbedOptions) startPool(ctx context.Context, m *model, ch pipeline.Chunking) (*supervise.Pool, wire.Loaded, error) {
 	pc := o.Pool
 	pc.Command, pc.Env, pc.Workers = o.Worker, o.Env, o.Workers
 	if pc.QuarantineCrashes == 0 {
@@ -302,7 +305,7 @@ func (o *EmbedOptions) startPool(ctx context.Context, m *model, ch Chunking) (*s
 	return pool, loaded, nil
 }
 
-func (o *EmbedOptions) openWriter(m *model, ch Chunking, dims int) (*dataio.Writer, dataio.ResumeState, error) {
+func (o *EmbedOptions) openWriter(m *model, ch pipeline.Chunking, dims int) (*dataio.Writer, dataio.ResumeState, error) {
 	meta := map[string]string{
 		"synapse.version":       o.Version,
 		"synapse.model":         filepath.Base(m.path),
@@ -341,7 +344,7 @@ type writerSink struct {
 	renorm bool
 }
 
-func (s *writerSink) Put(r DocResult) error {
+func (s *writerSink) Put(r pipeline.DocResult) error {
 	if r.File != nil {
 		return s.w.PutFileError(r.File)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package job
 
 import (
 	"bufio"
@@ -16,11 +16,12 @@ import (
 	"github.com/synapse-embed/synapse/engine"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/tokenize"
 	"github.com/synapse-embed/synapse/wire"
 )
 
-// End-to-end throughput of `synapse embed` (pipeline.Embed with real
+// End-to-end throughput of `synapse embed` (job.Embed with real
 // workers) against the raw engine (the same chunks, the same batches,
 // engine.OpenLlama in this process, no pipeline), on the first
 // SYNAPSE_BENCH_DOCS (default 300) SciFact documents (title + text) and a
@@ -105,29 +106,29 @@ func cpuTime() time.Duration {
 }
 
 // rawBatches tokenizes and chunks the corpus as Embed does and packs the
-// chunks with the pipeline's Packer.
-func rawBatches(b *testing.B, corpus, model string, budget int) ([]Batch, int) {
+// chunks with the pipeline's pipeline.Packer.
+func rawBatches(b *testing.B, corpus, model string, budget int) ([]pipeline.Batch, int) {
 	b.Helper()
 	tok, err := tokenize.Load(model)
 	if err != nil {
 		b.Fatal(err)
 	}
 	pre, suf := tok.Affixes()
-	ch := Chunking{Window: 512 - len(pre) - len(suf), Prefix: pre, Suffix: suf}
+	ch := pipeline.Chunking{Window: 512 - len(pre) - len(suf), Prefix: pre, Suffix: suf}
 	r, err := dataio.Open([]string{corpus}, dataio.ReadOptions{TextFields: []string{"title", "text"}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	p := &Packer{Budget: budget, Window: DefaultGroupWindow}
-	var out []Batch
+	p := &pipeline.Packer{Budget: budget, Window: pipeline.DefaultGroupWindow}
+	var out []pipeline.Batch
 	tokens := 0
 	for seq := int64(0); ; seq++ {
 		d, err := r.Next()
 		if err != nil {
 			break
 		}
-		if seq%DefaultGroupWindow == 0 {
+		if seq%pipeline.DefaultGroupWindow == 0 {
 			out = append(out, p.Flush()...)
 		}
 		for _, c := range ch.Cut(seq, tok.Tokenize(d.Text, tokenize.Options{}).Tokens) {
