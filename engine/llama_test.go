@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -264,7 +265,7 @@ func TestRerankReference(t *testing.T) {
 		end := start
 		for ; end < len(ref.Items); end++ {
 			q2, d := splitPair(t, ref.Items[end].IDs)
-			if !equalIDs(q, q2) {
+			if !slices.Equal(q, q2) {
 				break
 			}
 			cands = append(cands, d)
@@ -280,18 +281,6 @@ func TestRerankReference(t *testing.T) {
 		}
 		start = end
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 var genConfig = wire.RuntimeConfig{ContextSize: 256, Threads: 1}
@@ -378,7 +367,7 @@ func TestTokenizeMatchesReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		checked++
-		if !equalIDs(got, it.IDs) {
+		if !slices.Equal(got, it.IDs) {
 			t.Errorf("item %d: %d ids; want the reference's %d", i, len(got), len(it.IDs))
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/synapse-embed/synapse/internal/testenv"
@@ -33,7 +34,7 @@ func TestVocabOnlyLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	// [CLS] hello world [SEP] in the BGE vocabulary.
-	if want := []int32{101, 7592, 2088, 102}; !equalIDs(ids, want) {
+	if want := []int32{101, 7592, 2088, 102}; !slices.Equal(ids, want) {
 		t.Errorf("Tokenize: got %v; want %v", ids, want)
 	}
 	ctx := context.Background()
@@ -85,7 +86,7 @@ func TestVocabOnlyMatchesFullModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equalIDs(got, want) {
+			if !slices.Equal(got, want) {
 				t.Errorf("item %d special=%t: vocab_only gives %d ids; want the full model's %d", i, special, len(got), len(want))
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -250,7 +251,7 @@ func TestWorkerRequests(t *testing.T) {
 		var want []float32
 		for _, it := range rref.Items {
 			q2, d := splitPair(t, it.IDs)
-			if !equalIDs(q, q2) {
+			if !slices.Equal(q, q2) {
 				break
 			}
 			req.Candidates = append(req.Candidates, wire.Candidate{NTokens: len(d)})

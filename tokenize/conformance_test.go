@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,7 +138,7 @@ func runConformance(t *testing.T, name string) {
 	bad := 0
 	for i, in := range inputs {
 		got := tok.Tokenize(in, Options{}).IDs()
-		if !equalIDs(got, want[i]) {
+		if !slices.Equal(got, want[i]) {
 			bad++
 			if bad <= 10 {
 				t.Errorf("case %d %q:\n got  %v\n want %v", i, in, got, want[i])
@@ -147,18 +148,6 @@ func runConformance(t *testing.T, name string) {
 	if bad > 0 {
 		t.Errorf("%s: %d of %d cases differ", name, bad, len(inputs))
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestConformance(t *testing.T) {

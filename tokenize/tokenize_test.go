@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -169,7 +170,7 @@ func TestWPM(t *testing.T) {
 		{"$5", ids("▁$", "▁5")},                  // ASCII symbols split
 	}
 	for _, c := range cases {
-		if got := tok.Tokenize(c.text, Options{}).IDs(); !equalIDs(got, c.want) {
+		if got := tok.Tokenize(c.text, Options{}).IDs(); !slices.Equal(got, c.want) {
 			t.Errorf("Tokenize(%q) = %v; want %v", c.text, got, c.want)
 		}
 	}
@@ -284,7 +285,7 @@ func TestInvalidUTF8(t *testing.T) {
 			if res.Text != c.repaired || res.Replaced != c.replaced {
 				t.Errorf("%s: Tokenize(%q): Text %q, Replaced %d; want %q, %d", name, c.in, res.Text, res.Replaced, c.repaired, c.replaced)
 			}
-			if want := tok.Tokenize(c.repaired, Options{}).IDs(); !equalIDs(res.IDs(), want) {
+			if want := tok.Tokenize(c.repaired, Options{}).IDs(); !slices.Equal(res.IDs(), want) {
 				t.Errorf("%s: Tokenize(%q) = %v; want the ids of the repaired text %v", name, c.in, res.IDs(), want)
 			}
 			checkSpans(t, tok, res)
@@ -395,7 +396,7 @@ func TestVocabFromGGUFForcedControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int32{2, 3}; !equalIDs(v.ForcedControl, want) {
+	if want := []int32{2, 3}; !slices.Equal(v.ForcedControl, want) {
 		t.Errorf("ForcedControl = %v; want %v", v.ForcedControl, want)
 	}
 	if v.EOT != 2 {
@@ -409,10 +410,10 @@ func TestVocabFromGGUFForcedControl(t *testing.T) {
 		t.Fatal(err)
 	}
 	// user-defined: matched always; forced control: only with ParseSpecial.
-	if got, want := tok.Tokenize("a<|channel|><|im_end|>", Options{}).IDs()[:2], []int32{0, 4}; !equalIDs(got, want) {
+	if got, want := tok.Tokenize("a<|channel|><|im_end|>", Options{}).IDs()[:2], []int32{0, 4}; !slices.Equal(got, want) {
 		t.Errorf("without ParseSpecial: ids start %v; want %v", got, want)
 	}
-	if got, want := tok.Tokenize("ab<|im_end|>", Options{ParseSpecial: true}).IDs(), []int32{5, 2}; !equalIDs(got, want) {
+	if got, want := tok.Tokenize("ab<|im_end|>", Options{ParseSpecial: true}).IDs(), []int32{5, 2}; !slices.Equal(got, want) {
 		t.Errorf("with ParseSpecial: %v; want %v", got, want)
 	}
 }
