@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/tokenize"
 )
@@ -106,44 +106,19 @@ func (r embedResult) counts(t *testing.T) (read, embedded, failed int) {
 
 // --- models ---
 
-var (
-	tinyOnce sync.Once
-	tinyPath string
-	tinyErr  error
-)
-
 // tinyModel is a one-layer, 32-wide BERT embedder with the bert-bge
 // vocabulary and mean pooling, written once per test process.
 func tinyModel(t *testing.T) string {
 	t.Helper()
-	vocab := testenv.Fixture(t, "vocab", "ggml-vocab-bert-bge.gguf")
-	tinyOnce.Do(func() {
-		v, err := modelgen.VocabFromGGUF(vocab)
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "synapse-embed-test-")
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		tinyPath = filepath.Join(dir, "tiny.gguf")
-		c := modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
+	return testmodels.BGE(t, "tiny", func(v modelgen.Vocab) modelgen.BERT {
+		return modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
 			Pooling: modelgen.PoolingMean, WeightType: gguf.GGMLTypeF32, Seed: 7, Vocab: v}
-		tinyErr = c.Write(tinyPath)
 	})
-	if tinyErr != nil {
-		t.Fatalf("tiny model: %v", tinyErr)
-	}
-	return tinyPath
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if tinyPath != "" {
-		os.RemoveAll(filepath.Dir(tinyPath))
-	}
+	testmodels.RemoveAll()
 	os.Exit(code)
 }
 

@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/gguf/modelgen"
-	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/wire"
 )
 
@@ -27,43 +24,11 @@ import (
 // SYNAPSE_BENCH_THREADS sets n_threads (default 1: on a shared 2-core
 // machine llama.cpp's spinning thread pool is unstable under load).
 
-var (
-	miniLMOnce sync.Once
-	miniLMPath string
-	miniLMErr  error
-	miniLMDir  string
-)
-
 // TestMain removes the benchmark model written to a temporary directory.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if miniLMDir != "" {
-		os.RemoveAll(miniLMDir)
-	}
+	testmodels.RemoveAll()
 	os.Exit(code)
-}
-
-// miniLM writes the MiniLM-shaped model once per test process.
-func miniLM(b *testing.B) string {
-	b.Helper()
-	vocab := testenv.Fixture(b, "vocab", "ggml-vocab-bert-bge.gguf")
-	miniLMOnce.Do(func() {
-		v, err := modelgen.VocabFromGGUF(vocab)
-		if err != nil {
-			miniLMErr = err
-			return
-		}
-		if miniLMDir, err = os.MkdirTemp("", "synapse-bench-"); err != nil {
-			miniLMErr = err
-			return
-		}
-		miniLMPath = filepath.Join(miniLMDir, "minilm.gguf")
-		miniLMErr = modelgen.MiniLM(v).Write(miniLMPath)
-	})
-	if miniLMErr != nil {
-		b.Fatalf("writing the MiniLM-shaped model: %v", miniLMErr)
-	}
-	return miniLMPath
 }
 
 func benchConfig() wire.RuntimeConfig {
@@ -100,7 +65,7 @@ func benchSeqs(n, length int) [][]int32 {
 // this process's CPU for encoding and decoding frames), and the protocol's
 // cost as a percentage of each.
 func BenchmarkEmbedProtocol(b *testing.B) {
-	path := miniLM(b)
+	path := testmodels.MiniLM(b)
 	e := testEngine(b)
 	digest := fileDigest(b, path)
 	info, err := e.Load(context.Background(), LoadRequest{Path: path, Digest: digest, Config: benchConfig()})

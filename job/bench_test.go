@@ -7,15 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/engine"
-	"github.com/synapse-embed/synapse/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/tokenize"
 	"github.com/synapse-embed/synapse/wire"
@@ -35,40 +34,9 @@ import (
 // CPU-second of this process and its workers: less sensitive to other load
 // on the machine). The model is written to a temporary directory.
 
-var (
-	benchOnce  sync.Once
-	benchModel string
-	benchErr   error
-)
-
-func miniLMModel(b *testing.B) string {
-	b.Helper()
-	vocab := testenv.Fixture(b, "vocab", "ggml-vocab-bert-bge.gguf")
-	benchOnce.Do(func() {
-		v, err := modelgen.VocabFromGGUF(vocab)
-		if err != nil {
-			benchErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "synapse-pipeline-bench-")
-		if err != nil {
-			benchErr = err
-			return
-		}
-		benchModel = filepath.Join(dir, "minilm.gguf")
-		benchErr = modelgen.MiniLM(v).Write(benchModel)
-	})
-	if benchErr != nil {
-		b.Fatalf("MiniLM model: %v", benchErr)
-	}
-	return benchModel
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if benchModel != "" {
-		os.RemoveAll(filepath.Dir(benchModel))
-	}
+	testmodels.RemoveAll()
 	os.Exit(code)
 }
 
@@ -141,7 +109,7 @@ func rawBatches(b *testing.B, corpus, model string, budget int) ([]pipeline.Batc
 
 // benchSetup returns the model, the llama.cpp libraries and the corpus.
 func benchSetup(b *testing.B) (model, lib, corpus string) {
-	model = miniLMModel(b)
+	model = testmodels.MiniLM(b)
 	lib = testenv.LlamaLib(b)
 	docs := 300
 	if s := os.Getenv("SYNAPSE_BENCH_DOCS"); s != "" {
