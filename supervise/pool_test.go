@@ -217,6 +217,20 @@ func TestHangPastDeadline(t *testing.T) {
 	}
 }
 
+// doHanging sends a request holding token 13 (the hang-on-token=13 helper
+// never answers it) and returns once the worker is busy with it; the
+// request's error arrives on the channel.
+func doHanging(t *testing.T, p *Pool, ctx context.Context, ref string) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Do(ctx, embed(ref, []int32{13}), 0)
+		errc <- err
+	}()
+	waitHealth(t, p, func(h Health) bool { return h.Workers[0].State == StateBusy })
+	return errc
+}
+
 func TestCancelMidRequest(t *testing.T) {
 	p := startPool(t, helperConfig(t, "worker", "hang-on-token=13"))
 	loaded, err := p.Load(context.Background(), testLoad("ee"))
@@ -224,12 +238,7 @@ func TestCancelMidRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, err := p.Do(ctx, embed(loaded.ModelRef, []int32{13}), 0)
-		errc <- err
-	}()
-	waitHealth(t, p, func(h Health) bool { return h.Workers[0].State == StateBusy })
+	errc := doHanging(t, p, ctx, loaded.ModelRef)
 	cancel()
 	err = bounded(t, "Do", func() error { return <-errc })
 	var ce *CrashError
@@ -342,12 +351,7 @@ func TestCloseWithRequestInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := p.Health().Workers[0].PID
-	errc := make(chan error, 1)
-	go func() {
-		_, err := p.Do(context.Background(), embed(loaded.ModelRef, []int32{13}), 0)
-		errc <- err
-	}()
-	waitHealth(t, p, func(h Health) bool { return h.Workers[0].State == StateBusy })
+	errc := doHanging(t, p, context.Background(), loaded.ModelRef)
 	if err := bounded(t, "Close", p.Close); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -548,12 +552,7 @@ func TestPingSkipsBusyWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, err := p.Do(ctx, embed(loaded.ModelRef, []int32{13}), 0)
-		errc <- err
-	}()
-	waitHealth(t, p, func(h Health) bool { return h.Workers[0].State == StateBusy })
+	errc := doHanging(t, p, ctx, loaded.ModelRef)
 	if err := bounded(t, "Refresh", func() error { return p.Refresh(context.Background()) }); err != nil {
 		t.Errorf("Refresh: %v", err)
 	}
