@@ -1,12 +1,9 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -107,7 +104,7 @@ func describeModel(path string) (*modelInfo, error) {
 	if err != nil {
 		return nil, err // names the path
 	}
-	size, digest, err := fileDigest(path)
+	size, digest, err := gguf.Digest(path)
 	if err != nil {
 		return nil, err
 	}
@@ -162,21 +159,6 @@ func describeTokenizer(f *gguf.File) tokenizerInfo {
 		}
 	}
 	return t
-}
-
-// fileDigest returns the size and "sha256:<hex>" of the file at path.
-func fileDigest(path string) (int64, string, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return 0, "", err
-	}
-	defer fh.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, fh)
-	if err != nil {
-		return 0, "", fmt.Errorf("%s: %w", path, err)
-	}
-	return n, "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // printModelInfo writes info as two aligned columns.

@@ -29,7 +29,6 @@ import (
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
 	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -915,7 +914,7 @@ func TestEmbedOutputs(t *testing.T) {
 }
 
 // pipelineDigest is the model digest the output metadata must carry.
-func pipelineDigest(path string) (string, error) { return job.FileDigest(path) }
+func pipelineDigest(path string) (string, error) { _, d, err := gguf.Digest(path); return d, err }
 
 // TestEmbedUsageErrors: mistakes in the command line exit 2, before or after
 // the model is read.

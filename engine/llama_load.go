@@ -2,13 +2,10 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -105,17 +102,12 @@ func verifyArtifact(path, digest string) (*gguf.File, error) {
 	if _, err := hex.DecodeString(want); err != nil {
 		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact_digest %q: %w", digest, err)
 	}
-	f, err := os.Open(path)
+	_, got, err := gguf.Digest(path)
 	if err != nil {
 		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact %s: %w", path, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact %s: digest sha256:%s; want %s", path, got, digest)
+	if got != digest {
+		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact %s: digest %s; want %s", path, got, digest)
 	}
 	meta, err := gguf.Open(path)
 	if err != nil {

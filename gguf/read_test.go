@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -40,4 +41,20 @@ func summarize(v any) any {
 		return len(x)
 	}
 	return v
+}
+
+func TestDigest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.gguf")
+	if err := os.WriteFile(path, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, d, err := Digest(path)
+	// sha256("abc"), FIPS 180-2 appendix B.1.
+	want := "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+	if err != nil || n != 3 || d != want {
+		t.Errorf("Digest = %d, %q, %v; want 3, %q", n, d, err, want)
+	}
+	if _, _, err := Digest(filepath.Join(t.TempDir(), "missing.gguf")); err == nil {
+		t.Error("Digest of a missing file: got no error")
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/internal/testenv"
 	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/pipeline"
@@ -147,7 +148,7 @@ func benchRaw(b *testing.B, lib, model, corpus string, threads, budget int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	digest, err := FileDigest(model)
+	_, digest, err := gguf.Digest(model)
 	if err != nil {
 		b.Fatal(err)
 	}

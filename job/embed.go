@@ -4,14 +4,11 @@ package job
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -228,29 +225,19 @@ func openModel(path string) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	tok, err := tokenize.Load(path)
+	v, err := tokenize.VocabFromGGUF(f)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", path, err)
 	}
-	digest, err := FileDigest(path)
+	tok, err := tokenize.New(v)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("model %s: %w", path, err)
+	}
+	_, digest, err := gguf.Digest(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
 	}
 	return &model{path: path, digest: digest, file: f, tok: tok}, nil
-}
-
-// FileDigest is "sha256:<hex>" of a file's bytes.
-func FileDigest(path string) (string, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer fh.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, fh); err != nil {
-		return "", fmt.Errorf("digest %s: %w", path, err)
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // contextLength is the model's training context, 512 when the file does not say.
