@@ -196,6 +196,8 @@ func runEmbed(ctx context.Context, o job.EmbedOptions, stdout, stderr io.Writer,
 		return ctx.Err()
 	case errors.Is(err, job.ErrOption):
 		return usageError{err}
+	case errors.Is(err, dataio.ErrResumeMismatch):
+		return usageError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
 	case err != nil:
 		return err
 	case sum.Failed > 0 || sum.FileErrors > 0:

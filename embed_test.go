@@ -650,6 +650,9 @@ func TestEmbedInterruptResume(t *testing.T) {
 					t.Errorf("resume file: %v", err)
 				}
 			}
+			if tc.sig == syscall.SIGINT {
+				refusedResumes(t, in, append(args(out), "--resume"))
+			}
 			res := runSynapse(t, nil, append(args(out), "--resume")...)
 			res.wantCode(t, exitPartial)
 			_, got := readOutput(t, out)
@@ -659,6 +662,34 @@ func TestEmbedInterruptResume(t *testing.T) {
 				t.Errorf("resumed errors file (%v):\n%s\nwant:\n%s", err, gotErrs, wantErrs)
 			}
 		})
+	}
+}
+
+// refusedResumes checks that a --resume with another option, or over an
+// input rewritten since the interrupted run, is refused with exit code 2
+// naming the difference, and leaves the resume files usable.
+func refusedResumes(t *testing.T, in string, resume []string) {
+	t.Helper()
+	res := runSynapse(t, nil, append(resume, "--batch-tokens", "200")...)
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, `synapse.batch_tokens was "160" in the interrupted run; it is "200" now`) {
+		t.Errorf("resume with another --batch-tokens: stderr does not name the option:\n%s", res.stderr)
+	}
+	st, err := os.Stat(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := st.ModTime().Add(time.Second)
+	if err := os.Chtimes(in, later, later); err != nil {
+		t.Fatal(err)
+	}
+	res = runSynapse(t, nil, resume...)
+	if err := os.Chtimes(in, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "input 1 "+in+" was") || !strings.Contains(res.stderr, "modified") {
+		t.Errorf("resume over a rewritten input: stderr does not name it:\n%s", res.stderr)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -38,6 +39,8 @@ type checkpointFile struct {
 	StreamBytes  int64 `json:"stream_bytes"`
 	ErrorRecords int64 `json:"error_records"`
 	ErrorsBytes  int64 `json:"errors_bytes"`
+	// Guard is WriterOptions.ResumeGuard of the run that wrote the files.
+	Guard map[string]string `json:"guard,omitempty"`
 }
 
 const checkpointVersion = 1
@@ -128,6 +131,9 @@ func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error)
 	if cp.BatchRows != w.opts.BatchRows {
 		return ResumeState{}, fmt.Errorf("%w: batch rows %d; the partial output has %d", ErrResumeMismatch, w.opts.BatchRows, cp.BatchRows)
 	}
+	if err := compareGuard(cp.Guard, w.opts.ResumeGuard); err != nil {
+		return ResumeState{}, err
+	}
 	f, err := openLocked(c.partial)
 	if err != nil {
 		return ResumeState{}, err
@@ -191,8 +197,12 @@ func verifyStream(f *os.File, cp checkpointFile, sc *arrow.Schema, mem memory.Al
 		return fmt.Errorf("%w: %s: %v", ErrCheckpointCorrupt, f.Name(), err)
 	}
 	defer r.Release()
-	if got := r.Schema(); !got.Equal(sc) || !got.Metadata().Equal(sc.Metadata()) {
+	got := r.Schema()
+	if !got.Equal(sc) {
 		return fmt.Errorf("%w: the partial output has schema\n%s\nthis run has\n%s", ErrResumeMismatch, got, sc)
+	}
+	if !got.Metadata().Equal(sc.Metadata()) {
+		return compareGuard(metadataMap(got.Metadata()), metadataMap(sc.Metadata()))
 	}
 	var rows, batches int64
 	for r.Next() {
@@ -218,7 +228,8 @@ func (c *checkpointer) save(w *Writer) error {
 		return err
 	}
 	cp := checkpointFile{Version: checkpointVersion, NextIndex: w.last + 1, Rows: w.rows, Batches: w.batches,
-		BatchRows: w.opts.BatchRows, StreamBytes: c.stream.bytes, ErrorRecords: w.errs.records, ErrorsBytes: w.errs.bytes}
+		BatchRows: w.opts.BatchRows, StreamBytes: c.stream.bytes, ErrorRecords: w.errs.records, ErrorsBytes: w.errs.bytes,
+		Guard: w.opts.ResumeGuard}
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("dataio: checkpoint: %w", err)
@@ -390,3 +401,39 @@ func (s *streamSink) sync() error {
 func (s *streamSink) finish() error { return s.sync() }
 
 func (s *streamSink) abort() { s.f.Close() }
+
+// compareGuard names the first key, in sorted order, whose value differs
+// between the interrupted run (was) and this one (now).
+func compareGuard(was, now map[string]string) error {
+	keys := make([]string, 0, len(was)+len(now))
+	for k := range was {
+		keys = append(keys, k)
+	}
+	for k := range now {
+		if _, ok := was[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		a, inWas := was[k]
+		b, inNow := now[k]
+		switch {
+		case !inWas:
+			return fmt.Errorf("%w: %s is %q in this run and not recorded by the interrupted one", ErrResumeMismatch, k, b)
+		case !inNow:
+			return fmt.Errorf("%w: %s was %q in the interrupted run and is not set in this one", ErrResumeMismatch, k, a)
+		case a != b:
+			return fmt.Errorf("%w: %s was %q in the interrupted run; it is %q now", ErrResumeMismatch, k, a, b)
+		}
+	}
+	return nil
+}
+
+func metadataMap(md arrow.Metadata) map[string]string {
+	m := make(map[string]string, md.Len())
+	for i, k := range md.Keys() {
+		m[k] = md.Values()[i]
+	}
+	return m
+}

@@ -71,7 +71,9 @@
 // and the byte lengths of the valid prefixes of both files. On reopen the
 // files are cut back to those lengths (dropping anything written after the
 // last checkpoint), the stream is read back and checked against the
-// checkpoint and against the new schema and metadata, and the caller gets
+// checkpoint and against the new schema and metadata, the checkpoint's
+// [WriterOptions.ResumeGuard] (see [InputGuard]) is compared with this
+// run's, and the caller gets
 // [ResumeState.NextIndex]: documents with a smaller Index are done, so the
 // reader starts there. Because batches end on document boundaries and the
 // caller Puts documents in order, the resumed run writes the same batches an

@@ -90,6 +90,12 @@ type WriterOptions struct {
 	BatchRows  int               // rows per record batch (cut at document ends); default 1024
 	ErrorsPath string            // default out + ".errors.jsonl"
 	Allocator  memory.Allocator  // default memory.DefaultAllocator
+
+	// ResumeGuard holds facts about the inputs (sizes, modification
+	// times) that a resume must find unchanged. OpenCheckpointed keeps them
+	// in the checkpoint, not in the output, and refuses a resume whose
+	// guard differs (ErrResumeMismatch naming the key).
+	ResumeGuard map[string]string
 }
 
 // Writer writes the rows and error records of a run. One goroutine owns it.

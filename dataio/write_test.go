@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -508,5 +511,88 @@ func TestCheckpointRefusals(t *testing.T) {
 	}
 	if names, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "*")); len(names) != 0 {
 		t.Errorf("files after Discard: %v; want none", names)
+	}
+}
+
+// TestCheckpointGuard refuses a resume whose ResumeGuard differs from the
+// interrupted run's, naming the key, and accepts the same guard.
+func TestCheckpointGuard(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.arrow")
+	guard := map[string]string{"input 1 a.jsonl": "10 bytes", "input 2 b.jsonl": "20 bytes"}
+	opts := WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16, ResumeGuard: guard}
+	w, _, err := OpenCheckpointed(out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putDocs(t, w, 0, 40)
+	w.Abort()
+
+	for name, tc := range map[string]struct {
+		guard map[string]string
+		want  string
+	}{
+		"changed": {map[string]string{"input 1 a.jsonl": "10 bytes", "input 2 b.jsonl": "21 bytes"},
+			`input 2 b.jsonl was "20 bytes" in the interrupted run; it is "21 bytes" now`},
+		"added": {map[string]string{"input 1 a.jsonl": "10 bytes", "input 2 b.jsonl": "20 bytes", "input 3 c.jsonl": "1 bytes"},
+			`input 3 c.jsonl is "1 bytes" in this run and not recorded`},
+		"dropped": {map[string]string{"input 1 a.jsonl": "10 bytes"},
+			`input 2 b.jsonl was "20 bytes" in the interrupted run and is not set`},
+		"none": {nil, `input 1 a.jsonl was "10 bytes"`},
+	} {
+		o := opts
+		o.ResumeGuard = tc.guard
+		_, _, err := OpenCheckpointed(out, o)
+		if !errors.Is(err, ErrResumeMismatch) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s guard: got %v; want ErrResumeMismatch saying %q", name, err, tc.want)
+		}
+	}
+	o := opts
+	o.Metadata = maps.Clone(testMeta)
+	o.Metadata["synapse.model"] = "another.gguf"
+	if _, _, err := OpenCheckpointed(out, o); !errors.Is(err, ErrResumeMismatch) || !strings.Contains(err.Error(), "synapse.model was") {
+		t.Errorf("other metadata: got %v; want ErrResumeMismatch naming synapse.model", err)
+	}
+
+	w, st, err := OpenCheckpointed(out, opts)
+	if err != nil || !st.Resumed || st.NextIndex == 0 {
+		t.Fatalf("same guard: %+v, %v; want a resume past document 0", st, err)
+	}
+	putDocs(t, w, st.NextIndex, 40)
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _, _ := readArrowFile(t, out); !reflect.DeepEqual(rows, wantRows(0, 40)) {
+		t.Errorf("resumed output: %d rows; want %d", len(rows), len(wantRows(0, 40)))
+	}
+}
+
+func TestInputGuard(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.jsonl")
+	if err := os.WriteFile(a, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	when := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	if err := os.Chtimes(a, when, when); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.jsonl")
+	g := InputGuard([]string{a, "-", missing})
+	want := map[string]string{
+		"input 1 " + a:       "3 bytes, modified 2026-01-02T03:04:05.000000006Z",
+		"input 2 -":          "standard input",
+		"input 3 " + missing: "unreadable: no such file or directory",
+	}
+	if !reflect.DeepEqual(g, want) {
+		t.Errorf("InputGuard:\n got %v\nwant %v", g, want)
+	}
+	if err := os.WriteFile(a, []byte("{}\n{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(a, when, when); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := InputGuard([]string{a}); g2["input 1 "+a] == want["input 1 "+a] {
+		t.Errorf("a rewritten input with the old modification time: guard unchanged (%q)", g2["input 1 "+a])
 	}
 }

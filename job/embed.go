@@ -315,7 +315,8 @@ func (o *EmbedOptions) openWriter(m *model, ch pipeline.Chunking, dims int) (*da
 	if o.Pooling == "" {
 		meta["synapse.pooling"] = "model default"
 	}
-	opts := dataio.WriterOptions{Dims: dims, Metadata: meta, ErrorsPath: o.Errors}
+	opts := dataio.WriterOptions{Dims: dims, Metadata: meta, ErrorsPath: o.Errors,
+		ResumeGuard: dataio.InputGuard(o.Inputs)}
 	if !o.Resume {
 		if err := dataio.RemoveResumeFiles(o.Out, o.Errors); err != nil {
 			return nil, dataio.ResumeState{}, err
