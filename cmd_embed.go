@@ -53,6 +53,7 @@ func embedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last (default: the model's own)"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
 		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)"},
+		&cli.IntFlag{Name: "buffer-mb", Value: pipeline.DefaultInFlightBytes >> 20, Usage: "MiB of document text held between reading and writing; bounds the module's memory with long documents"},
 		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
 		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
@@ -71,7 +72,7 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 		ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"), BatchTokens: c.Int("batch-tokens"),
 		Workers: c.Int("workers"), Threads: c.Int("threads"), Pooling: c.String("pooling"),
 		Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"), Deadline: c.Duration("deadline"),
-		Resume: c.Bool("resume"), Version: version,
+		Resume: c.Bool("resume"), Version: version, BufferBytes: int64(c.Int("buffer-mb")) << 20,
 	}
 	if o.Model == "" {
 		// Checked here rather than with Required, for a message that says what to give.
@@ -86,7 +87,7 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 		return o, usagef("embed: --pooling %q: want mean, cls or last", o.Pooling)
 	}
 	for name, v := range map[string]int{"chunk-tokens": o.ChunkTokens, "overlap": o.Overlap, "batch-tokens": o.BatchTokens,
-		"workers": o.Workers, "threads": o.Threads, "dims": o.Dims} {
+		"workers": o.Workers, "threads": o.Threads, "dims": o.Dims, "buffer-mb": c.Int("buffer-mb")} {
 		if v < 0 {
 			return o, usagef("embed: --%s %d must not be negative", name, v)
 		}

@@ -44,6 +44,9 @@ type EmbedOptions struct {
 	// is added for each token of the request (0 = 20ms; negative = nothing).
 	Deadline, DeadlinePerToken time.Duration
 	Resume                     bool
+	// BufferBytes bounds the document text between reading and writing
+	// (pipeline.Config.InFlightBytes; 0 = its default).
+	BufferBytes int64
 
 	// Worker is the worker command ("/path/to/synapse", "worker", …);
 	// --socket and --nonce are appended.
@@ -154,7 +157,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	}
 	defer src.Close()
 	cfg := pipeline.Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: pipeline.DefaultGroupWindow,
-		Replay: resume.NextIndex, Workers: o.Workers, Stats: o.Stats,
+		Replay: resume.NextIndex, Workers: o.Workers, Stats: o.Stats, InFlightBytes: o.BufferBytes,
 		Backend: &pipeline.PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Dims: loaded.Dims, Pooling: o.Pooling, Normalize: o.Normalize,
 			Deadline: o.Deadline, PerToken: o.DeadlinePerToken},
 		Classify: pipeline.ClassifyPoolError}
@@ -316,7 +319,7 @@ func (o *EmbedOptions) openWriter(m *model, ch pipeline.Chunking, dims int) (*da
 		meta["synapse.pooling"] = "model default"
 	}
 	opts := dataio.WriterOptions{Dims: dims, Metadata: meta, ErrorsPath: o.Errors,
-		ResumeGuard: dataio.InputGuard(o.Inputs)}
+		ResumeGuard: o.resumeGuard()}
 	if !o.Resume {
 		if err := dataio.RemoveResumeFiles(o.Out, o.Errors); err != nil {
 			return nil, dataio.ResumeState{}, err
@@ -364,4 +367,13 @@ func (s *writerSink) vector(v []float32) []float32 {
 		out[i] = float32(float64(x) * inv)
 	}
 	return out
+}
+
+// resumeGuard is what a resume must find unchanged beyond the output's
+// metadata: the inputs' sizes and times, and the text buffer (which can
+// decide where the packer cuts batches, and so the vectors' last bits).
+func (o *EmbedOptions) resumeGuard() map[string]string {
+	g := dataio.InputGuard(o.Inputs)
+	g["--buffer-mb"] = strconv.FormatInt(o.BufferBytes>>20, 10)
+	return g
 }

@@ -31,6 +31,9 @@ func (p *Packer) Add(c Chunk) []Batch {
 	return p.Flush()
 }
 
+// Held is how many chunks the packer holds.
+func (p *Packer) Held() int { return len(p.held) }
+
 // Flush packs every held chunk into batches.
 func (p *Packer) Flush() []Batch {
 	if len(p.held) == 0 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/synapse-embed/synapse/dataio/record"
 )
 
@@ -14,6 +16,7 @@ type collector struct {
 	cfg        *Config
 	sink       Sink
 	slots      chan struct{}
+	mem        *semaphore.Weighted
 	registered chan item
 	pending    map[int64]*docState
 	next       int64
@@ -52,12 +55,13 @@ func (c *collector) pack(ctx context.Context, in <-chan item, out chan<- Batch) 
 		return nil
 	}
 	group := int64(-1)
+	var heldBytes int64 // text of the documents with chunks in p
 	for r := range in {
 		if g := r.index() / int64(c.cfg.GroupWindow); g != group {
 			if err := send(p.Flush()); err != nil {
 				return err
 			}
-			group = g
+			group, heldBytes = g, 0
 		}
 		select {
 		case c.registered <- r:
@@ -65,9 +69,24 @@ func (c *collector) pack(ctx context.Context, in <-chan item, out chan<- Batch) 
 			return ctx.Err()
 		}
 		for _, ch := range r.chunks {
-			if err := send(p.Add(ch)); err != nil {
+			bs := p.Add(ch)
+			if len(bs) > 0 { // p sent everything it held
+				heldBytes = 0
+			}
+			if err := send(bs); err != nil {
 				return err
 			}
+		}
+		if p.Held() > 0 {
+			heldBytes += r.weight
+		}
+		// The reader may be waiting for these documents to reach the sink
+		// (Config.InFlightBytes): send them on.
+		if heldBytes >= c.cfg.InFlightBytes/2 {
+			if err := send(p.Flush()); err != nil {
+				return err
+			}
+			heldBytes = 0
 		}
 	}
 	return send(p.Flush())
@@ -152,6 +171,7 @@ func (c *collector) flush() error {
 				return fmt.Errorf("pipeline: write: %w", err)
 			}
 		}
+		c.mem.Release(s.rec.weight)
 		<-c.slots
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/synapse-embed/synapse/dataio/record"
 	"github.com/synapse-embed/synapse/tokenize"
@@ -63,10 +64,19 @@ type Config struct {
 	// before it is split (default 1; negative: never).
 	Retries int
 	// InFlight bounds the documents between reader and sink (default 4096):
-	// the reorder window and the memory bound.
+	// the reorder window.
 	InFlight int
-	Backend  Backend
-	Classify func(error) Fault
+	// InFlightBytes bounds the text bytes of the documents between reader
+	// and sink (default DefaultInFlightBytes), which bounds the module's
+	// memory when documents are long: their tokens, chunks and vectors grow
+	// with their text. A document counts at most half of it, so one longer
+	// than that still passes, alone. The packer sends what it holds after a
+	// document that brings the held documents' text to half the bound, so
+	// the bound never stalls the run (and batches still depend only on the
+	// input).
+	InFlightBytes int64
+	Backend       Backend
+	Classify      func(error) Fault
 	// Stats, if set, is updated as the run goes.
 	Stats *Stats
 }
@@ -111,6 +121,10 @@ func (c *Config) fill() error {
 		c.InFlight = 4096
 	}
 	c.InFlight = max(c.InFlight, 2*c.GroupWindow)
+	if c.InFlightBytes <= 0 {
+		c.InFlightBytes = DefaultInFlightBytes
+	}
+	c.InFlightBytes = max(c.InFlightBytes, 2)
 	if c.Stats == nil {
 		c.Stats = &Stats{}
 	}
@@ -119,6 +133,10 @@ func (c *Config) fill() error {
 
 // DefaultGroupWindow is Config.GroupWindow's default.
 const DefaultGroupWindow = 256
+
+// DefaultInFlightBytes is Config.InFlightBytes's default: 64 MiB of text,
+// a few hundred MiB of module memory with its tokens, chunks and vectors.
+const DefaultInFlightBytes = 64 << 20
 
 // GroupStart is the Index where the packer group holding idx starts: a
 // resumed run reads from there (see Config.Replay).
@@ -135,6 +153,7 @@ type item struct {
 	doc    record.Doc
 	err    error // *record.RowError or *record.FileError from the reader
 	chunks []Chunk
+	weight int64 // what it holds of Config.InFlightBytes
 }
 
 // index is the record's document Index (a reader error's own).
@@ -157,14 +176,15 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	slots := make(chan struct{}, cfg.InFlight) // reorder window and backpressure
+	mem := semaphore.NewWeighted(cfg.InFlightBytes)
 	read := make(chan item, cfg.Tokenizers*4)
 	cut := make(chan item, cfg.Tokenizers*4)
 	ordered := make(chan item, cfg.Tokenizers*4)
 	batches := make(chan Batch, cfg.Workers)
 	results := make(chan batchResult, cfg.Workers)
-	c := &collector{cfg: &cfg, sink: sink, slots: slots, registered: make(chan item, cfg.GroupWindow), pending: map[int64]*docState{}}
+	c := &collector{cfg: &cfg, sink: sink, slots: slots, mem: mem, registered: make(chan item, cfg.GroupWindow), pending: map[int64]*docState{}}
 
-	g.Go(func() error { return readAll(ctx, src, slots, read, cfg.Stats, cfg.Replay) })
+	g.Go(func() error { return readAll(ctx, &cfg, src, slots, mem, read) })
 	var tokWG sync.WaitGroup
 	for range cfg.Tokenizers {
 		tokWG.Add(1)
@@ -184,8 +204,9 @@ func Run(ctx context.Context, cfg Config, src Source, sink Sink) error {
 }
 
 // readAll pulls records from src; each takes a slot until the sink has it.
-func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- item, st *Stats, replay int64) error {
+func readAll(ctx context.Context, cfg *Config, src Source, slots chan struct{}, mem *semaphore.Weighted, out chan<- item) error {
 	defer close(out)
+	st := cfg.Stats
 	for seq := int64(0); ; seq++ {
 		select {
 		case slots <- struct{}{}:
@@ -207,7 +228,13 @@ func readAll(ctx context.Context, src Source, slots chan struct{}, out chan<- it
 			return fmt.Errorf("pipeline: read: %w", err)
 		}
 		r := item{seq: seq, doc: doc, err: err}
-		if fe == nil && r.index() >= replay {
+		if err == nil {
+			r.weight = min(int64(len(doc.Text)), cfg.InFlightBytes/2)
+			if err := mem.Acquire(ctx, r.weight); err != nil {
+				return err
+			}
+		}
+		if fe == nil && r.index() >= cfg.Replay {
 			st.Read.Add(1)
 		}
 		select {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/synapse-embed/synapse/dataio/record"
 	"github.com/synapse-embed/synapse/tokenize"
@@ -221,5 +223,118 @@ func TestRunReplayGivesTheSameBatches(t *testing.T) {
 				t.Errorf("resume at %d without replay gives the same batches; the test does not tell", next)
 			}
 		}
+	}
+}
+
+// meterSource and meterSink track the text bytes between reader and sink.
+type meterSource struct {
+	*sliceSource
+	now, peak *atomic.Int64
+}
+
+func (s meterSource) Next() (record.Doc, error) {
+	d, err := s.sliceSource.Next()
+	if err == nil {
+		n := s.now.Add(int64(len(d.Text)))
+		for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+		}
+	}
+	return d, err
+}
+
+type meterSink struct {
+	sliceSink
+	now *atomic.Int64
+}
+
+func (s *meterSink) Put(r DocResult) error {
+	s.now.Add(-int64(len(r.Doc.Text)))
+	return s.sliceSink.Put(r)
+}
+
+// slowBackend is placeBackend taking its time, so that the reader runs ahead.
+type slowBackend struct{ placeBackend }
+
+func (s slowBackend) Embed(ctx context.Context, b Batch) ([][]float32, error) {
+	time.Sleep(100 * time.Microsecond)
+	return s.placeBackend.Embed(ctx, b)
+}
+
+// sizedCorpus has documents of the given text lengths (in bytes, even).
+func sizedCorpus(sizes []int) []any {
+	items := make([]any, len(sizes))
+	for i, n := range sizes {
+		items[i] = record.Doc{Source: "s.jsonl", Line: i + 1, Index: int64(i), ID: fmt.Sprint(i), Text: strings.Repeat("w ", n/2)}
+	}
+	return items
+}
+
+// TestRunBoundsInFlightBytes: the text between reader and sink stays within
+// InFlightBytes (plus the one document the reader holds while it waits), the
+// batches stay independent of the worker count and of a resume, and
+// documents longer than the bound pass without stalling the run.
+func TestRunBoundsInFlightBytes(t *testing.T) {
+	const bound = 2000
+	sizes := make([]int, 400)
+	for i := range sizes {
+		sizes[i] = 40 + (i*97)%(bound/2-40) // up to half the bound
+	}
+	items := sizedCorpus(sizes)
+	run := func(workers int, start, replay, bytes int64) ([]DocResult, int64) {
+		t.Helper()
+		var now, peak atomic.Int64
+		cfg := Config{Tokenizer: wordTokenizer{}, Chunking: Chunking{Window: 30, Prefix: []int32{1}, Suffix: []int32{2}},
+			BatchTokens: 64, GroupWindow: 32, Replay: replay, Workers: workers, InFlightBytes: bytes,
+			Backend: slowBackend{}, Classify: classifyTest}
+		sink := &meterSink{now: &now}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := Run(ctx, cfg, meterSource{indexSource(items, start), &now, &peak}, sink); err != nil {
+			t.Fatalf("Run (%d workers, bound %d): %v", workers, bytes, err)
+		}
+		return sink.got, peak.Load()
+	}
+	unbounded, peak := run(2, 0, 0, 1<<40)
+	if peak <= 2*bound {
+		t.Fatalf("without a byte bound the peak is %d bytes: the corpus does not test the bound", peak)
+	}
+	one, peak := run(1, 0, 0, bound)
+	if peak > bound+bound/2 {
+		t.Errorf("1 worker: peak %d text bytes in flight; want at most %d", peak, bound+bound/2)
+	}
+	if len(one) != len(items) || len(vectors(one)) != len(vectors(unbounded)) {
+		t.Fatalf("bounded run: %d records, %d chunks; want %d, %d", len(one), len(vectors(one)), len(items), len(vectors(unbounded)))
+	}
+	for i, r := range one {
+		if r.Doc.Index != int64(i) {
+			t.Fatalf("record %d has index %d; want input order", i, r.Doc.Index)
+		}
+	}
+	three, peak := run(3, 0, 0, bound)
+	if peak > bound+bound/2 {
+		t.Errorf("3 workers: peak %d text bytes in flight; want at most %d", peak, bound+bound/2)
+	}
+	if !reflect.DeepEqual(vectors(three), vectors(one)) {
+		t.Errorf("3 workers: batch places differ from 1 worker under the byte bound")
+	}
+	for _, next := range []int64{45, 200} {
+		got, _ := run(2, GroupStart(next, 32), next, bound)
+		if !reflect.DeepEqual(vectors(got), vectors(one[next:])) {
+			t.Errorf("resume at %d: batch places differ from an uninterrupted run under the byte bound", next)
+		}
+	}
+
+	huge := sizedCorpus([]int{100, 5 * bound, 300, 3 * bound, 3 * bound, 50, 7 * bound, 20})
+	var now, peak2 atomic.Int64
+	cfg := Config{Tokenizer: wordTokenizer{}, Chunking: Chunking{Window: 30}, BatchTokens: 64, Workers: 2,
+		InFlightBytes: bound, Backend: slowBackend{}, Classify: classifyTest}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sink := &meterSink{now: &now}
+	if err := Run(ctx, cfg, meterSource{&sliceSource{items: huge}, &now, &peak2}, sink); err != nil {
+		t.Fatalf("documents longer than the bound: Run = %v", err)
+	}
+	if len(sink.got) != len(huge) {
+		t.Errorf("documents longer than the bound: %d records reached the sink; want %d", len(sink.got), len(huge))
 	}
 }
