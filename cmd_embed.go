@@ -18,6 +18,7 @@ import (
 	"github.com/synapse-embed/synapse/engine"
 	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/pipeline"
+	"github.com/synapse-embed/synapse/supervise"
 )
 
 func init() {
@@ -56,6 +57,7 @@ func embedFlags() []cli.Flag {
 		&cli.IntFlag{Name: "buffer-mb", Value: pipeline.DefaultInFlightBytes >> 20, Usage: "MiB of document text held between reading and writing; bounds the module's memory with long documents"},
 		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
 		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
+		&cli.IntFlag{Name: "deadline-stretch", Value: pipeline.DefaultMaxPatience, Usage: "after a request times out, later ones get twice the deadline, up to this many times (1: never); a busy machine slows the run instead of failing it"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
 		&cli.StringFlag{Name: "shard", Usage: "I/N: embed only documents whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
@@ -73,6 +75,7 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 		Workers: c.Int("workers"), Threads: c.Int("threads"), Pooling: c.String("pooling"),
 		Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"), Deadline: c.Duration("deadline"),
 		Resume: c.Bool("resume"), Version: version, BufferBytes: int64(c.Int("buffer-mb")) << 20,
+		DeadlineStretch: c.Int("deadline-stretch"),
 	}
 	if o.Model == "" {
 		// Checked here rather than with Required, for a message that says what to give.
@@ -94,6 +97,9 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	}
 	if o.Deadline <= 0 {
 		return o, usagef("embed: --deadline must be positive")
+	}
+	if o.DeadlineStretch < 1 {
+		return o, usagef("embed: --deadline-stretch %d must be at least 1", o.DeadlineStretch)
 	}
 	switch per := c.Duration("deadline-per-token"); {
 	case per < 0:
@@ -191,12 +197,16 @@ func runEmbed(ctx context.Context, o job.EmbedOptions, stdout, stderr io.Writer,
 	if !quiet && sum.Elapsed > 0 {
 		printSummary(stdout, sum, err == nil)
 	}
+	var qe *supervise.QuarantinedError
 	switch {
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintf(stderr, "synapse: interrupted; run again with --resume to continue (%s)\n", o.Out)
 		return ctx.Err()
 	case errors.Is(err, job.ErrOption):
 		return usageError{err}
+	case errors.As(err, &qe) && qe.Last != nil && qe.Last.Stage == "timeout":
+		return fmt.Errorf("%w\n(its last requests ran past their deadlines, stretched up to %d×: raise --deadline, --deadline-per-token or --deadline-stretch if the machine is this slow)",
+			err, o.DeadlineStretch)
 	case errors.Is(err, dataio.ErrResumeMismatch):
 		return usageError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
 	case err != nil:

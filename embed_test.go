@@ -525,7 +525,7 @@ func TestEmbedPoisonDocument(t *testing.T) {
 		// time until the deadline, which must leave healthy batches time
 		// enough on a loaded machine (else they too time out and the model is
 		// quarantined).
-		{"hang-on-token", "engine_timeout", []string{"--deadline", "3s", "--deadline-per-token", "0", "--batch-tokens", "512"}},
+		{"hang-on-token", "engine_timeout", []string{"--deadline", "3s", "--deadline-per-token", "0", "--deadline-stretch", "2", "--batch-tokens", "512"}},
 	} {
 		t.Run(tc.drill, func(t *testing.T) {
 			out := filepath.Join(dir, tc.drill+".arrow")
@@ -662,6 +662,38 @@ func TestEmbedInterruptResume(t *testing.T) {
 				t.Errorf("resumed errors file (%v):\n%s\nwant:\n%s", err, gotErrs, wantErrs)
 			}
 		})
+	}
+}
+
+// TestEmbedSlowEngine runs workers that take 1.5 s per request against a
+// 1 s deadline. The first request times out; later ones get twice the
+// deadline (--deadline-stretch), so the run finishes with every row, the
+// same vectors as a run on a fast engine, and a warning. With the stretch
+// off the model is quarantined and the error says which flags to raise.
+func TestEmbedSlowEngine(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, scifact(t, 6))
+	base := []string{"embed", in, "-m", tinyModel(t), "--workers", "1", "--threads", "1", "--batch-tokens", "1024"}
+	clean := filepath.Join(dir, "clean.arrow")
+	runSynapse(t, nil, append(base, "-o", clean, "-q")...).wantCode(t, 0)
+	_, want := readOutput(t, clean)
+
+	slow := []string{"SYNAPSE_CHAOS=delay=1500ms"}
+	tight := []string{"--deadline", "1s", "--deadline-per-token", "0"}
+	out := filepath.Join(dir, "slow.arrow")
+	res := runSynapse(t, slow, append(append(base, "-o", out), tight...)...)
+	res.wantCode(t, 0)
+	if !strings.Contains(res.stderr, "ran past its deadline") || !strings.Contains(res.stderr, "deadline_factor=2") {
+		t.Errorf("no warning that deadlines were stretched:\n%s", res.stderr)
+	}
+	_, got := readOutput(t, out)
+	sameRows(t, "slow engine vs fast", got, want)
+
+	res = runSynapse(t, slow, append(append(base, "-o", filepath.Join(dir, "never.arrow"), "--deadline-stretch", "1"), tight...)...)
+	res.wantCode(t, 1)
+	if !strings.Contains(res.stderr, "quarantined") || !strings.Contains(res.stderr, "raise --deadline") {
+		t.Errorf("stretch 1: want a quarantine that says to raise the deadline:\n%s", res.stderr)
 	}
 }
 

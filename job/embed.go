@@ -44,6 +44,8 @@ type EmbedOptions struct {
 	// is added for each token of the request (0 = 20ms; negative = nothing).
 	Deadline, DeadlinePerToken time.Duration
 	Resume                     bool
+	// DeadlineStretch is pipeline.PoolBackend.MaxPatience (0 = its default).
+	DeadlineStretch int
 	// BufferBytes bounds the document text between reading and writing
 	// (pipeline.Config.InFlightBytes; 0 = its default).
 	BufferBytes int64
@@ -159,7 +161,15 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	cfg := pipeline.Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: pipeline.DefaultGroupWindow,
 		Replay: resume.NextIndex, Workers: o.Workers, Stats: o.Stats, InFlightBytes: o.BufferBytes,
 		Backend: &pipeline.PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Dims: loaded.Dims, Pooling: o.Pooling, Normalize: o.Normalize,
-			Deadline: o.Deadline, PerToken: o.DeadlinePerToken},
+			Deadline: o.Deadline, PerToken: o.DeadlinePerToken, MaxPatience: o.DeadlineStretch,
+			OnPatience: func(f int, cause error) {
+				if cause != nil {
+					o.Logger.Warn("a request ran past its deadline; later requests get more time (raise --deadline or --deadline-per-token if this machine is this slow)",
+						"deadline_factor", f)
+				} else {
+					o.Logger.Info("requests are fast again; deadlines shortened", "deadline_factor", f)
+				}
+			}},
 		Classify: pipeline.ClassifyPoolError}
 	sink := &writerSink{w: w, dims: dims, renorm: o.Dims > 0 && o.Normalize}
 	if err := pipeline.Run(ctx, cfg, src, sink); err != nil {

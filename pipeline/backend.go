@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/synapse-embed/synapse/supervise"
@@ -20,7 +21,23 @@ type PoolBackend struct {
 	// Deadline is the base time a request may take; PerToken is added for
 	// every token in the batch.
 	Deadline, PerToken time.Duration
+	// MaxPatience bounds how far deadlines stretch on a slow machine
+	// (default DefaultMaxPatience; 1: never). After a request times out,
+	// later requests (the timed-out batch's retry first) get twice the
+	// deadline, up to MaxPatience times; a request that finishes within a
+	// quarter of its unstretched deadline halves the factor again. A busy
+	// machine then slows the run down instead of failing healthy batches
+	// into the errors file or quarantining the model; a hung request still
+	// ends, later.
+	MaxPatience int
+	// OnPatience, if set, is told when the factor changes.
+	OnPatience func(factor int, cause error)
+
+	patience atomic.Int64 // the current factor; 0 means 1
 }
+
+// DefaultMaxPatience is PoolBackend.MaxPatience's default.
+const DefaultMaxPatience = 8
 
 // maxTimeout caps a request's deadline, so that no flag value can overflow
 // it into "no deadline".
@@ -32,6 +49,24 @@ func (p *PoolBackend) Timeout(n int) time.Duration {
 	return min(p.Deadline, maxTimeout) + min(time.Duration(n)*per, maxTimeout)
 }
 
+// factor is the current deadline multiplier.
+func (p *PoolBackend) factor() int64 { return max(p.patience.Load(), 1) }
+
+// adjust moves the factor from f (the one a request used) to g, unless
+// another request moved it first.
+func (p *PoolBackend) adjust(f, g int64, cause error) {
+	if g == f {
+		return
+	}
+	stored := f
+	if f == 1 && p.patience.Load() == 0 {
+		stored = 0
+	}
+	if p.patience.CompareAndSwap(stored, g) && p.OnPatience != nil {
+		p.OnPatience(int(g), cause)
+	}
+}
+
 // Embed implements Backend.
 func (p *PoolBackend) Embed(ctx context.Context, b Batch) ([][]float32, error) {
 	req := &wire.EmbedBatch{ModelRef: p.ModelRef, Pooling: p.Pooling, Normalize: p.Normalize,
@@ -40,7 +75,21 @@ func (p *PoolBackend) Embed(ctx context.Context, b Batch) ([][]float32, error) {
 		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
 		req.IDs = append(req.IDs, c.IDs...)
 	}
-	resp, err := p.Pool.Do(ctx, req, p.Timeout(b.Tokens))
+	base := p.Timeout(b.Tokens)
+	f := p.factor()
+	start := time.Now()
+	resp, err := p.Pool.Do(ctx, req, min(base*time.Duration(f), maxTimeout))
+	var ce *supervise.CrashError
+	switch {
+	case errors.As(err, &ce) && ce.Stage == "timeout" && ctx.Err() == nil:
+		maxP := int64(p.MaxPatience)
+		if maxP <= 0 {
+			maxP = DefaultMaxPatience
+		}
+		p.adjust(f, min(2*f, maxP), err)
+	case err == nil && f > 1 && time.Since(start) < base/4:
+		p.adjust(f, f/2, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
