@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,5 +43,35 @@ func TestTimeoutNeverOverflows(t *testing.T) {
 	b := &PoolBackend{Deadline: time.Second, PerToken: time.Millisecond}
 	if got, want := b.Timeout(100), 1100*time.Millisecond; got != want {
 		t.Errorf("Timeout(100) = %v; want %v", got, want)
+	}
+}
+
+// TestPatienceAdjust: a change is made by the first request that saw the
+// old factor; a request that used a stale factor changes nothing.
+func TestPatienceAdjust(t *testing.T) {
+	var seen []int
+	p := &PoolBackend{OnPatience: func(f int, _ error) { seen = append(seen, f) }}
+	cause := errors.New("timeout")
+	steps := []struct{ from, to, want int64 }{
+		{1, 2, 2}, // first timeout
+		{1, 2, 2}, // a second request that also ran at 1×: already stretched
+		{2, 4, 4},
+		{2, 1, 4}, // stale: a request at 2× finished fast after the factor moved on
+		{4, 2, 2}, // fast again
+		{2, 1, 1},
+		{1, 2, 2},
+	}
+	for i, s := range steps {
+		var c error
+		if s.to > s.from {
+			c = cause
+		}
+		p.adjust(s.from, s.to, c)
+		if got := p.factor(); got != s.want {
+			t.Fatalf("step %d (%d→%d): factor %d; want %d", i, s.from, s.to, got, s.want)
+		}
+	}
+	if want := []int{2, 4, 2, 1, 2}; !slices.Equal(seen, want) {
+		t.Errorf("OnPatience saw %v; want %v", seen, want)
 	}
 }
