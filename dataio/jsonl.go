@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -152,6 +155,14 @@ func (s *jsonlSource) parse(d Doc, line []byte) (Doc, error) {
 		if err := json.Unmarshal(raw, &parts[i]); err != nil {
 			return Doc{}, d.Error(ReasonMalformedJSON, jsonDetail(err))
 		}
+		// encoding/json turns an escaped UTF-16 surrogate without its pair
+		// into U+FFFD without a word: list the row instead.
+		if strings.ContainsRune(parts[i], utf8.RuneError) {
+			if at := loneSurrogate(raw); at >= 0 {
+				return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("field %q: unpaired UTF-16 surrogate escape %s at byte %d of the value",
+					f, raw[at:at+6], at))
+			}
+		}
 	}
 	return s.opts.document(d, parts)
 }
@@ -211,6 +222,37 @@ func jsonDetail(err error) string {
 		return fmt.Sprintf("json: byte %d: %v", se.Offset, err)
 	}
 	return "json: " + err.Error()
+}
+
+// loneSurrogate is the offset in a JSON string literal of the first \uXXXX
+// escape of a UTF-16 surrogate that is not part of a high-low pair, or -1.
+func loneSurrogate(lit []byte) int {
+	escape := func(i int) (rune, bool) { // the \uXXXX escape at i, if any
+		if i+6 > len(lit) || lit[i] != '\\' || lit[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(lit[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		r, ok := escape(i)
+		switch {
+		case !ok:
+			i++ // another escape: skip the escaped byte (\\ in particular)
+		case utf16.IsSurrogate(r):
+			if lo, ok := escape(i + 6); r < 0xdc00 && ok && lo >= 0xdc00 && lo <= 0xdfff {
+				i += 11
+				continue
+			}
+			return i
+		default:
+			i += 5
+		}
+	}
+	return -1
 }
 
 // invalidAt is the offset of the first byte of b that is not valid UTF-8.

@@ -453,3 +453,39 @@ func FuzzJSONL(f *testing.F) {
 		}
 	})
 }
+
+// TestJSONLLoneSurrogates: encoding/json would turn an unpaired surrogate
+// escape into U+FFFD silently; the reader lists the row instead, and leaves
+// pairs, escaped backslashes and a real U+FFFD alone.
+func TestJSONLLoneSurrogates(t *testing.T) {
+	lines := []string{
+		`{"id":"hi","text":"a \ud83d b"}`,
+		`{"id":"lo","text":"a \udE00"}`,
+		`{"id":"hihi","text":"\ud83d\ud83d"}`,
+		`{"id":"pair","text":"\ud83d\ude00 \u00e9"}`,
+		`{"id":"bs","text":"\\ud83d"}`,
+		`{"id":"fffd","text":"\ufffd ` + "\ufffd" + `"}`,
+		`{"id":"end","text":"\ud83d\\"}`,
+	}
+	path := writeFile(t, t.TempDir(), "s.jsonl", []byte(strings.Join(lines, "\n")+"\n"))
+	r, err := Open([]string{path}, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, r)
+	compareOutcomes(t, got, []outcome{
+		{Index: 0, Line: 1, ID: "hi", Reason: ReasonInvalidUTF8},
+		{Index: 1, Line: 2, ID: "lo", Reason: ReasonInvalidUTF8},
+		{Index: 2, Line: 3, ID: "hihi", Reason: ReasonInvalidUTF8},
+		{Index: 3, Line: 4, ID: "pair", Text: "\U0001F600 é"},
+		{Index: 4, Line: 5, ID: "bs", Text: `\ud83d`},
+		{Index: 5, Line: 6, ID: "fffd", Text: "\ufffd \ufffd"},
+		{Index: 6, Line: 7, ID: "end", Reason: ReasonInvalidUTF8},
+	})
+	r, _ = Open([]string{path}, ReadOptions{})
+	_, err = r.Next()
+	var re *RowError
+	if want := `unpaired UTF-16 surrogate escape \ud83d at byte 3 of the value`; !errors.As(err, &re) || !strings.HasSuffix(re.Detail, want) {
+		t.Errorf("got %v; want a detail ending %q", err, want)
+	}
+}
