@@ -28,6 +28,8 @@
 //
 //	malformed_json  the JSONL line is not a JSON object
 //	line_too_long   the JSONL line is longer than ReadOptions.MaxLineBytes
+//	text_too_long   the joined text is longer than ReadOptions.MaxTextBytes
+//	                (token spans are 32-bit byte offsets)
 //	missing_field   a text field (or an explicit ID field) is absent
 //	null_text       a text field is null
 //	not_text        a text field is not a string (e.g. an int64 Parquet column)
@@ -104,6 +106,7 @@ type (
 const (
 	ReasonMalformedJSON = record.ReasonMalformedJSON
 	ReasonLineTooLong   = record.ReasonLineTooLong
+	ReasonTextTooLong   = record.ReasonTextTooLong
 	ReasonMissingField  = record.ReasonMissingField
 	ReasonNullText      = record.ReasonNullText
 	ReasonNotText       = record.ReasonNotText

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ type ReadOptions struct {
 	Shard, Shards int
 
 	MaxLineBytes     int              // longest JSONL line; default 64 MiB
+	MaxTextBytes     int              // longest joined text; default and at most math.MaxInt32
 	ParquetBatchRows int64            // rows per Parquet read; default 1024
 	Stdin            io.Reader        // read for the file "-"; default os.Stdin
 	Allocator        memory.Allocator // for Parquet reads; default memory.DefaultAllocator
@@ -48,6 +50,9 @@ func (o *ReadOptions) fill() error {
 	}
 	if o.MaxLineBytes <= 0 {
 		o.MaxLineBytes = defaultMaxLine
+	}
+	if o.MaxTextBytes <= 0 || o.MaxTextBytes > math.MaxInt32 {
+		o.MaxTextBytes = math.MaxInt32
 	}
 	if o.ParquetBatchRows <= 0 {
 		o.ParquetBatchRows = defaultPQBatch
@@ -250,8 +255,15 @@ func Count(files []string) (Estimate, error) {
 func (o *ReadOptions) document(d Doc, parts []string) (Doc, error) {
 	var b strings.Builder
 	n := len(o.Prefix)
+	joined := 0
 	for _, p := range parts {
-		n += len(p) + 1
+		if p != "" {
+			n += len(p) + min(joined, 1) // the newline before every part but the first
+			joined++
+		}
+	}
+	if n > o.MaxTextBytes {
+		return Doc{}, d.Error(ReasonTextTooLong, fmt.Sprintf("text of %d bytes; at most %d", n, o.MaxTextBytes))
 	}
 	b.Grow(n)
 	b.WriteString(o.Prefix)

@@ -489,3 +489,24 @@ func TestJSONLLoneSurrogates(t *testing.T) {
 		t.Errorf("got %v; want a detail ending %q", err, want)
 	}
 }
+
+// TestMaxTextBytes: the joined text (prefix, parts, newlines) is measured
+// exactly; one byte over the limit is a text_too_long row.
+func TestMaxTextBytes(t *testing.T) {
+	lines := `{"id":"fits","title":"abc","text":"defg"}
+{"id":"over","title":"abc","text":"defgh"}
+{"id":"empty-title","title":"","text":"0123456789abcdefgh"}
+`
+	path := writeFile(t, t.TempDir(), "t.jsonl", []byte(lines))
+	// "p: " + "abc" + "\n" + "defg" = 11 bytes
+	r, err := Open([]string{path}, ReadOptions{TextFields: []string{"title", "text"}, Prefix: "p: ", MaxTextBytes: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, r)
+	compareOutcomes(t, got, []outcome{
+		{Index: 0, Line: 1, ID: "fits", Text: "p: abc\ndefg"},
+		{Index: 1, Line: 2, ID: "over", Reason: ReasonTextTooLong},
+		{Index: 2, Line: 3, ID: "empty-title", Reason: ReasonTextTooLong},
+	})
+}

@@ -12,6 +12,7 @@ import (
 const (
 	ReasonMalformedJSON = "malformed_json"
 	ReasonLineTooLong   = "line_too_long"
+	ReasonTextTooLong   = "text_too_long"
 	ReasonMissingField  = "missing_field"
 	ReasonNullText      = "null_text"
 	ReasonNotText       = "not_text"
