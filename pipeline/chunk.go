@@ -51,7 +51,7 @@ func (c Chunking) Cut(seq int64, toks []tokenize.Token) []Chunk {
 		end := min(start+c.Window, len(toks))
 		ch := Chunk{Doc: seq, Index: int32(len(out)), TokenStart: int32(start), TokenEnd: int32(end)}
 		if end > start {
-			ch.CharStart, ch.CharEnd = int32(toks[start].Start), int32(toks[end-1].End)
+			ch.CharStart, ch.CharEnd = toks[start].Start, toks[end-1].End
 		}
 		ch.IDs = make([]int32, 0, len(c.Prefix)+end-start+len(c.Suffix))
 		ch.IDs = append(ch.IDs, c.Prefix...)

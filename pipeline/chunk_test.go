@@ -10,7 +10,7 @@ import (
 func toks(n int) []tokenize.Token {
 	out := make([]tokenize.Token, n)
 	for i := range out {
-		out[i] = tokenize.Token{ID: int32(1000 + i), Start: 2 * i, End: 2*i + 1}
+		out[i] = tokenize.Token{ID: int32(1000 + i), Start: int32(2 * i), End: int32(2*i + 1)}
 	}
 	return out
 }

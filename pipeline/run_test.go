@@ -32,7 +32,7 @@ func (wordTokenizer) Tokenize(text string, _ tokenize.Options) tokenize.Result {
 			if w == "POISON" {
 				id = 9999
 			}
-			toks = append(toks, tokenize.Token{ID: id, Start: off, End: off + len(w)})
+			toks = append(toks, tokenize.Token{ID: id, Start: int32(off), End: int32(off + len(w))})
 		}
 		off += len(w) + 1
 	}

@@ -175,7 +175,7 @@ func (f *bpeFragmenter) word(out []Token, sc *bpeScratch, w string, off int) []T
 	}
 	if toks, ok := f.cache.get(w); ok {
 		for _, t := range toks {
-			out = append(out, Token{ID: t.id, Start: off + int(t.start), End: off + int(t.end)})
+			out = append(out, Token{ID: t.id, Start: int32(off) + t.start, End: int32(off) + t.end})
 		}
 		return out
 	}
@@ -183,7 +183,7 @@ func (f *bpeFragmenter) word(out []Token, sc *bpeScratch, w string, off int) []T
 	out = f.merge(out, sc, w, off)
 	toks := make([]cachedTok, len(out)-mark)
 	for i, t := range out[mark:] {
-		toks[i] = cachedTok{id: t.ID, start: int32(t.Start - off), end: int32(t.End - off)}
+		toks[i] = cachedTok{id: t.ID, start: t.Start - int32(off), end: t.End - int32(off)}
 	}
 	f.cache.put(w, toks)
 	return out
@@ -193,7 +193,7 @@ func (f *bpeFragmenter) word(out []Token, sc *bpeScratch, w string, off int) []T
 func (f *bpeFragmenter) merge(out []Token, sc *bpeScratch, w string, off int) []Token {
 	if f.pre.ignoreMerges {
 		if id, ok := f.ids[w]; ok && id < f.nVocab {
-			return append(out, Token{ID: id, Start: off, End: off + len(w)})
+			return append(out, Token{ID: id, Start: int32(off), End: int32(off + len(w))})
 		}
 	}
 	if len(w) == 1 {
@@ -251,13 +251,13 @@ func (f *bpeFragmenter) push(h []bpeCand, syms []bpeSym, left, right int32) []bp
 // byte fallback.
 func (f *bpeFragmenter) emit(out []Token, id int32, s string, off int) []Token {
 	if id < f.nVocab {
-		return append(out, Token{ID: id, Start: off, End: off + len(s)})
+		return append(out, Token{ID: id, Start: int32(off), End: int32(off + len(s))})
 	}
 	for i := 0; i < len(s); i++ {
 		e := f.encoded[s[i]]
 		for j := 0; j < len(e); j++ {
 			if t := f.fallback[e[j]]; t != NoToken {
-				out = append(out, Token{ID: t, Start: off + i, End: off + i + 1})
+				out = append(out, Token{ID: t, Start: int32(off + i), End: int32(off + i + 1)})
 			}
 		}
 	}

@@ -154,7 +154,7 @@ func (t *tokenizer) Tokenize(text string, opt Options) Result {
 	prevSpecial := true
 	for _, fr := range t.partition(text, opt.ParseSpecial) {
 		if fr.special >= 0 {
-			out = append(out, Token{ID: t.specials[fr.special].id, Start: fr.start, End: fr.end})
+			out = append(out, Token{ID: t.specials[fr.special].id, Start: int32(fr.start), End: int32(fr.end)})
 			prevSpecial = true
 			continue
 		}
@@ -162,7 +162,7 @@ func (t *tokenizer) Tokenize(text string, opt Options) Result {
 		prevSpecial = false
 	}
 	if opt.AddSpecial && t.last != NoToken {
-		out = append(out, Token{ID: t.last, Start: len(text), End: len(text)})
+		out = append(out, Token{ID: t.last, Start: int32(len(text)), End: int32(len(text))})
 	}
 	res.Tokens = out
 	return res

@@ -45,10 +45,10 @@ func FuzzTokenize(f *testing.F) {
 					if tk.ID < 0 || tk.ID >= n {
 						t.Fatalf("%s: %q: id %d outside [0,%d)", tok.Vocab().Model, in, tk.ID, n)
 					}
-					if tk.Start < prev || tk.End < tk.Start || tk.End > len(res.Text) {
+					if int(tk.Start) < prev || tk.End < tk.Start || int(tk.End) > len(res.Text) {
 						t.Fatalf("%s: %q: span [%d,%d) after %d, text length %d", tok.Vocab().Model, in, tk.Start, tk.End, prev, len(res.Text))
 					}
-					prev = tk.End
+					prev = int(tk.End)
 				}
 			}
 		}

@@ -366,7 +366,7 @@ func (f *spmFragmenter) emit(out []Token, s *spmScratch, frag string, off, prefi
 	m := spmSpanMap{frag: frag, prefix: prefix, e: prefix}
 	for _, p := range s.pieces {
 		start := m.pos(int(p.start))
-		out = append(out, Token{ID: p.id, Start: off + start, End: off + m.pos(int(p.end))})
+		out = append(out, Token{ID: p.id, Start: int32(off + start), End: int32(off + m.pos(int(p.end)))})
 	}
 	return out
 }

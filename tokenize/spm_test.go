@@ -125,11 +125,11 @@ func spCheckSpans(t testing.TB, text string, off int, toks []Token, nVocab int) 
 		if tk.ID < 0 || int(tk.ID) >= nVocab {
 			t.Fatalf("%q: token %d id %d outside the vocabulary of %d", text, i, tk.ID, nVocab)
 		}
-		if tk.Start < prev || tk.End < tk.Start || tk.End > off+len(text) {
+		if int(tk.Start) < prev || tk.End < tk.Start || int(tk.End) > off+len(text) {
 			t.Fatalf("%q: token %d span [%d,%d) after end %d; want ordered spans within [%d,%d]",
 				text, i, tk.Start, tk.End, prev, off, off+len(text))
 		}
-		prev = tk.End
+		prev = int(tk.End)
 	}
 }
 

@@ -84,7 +84,7 @@ type Options struct {
 // from. Tokens added by AddSpecial have Start == End.
 type Token struct {
 	ID         int32
-	Start, End int
+	Start, End int32 // byte offsets in Result.Text (documents are below 2 GiB)
 }
 
 // Result is the outcome of one tokenization.

@@ -54,13 +54,13 @@ func checkSpans(t *testing.T, tok Tokenizer, res Result) {
 	t.Helper()
 	prev := 0
 	for i, tk := range res.Tokens {
-		if tk.Start < prev || tk.End < tk.Start || tk.End > len(res.Text) {
+		if int(tk.Start) < prev || tk.End < tk.Start || int(tk.End) > len(res.Text) {
 			t.Fatalf("%q: token %d (id %d) span [%d,%d) after %d; want ordered spans within [0,%d]", res.Text, i, tk.ID, tk.Start, tk.End, prev, len(res.Text))
 		}
 		if tk.ID < 0 || int(tk.ID) >= len(tok.Vocab().Tokens) {
 			t.Fatalf("%q: token %d id %d outside the vocabulary", res.Text, i, tk.ID)
 		}
-		prev = tk.End
+		prev = int(tk.End)
 	}
 }
 
@@ -123,7 +123,7 @@ func TestSpansWPM(t *testing.T) {
 			if gap := wpmNormalize(res.Text[prev:tk.Start]); gap != "" {
 				t.Fatalf("%q: text %q before token %d is not covered", text, gap, tk.ID)
 			}
-			prev = tk.End
+			prev = int(tk.End)
 			if tk.ID == v.UNK {
 				continue
 			}
@@ -199,7 +199,7 @@ func TestAddSpecial(t *testing.T) {
 		if c.last != NoToken {
 			want++
 			n := len(res.Text)
-			if got := res.Tokens[len(res.Tokens)-1]; got != (Token{ID: c.last, Start: n, End: n}) {
+			if got := res.Tokens[len(res.Tokens)-1]; got != (Token{ID: c.last, Start: int32(n), End: int32(n)}) {
 				t.Errorf("%s: last token %+v; want {ID:%d Start:%d End:%d}", c.vocab, got, c.last, n, n)
 			}
 		}

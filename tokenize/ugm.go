@@ -325,7 +325,7 @@ func (f *ugmFragmenter) emit(out []Token, s *ugmScratch, off int) []Token {
 		start = max(start, prevEnd)
 		end = max(end, start)
 		prevEnd = end
-		out = append(out, Token{ID: p.id, Start: off + int(start), End: off + int(end)})
+		out = append(out, Token{ID: p.id, Start: int32(off + int(start)), End: int32(off + int(end))})
 	}
 	return out
 }

@@ -162,7 +162,7 @@ func TestUGMUserDefined(t *testing.T) {
 	if len(toks) == 0 || toks[len(toks)-1].ID != id {
 		t.Fatalf("got %v; want the user-defined token %d last", toks, id)
 	}
-	if last := toks[len(toks)-1]; last.Start != 1 || last.End != 1+len(user) {
+	if last := toks[len(toks)-1]; last.Start != 1 || int(last.End) != 1+len(user) {
 		t.Errorf("user-defined token span [%d,%d); want [1,%d)", last.Start, last.End, 1+len(user))
 	}
 }

@@ -131,12 +131,12 @@ func (f *wpmFragmenter) flush(out []Token, s *wpmScratch, off int) []Token {
 				continue // tokens are whole characters
 			}
 			if id, ok := f.ids[string(w[i:j])]; ok {
-				out = append(out, Token{ID: id, Start: off + s.span(i, true), End: off + s.span(j, false)})
+				out = append(out, Token{ID: id, Start: int32(off + s.span(i, true)), End: int32(off + s.span(j, false))})
 				break
 			}
 		}
 		if j == i { // no token at i: the whole word is unknown
-			out = append(out[:mark], Token{ID: f.unk, Start: off + s.span(0, true), End: off + s.span(n, false)})
+			out = append(out[:mark], Token{ID: f.unk, Start: int32(off + s.span(0, true)), End: int32(off + s.span(n, false))})
 			break
 		}
 		i = j

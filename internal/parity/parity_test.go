@@ -194,7 +194,7 @@ func describe(v *tokenize.Vocab, m mismatch) string {
 	fmt.Fprintf(&b, "add_special=%t parse_special=%t raw=%t, %d bytes of text: ids part at index %d (go %d ids, llama.cpp %d)\n",
 		m.AddSpecial, m.ParseSpecial, m.Raw, len(text), k, len(m.Go), len(m.Llama))
 	if k < len(m.res.Tokens) {
-		at := m.res.Tokens[k].Start
+		at := int(m.res.Tokens[k].Start)
 		fmt.Fprintf(&b, "  text around byte %d: %q\n", at, text[max(0, at-24):min(len(text), at+40)])
 	}
 	if len(m.Text) <= 200 {
