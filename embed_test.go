@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -694,6 +695,62 @@ func TestEmbedSlowEngine(t *testing.T) {
 	res.wantCode(t, 1)
 	if !strings.Contains(res.stderr, "quarantined") || !strings.Contains(res.stderr, "raise --deadline") {
 		t.Errorf("stretch 1: want a quarantine that says to raise the deadline:\n%s", res.stderr)
+	}
+}
+
+// TestEmbedStdinInterrupt: Ctrl-C stops a run reading standard input from
+// a producer that keeps the pipe open without writing, promptly, with exit
+// code 130.
+func TestEmbedStdinInterrupt(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "stdin.arrow")
+	cmd := synapseCmd(context.Background(), t, nil, "embed", "-", "-m", tinyModel(t), "-o", out)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	started := make(chan struct{})
+	var log strings.Builder
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "embedding with") {
+				close(started)
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	fmt.Fprintln(stdin, `{"id":"a","text":"hello world"}`)
+	select {
+	case <-started:
+	case err := <-exited:
+		t.Fatalf("synapse exited before it started embedding: %v\n%s", err, log.String())
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("no start within a minute")
+	}
+	time.Sleep(300 * time.Millisecond) // now blocked reading stdin
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("still running 20 s after SIGINT with stdin open and idle\n%s", log.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("exit code %d; want %d\n%s", code, exitInterrupted, log.String())
 	}
 }
 

@@ -9,8 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +153,11 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	info.Restarts = func() int { return restarts(pool.Health()) }
 	if o.Started != nil {
 		o.Started(info)
+	}
+	if o.Read.Stdin == nil && slices.Contains(o.Inputs, "-") {
+		stdinCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		o.Read.Stdin = dataio.CancelableReader(stdinCtx, os.Stdin) // Ctrl-C must not wait for the producer
 	}
 	src, err := dataio.Open(o.Inputs, o.Read)
 	if err != nil {
