@@ -18,7 +18,7 @@ func CancelableReader(ctx context.Context, r io.Reader) io.Reader {
 	}()
 	go func() {
 		<-ctx.Done()
-		pr.CloseWithError(ctx.Err())
+		pw.CloseWithError(ctx.Err()) // reads fail with it; the copier's later close is ignored
 	}()
 	return pr
 }
