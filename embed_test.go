@@ -666,7 +666,7 @@ func TestEmbedInterruptResume(t *testing.T) {
 	}
 }
 
-// TestEmbedSlowEngine runs workers that take 1.5 s per request against a
+// TestEmbedSlowEngine runs workers that take 1.2 s per request against a
 // 1 s deadline. The first request times out; later ones get twice the
 // deadline (--deadline-stretch), so the run finishes with every row, the
 // same vectors as a run on a fast engine, and a warning. With the stretch
@@ -680,7 +680,7 @@ func TestEmbedSlowEngine(t *testing.T) {
 	runSynapse(t, nil, append(base, "-o", clean, "-q")...).wantCode(t, 0)
 	_, want := readOutput(t, clean)
 
-	slow := []string{"SYNAPSE_CHAOS=delay=1500ms"}
+	slow := []string{"SYNAPSE_CHAOS=delay=1200ms"} // past 1 s, well within 2 s
 	tight := []string{"--deadline", "1s", "--deadline-per-token", "0"}
 	out := filepath.Join(dir, "slow.arrow")
 	res := runSynapse(t, slow, append(append(base, "-o", out), tight...)...)
@@ -689,7 +689,19 @@ func TestEmbedSlowEngine(t *testing.T) {
 		t.Errorf("no warning that deadlines were stretched:\n%s", res.stderr)
 	}
 	_, got := readOutput(t, out)
-	sameRows(t, "slow engine vs fast", got, want)
+	// Not bit for bit: on a loaded machine a retry may time out too and the
+	// batch be split, which changes llama.cpp's rounding in the last bits.
+	if len(got) != len(want) {
+		t.Fatalf("slow engine: %d rows; want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || got[i].Chunk != want[i].Chunk {
+			t.Fatalf("slow engine: row %d is %s/%d; want %s/%d", i, got[i].ID, got[i].Chunk, want[i].ID, want[i].Chunk)
+		}
+		if c := testenv.Cosine(got[i].Emb, want[i].Emb); c < 0.9999 {
+			t.Errorf("slow engine: row %d: cosine %.6f to the fast run's vector; want ≥ 0.9999", i, c)
+		}
+	}
 
 	res = runSynapse(t, slow, append(append(base, "-o", filepath.Join(dir, "never.arrow"), "--deadline-stretch", "1"), tight...)...)
 	res.wantCode(t, 1)
