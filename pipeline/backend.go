@@ -52,19 +52,46 @@ func (p *PoolBackend) Timeout(n int) time.Duration {
 // factor is the current deadline multiplier.
 func (p *PoolBackend) factor() int64 { return max(p.patience.Load(), 1) }
 
-// adjust moves the factor from f (the one a request used) to g, unless
+// stretch raises the factor to at least g after a request timed out: a
+// timeout at a higher factor than the current one (another request halved
+// it in the meantime) must not be lost, or the retry would run with less
+// time than the attempt that just failed.
+func (p *PoolBackend) stretch(g int64, cause error) {
+	for {
+		stored := p.patience.Load()
+		if max(stored, 1) >= g {
+			return
+		}
+		if p.patience.CompareAndSwap(stored, g) {
+			if p.OnPatience != nil {
+				p.OnPatience(int(g), cause)
+			}
+			return
+		}
+	}
+}
+
+// relax halves the factor from f (the one a fast request used), unless
 // another request moved it first.
-func (p *PoolBackend) adjust(f, g int64, cause error) {
-	if g == f {
+func (p *PoolBackend) relax(f int64) {
+	if f <= 1 {
 		return
 	}
-	stored := f
-	if f == 1 && p.patience.Load() == 0 {
-		stored = 0
+	if p.patience.CompareAndSwap(f, f/2) && p.OnPatience != nil {
+		p.OnPatience(int(f/2), nil)
 	}
-	if p.patience.CompareAndSwap(stored, g) && p.OnPatience != nil {
-		p.OnPatience(int(g), cause)
+}
+
+// timeout is the deadline of a request of base duration at factor f: never
+// below base, never above maxTimeout unless base is.
+func timeout(base time.Duration, f int64) time.Duration {
+	if f <= 1 {
+		return base
 	}
+	if base > maxTimeout/time.Duration(f) {
+		return max(base, maxTimeout)
+	}
+	return max(base, min(base*time.Duration(f), maxTimeout))
 }
 
 // Embed implements Backend.
@@ -78,17 +105,19 @@ func (p *PoolBackend) Embed(ctx context.Context, b Batch) ([][]float32, error) {
 	base := p.Timeout(b.Tokens)
 	f := p.factor()
 	start := time.Now()
-	resp, err := p.Pool.Do(ctx, req, min(base*time.Duration(f), maxTimeout))
+	resp, err := p.Pool.Do(ctx, req, timeout(base, f))
 	var ce *supervise.CrashError
+	var qe *supervise.QuarantinedError
 	switch {
+	case errors.As(err, &qe): // wraps the crash that quarantined the model: nothing new
 	case errors.As(err, &ce) && ce.Stage == "timeout" && ctx.Err() == nil:
 		maxP := int64(p.MaxPatience)
 		if maxP <= 0 {
 			maxP = DefaultMaxPatience
 		}
-		p.adjust(f, min(2*f, maxP), err)
-	case err == nil && f > 1 && time.Since(start) < base/4:
-		p.adjust(f, f/2, nil)
+		p.stretch(min(2*f, maxP), err)
+	case err == nil && time.Since(start) < base/4:
+		p.relax(f)
 	}
 	if err != nil {
 		return nil, err

@@ -46,32 +46,59 @@ func TestTimeoutNeverOverflows(t *testing.T) {
 	}
 }
 
-// TestPatienceAdjust: a change is made by the first request that saw the
-// old factor; a request that used a stale factor changes nothing.
-func TestPatienceAdjust(t *testing.T) {
+// TestPatience: a timeout raises the factor to at least twice the one it
+// ran at, even when a fast request lowered it in the meantime; a fast
+// request halves it only from the factor it ran at.
+func TestPatience(t *testing.T) {
 	var seen []int
 	p := &PoolBackend{OnPatience: func(f int, _ error) { seen = append(seen, f) }}
 	cause := errors.New("timeout")
-	steps := []struct{ from, to, want int64 }{
-		{1, 2, 2}, // first timeout
-		{1, 2, 2}, // a second request that also ran at 1×: already stretched
-		{2, 4, 4},
-		{2, 1, 4}, // stale: a request at 2× finished fast after the factor moved on
-		{4, 2, 2}, // fast again
-		{2, 1, 1},
-		{1, 2, 2},
+	steps := []struct {
+		timeout bool  // a timeout asking for at least `to`, or a fast request at `from`
+		from    int64 // the factor the request ran at
+		want    int64
+	}{
+		{true, 1, 2},  // first timeout
+		{true, 1, 2},  // a second request that also ran at 1×: already stretched
+		{true, 2, 4},  // its retry timed out too
+		{false, 2, 4}, // stale: a request at 2× finished fast after the factor moved on
+		{false, 4, 2}, // fast again
+		{true, 4, 8},  // a long request started at 4× timed out although the factor is 2 now
+		{false, 8, 4},
+		{false, 4, 2},
+		{false, 2, 1},
+		{false, 1, 1}, // nothing below 1
 	}
 	for i, s := range steps {
-		var c error
-		if s.to > s.from {
-			c = cause
+		if s.timeout {
+			p.stretch(2*s.from, cause)
+		} else {
+			p.relax(s.from)
 		}
-		p.adjust(s.from, s.to, c)
 		if got := p.factor(); got != s.want {
-			t.Fatalf("step %d (%d→%d): factor %d; want %d", i, s.from, s.to, got, s.want)
+			t.Fatalf("step %d (%+v): factor %d; want %d", i, s, got, s.want)
 		}
 	}
-	if want := []int{2, 4, 2, 1, 2}; !slices.Equal(seen, want) {
+	if want := []int{2, 4, 2, 8, 4, 2, 1}; !slices.Equal(seen, want) {
 		t.Errorf("OnPatience saw %v; want %v", seen, want)
+	}
+}
+
+func TestStretchedTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		base time.Duration
+		f    int64
+		want time.Duration
+	}{
+		{time.Minute, 1, time.Minute},
+		{time.Minute, 8, 8 * time.Minute},
+		{10 * time.Hour, 8, maxTimeout},
+		{30 * time.Hour, 1, 30 * time.Hour}, // above the cap already: never shortened
+		{30 * time.Hour, 2, 30 * time.Hour},
+		{time.Hour, 1 << 40, maxTimeout}, // no overflow
+	} {
+		if got := timeout(tc.base, tc.f); got != tc.want {
+			t.Errorf("timeout(%v, %d) = %v; want %v", tc.base, tc.f, got, tc.want)
+		}
 	}
 }
