@@ -19,6 +19,7 @@ import (
 	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
+	"github.com/synapse-embed/synapse/wire"
 )
 
 func init() {
@@ -97,6 +98,9 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	}
 	if o.Deadline <= 0 {
 		return o, usagef("embed: --deadline must be positive")
+	}
+	if mb := c.Int("buffer-mb"); mb > 1<<20 {
+		return o, usagef("embed: --buffer-mb %d is more than 1 TiB", mb)
 	}
 	if o.DeadlineStretch < 1 {
 		return o, usagef("embed: --deadline-stretch %d must be at least 1", o.DeadlineStretch)
@@ -204,7 +208,7 @@ func runEmbed(ctx context.Context, o job.EmbedOptions, stdout, stderr io.Writer,
 		return ctx.Err()
 	case errors.Is(err, job.ErrOption):
 		return usageError{err}
-	case errors.As(err, &qe) && qe.Last != nil && qe.Last.Stage == "timeout":
+	case errors.As(err, &qe) && qe.Last != nil && qe.Last.Stage == "timeout" && qe.Last.Request == string(wire.TypeEmbedBatch):
 		return fmt.Errorf("%w\n(its last requests ran past their deadlines, stretched up to %d×: raise --deadline, --deadline-per-token or --deadline-stretch if the machine is this slow)",
 			err, o.DeadlineStretch)
 	case errors.Is(err, dataio.ErrResumeMismatch):

@@ -651,10 +651,12 @@ func TestEmbedInterruptResume(t *testing.T) {
 					t.Errorf("resume file: %v", err)
 				}
 			}
+			resume := append(args(out), "--resume")
 			if tc.sig == syscall.SIGINT {
-				refusedResumes(t, in, append(args(out), "--resume"))
+				refusedResumes(t, in, resume)
+				resume = append(resume, "--buffer-mb", "0") // 0 is the default: the same value in effect
 			}
-			res := runSynapse(t, nil, append(args(out), "--resume")...)
+			res := runSynapse(t, nil, resume...)
 			res.wantCode(t, exitPartial)
 			_, got := readOutput(t, out)
 			sameRows(t, "resumed vs clean", got, want)
@@ -1067,6 +1069,9 @@ func TestEmbedUsageErrors(t *testing.T) {
 		{"negative workers", []string{in, "-m", model, "--workers", "-1"}},
 		{"zero deadline", []string{in, "-m", model, "--deadline", "0s"}},
 		{"negative per-token", []string{in, "-m", model, "--deadline-per-token", "-1s"}},
+		{"zero stretch", []string{in, "-m", model, "--deadline-stretch", "0"}},
+		{"negative buffer", []string{in, "-m", model, "--buffer-mb", "-1"}},
+		{"huge buffer", []string{in, "-m", model, "--buffer-mb", "1048577"}},
 		{"bad shard", []string{in, "-m", model, "--shard", "2/2"}},
 		{"shard syntax", []string{in, "-m", model, "--shard", "one"}},
 		{"chunk too long", []string{in, "-m", model, "-o", filepath.Join(dir, "a.arrow"), "--chunk-tokens", "511"}},

@@ -391,6 +391,10 @@ func (s *writerSink) vector(v []float32) []float32 {
 // decide where the packer cuts batches, and so the vectors' last bits).
 func (o *EmbedOptions) resumeGuard() map[string]string {
 	g := dataio.InputGuard(o.Inputs)
-	g["--buffer-mb"] = strconv.FormatInt(o.BufferBytes>>20, 10)
+	buf := o.BufferBytes
+	if buf <= 0 {
+		buf = pipeline.DefaultInFlightBytes
+	}
+	g["--buffer-mb"] = strconv.FormatFloat(float64(buf)/(1<<20), 'g', -1, 64) // the value in effect
 	return g
 }

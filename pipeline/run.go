@@ -69,11 +69,12 @@ type Config struct {
 	// InFlightBytes bounds the text bytes of the documents between reader
 	// and sink (default DefaultInFlightBytes), which bounds the module's
 	// memory when documents are long: their tokens, chunks and vectors grow
-	// with their text. A document counts at most half of it, so one longer
-	// than that still passes, alone. The packer sends what it holds after a
-	// document that brings the held documents' text to half the bound, so
-	// the bound never stalls the run (and batches still depend only on the
-	// input).
+	// with their text. A document counts at most half of it, so documents
+	// longer than that still pass (two at a time, and a third waiting in
+	// the reader: such documents can exceed the bound). The packer sends
+	// what it holds after a document that brings the held documents' text
+	// to half the bound, so the bound never stalls the run (and batches
+	// still depend only on the input).
 	InFlightBytes int64
 	Backend       Backend
 	Classify      func(error) Fault
@@ -221,6 +222,9 @@ func readAll(ctx context.Context, cfg *Config, src Source, slots chan struct{}, 
 		}
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		if err != nil && ctx.Err() != nil { // a read cut short by the cancellation itself
+			return ctx.Err()
 		}
 		var re *record.RowError
 		var fe *record.FileError
