@@ -3,6 +3,7 @@ package dataio
 import (
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -26,14 +27,15 @@ func InputGuard(files []string) map[string]string {
 }
 
 func describeInput(name string) string {
-	f, err := os.Open(name)
+	st, err := os.Stat(name)
 	if err != nil {
 		return "unreadable: " + unwrapPath(err).Error()
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "unreadable: " + unwrapPath(err).Error()
+	if !st.Mode().IsRegular() { // never opened here: a pipe is read once
+		return "not a regular file (" + fileKind(st.Mode()) + "): not checked"
+	}
+	if err := syscall.Access(name, 4 /* R_OK */); err != nil {
+		return "unreadable: " + err.Error()
 	}
 	return fmt.Sprintf("%d bytes, modified %s", st.Size(), st.ModTime().UTC().Format(time.RFC3339Nano))
 }
@@ -44,4 +46,18 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a pipe"
+	case m&os.ModeDir != 0:
+		return "a directory"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return m.Type().String()
 }

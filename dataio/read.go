@@ -1,6 +1,7 @@
 package dataio
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -203,6 +204,19 @@ func (r *Reader) open(name string) (source, error) {
 	if err != nil {
 		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
 	}
+	if _, err := f.Seek(0, io.SeekCurrent); err != nil {
+		// A pipe or FIFO (e.g. <(zcat x.gz)): look at the magic without
+		// consuming it. Parquet needs its footer first, so only JSONL.
+		br := bufio.NewReaderSize(f, jsonlBufSize)
+		if magic, _ := br.Peek(4); string(magic) == "PAR1" {
+			f.Close()
+			return nil, &FileError{Source: name, RowGroup: -1, Err: errors.New("a Parquet input must be a regular file, not a pipe")}
+		}
+		return newJSONL(name, struct {
+			io.Reader
+			io.Closer
+		}{br, f}, r.base, &r.opts)
+	}
 	if isParquet(f) {
 		return newParquet(name, f, r.base, &r.opts)
 	}
@@ -233,6 +247,12 @@ func Count(files []string) (Estimate, error) {
 	var errs []error
 	for _, name := range files {
 		if name == "-" {
+			est.JSONLBytes = -1
+			continue
+		}
+		// A pipe or FIFO is read once, by the Reader: opening it here could
+		// consume its first bytes or close a writer's only reader.
+		if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
 			est.JSONLBytes = -1
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -509,4 +510,57 @@ func TestMaxTextBytes(t *testing.T) {
 		{Index: 1, Line: 2, ID: "over", Reason: ReasonTextTooLong},
 		{Index: 2, Line: 3, ID: "empty-title", Reason: ReasonTextTooLong},
 	})
+}
+
+// TestPipeInputs reads JSONL (plain and gzip) from named pipes, as from
+// <(zcat x.gz): every record arrives whole, and neither Count nor
+// InputGuard opens the pipe before the Reader does. A Parquet file through
+// a pipe is a clear file error.
+func TestPipeInputs(t *testing.T) {
+	var plain bytes.Buffer
+	for i := range 300 {
+		fmt.Fprintf(&plain, "{\"id\":\"%d\",\"text\":\"words %d\"}\n", i, i)
+	}
+	dir := t.TempDir()
+	fifo := func(name string, content []byte) string {
+		path := filepath.Join(dir, name)
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Skipf("mkfifo: %v", err)
+		}
+		go func() {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0) // blocks until the Reader opens it
+			if err != nil {
+				return
+			}
+			f.Write(content)
+			f.Close()
+		}()
+		return path
+	}
+	for _, tc := range []struct {
+		name    string
+		content []byte
+	}{{"plain.jsonl", plain.Bytes()}, {"gz.jsonl.gz", gzipBytes(t, plain.Bytes())}} {
+		path := fifo(tc.name, tc.content)
+		if est, err := Count([]string{path}); err != nil || est.JSONLBytes != -1 {
+			t.Errorf("%s: Count = %+v, %v; want an unknown size", tc.name, est, err)
+		}
+		if g := InputGuard([]string{path}); !strings.Contains(g["input 1 "+path], "a pipe") {
+			t.Errorf("%s: InputGuard = %v; want it marked as a pipe", tc.name, g)
+		}
+		r, err := Open([]string{path}, ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, fes := readAll(t, r)
+		if len(got) != 300 || len(fes) != 0 || got[0].Text != "words 0" || got[0].Reason != "" || got[299].ID != "299" {
+			t.Errorf("%s: %d records, file errors %v, first %+v; want 300 whole records", tc.name, len(got), fes, got[0])
+		}
+	}
+	path := fifo("table.parquet", []byte("PAR1 and more"))
+	r, _ := Open([]string{path}, ReadOptions{})
+	_, fes := readAll(t, r)
+	if len(fes) != 1 || !strings.Contains(fes[0].Error(), "regular file") {
+		t.Errorf("Parquet through a pipe: file errors %v; want one saying it must be a regular file", fes)
+	}
 }
