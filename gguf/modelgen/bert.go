@@ -24,7 +24,10 @@ type BERT struct {
 	WeightType gguf.GGMLType
 	Eps        float32 // bert.attention.layer_norm_epsilon; 0 means 1e-12
 	Seed       uint64
-	Vocab      Vocab // tokenizer.ggml.* entries; model "bert"
+	// Vocab holds the tokenizer.ggml.* entries: model "bert" (WordPiece),
+	// or "t5" (SentencePiece unigram) as in XLM-RoBERTa encoders such as
+	// bge-m3 and bge-reranker-v2-m3.
+	Vocab Vocab
 }
 
 func (c BERT) tokenTypes() int {
@@ -45,8 +48,8 @@ func (c BERT) check() error {
 		return fmt.Errorf("%w: bert: width %d is not a multiple of %d heads", ErrConfig, c.Width, c.Heads)
 	case c.Vocab.Size() == 0:
 		return fmt.Errorf("%w: bert: empty vocabulary", ErrConfig)
-	case c.Vocab.Model() != "bert":
-		return fmt.Errorf("%w: bert: vocabulary model %q; want bert (WordPiece)", ErrConfig, c.Vocab.Model())
+	case c.Vocab.Model() != "bert" && c.Vocab.Model() != "t5":
+		return fmt.Errorf("%w: bert: vocabulary model %q; want bert (WordPiece) or t5 (XLM-R's unigram)", ErrConfig, c.Vocab.Model())
 	case c.Pooling > PoolingRank:
 		return fmt.Errorf("%w: bert: unknown pooling %v", ErrConfig, c.Pooling)
 	}
