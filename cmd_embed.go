@@ -231,6 +231,9 @@ func printSummary(w io.Writer, s job.Summary, done bool) {
 	fmt.Fprintf(w, "chunks         %d\n", s.Chunks)
 	fmt.Fprintf(w, "tokens         %d (%.0f tokens/s over %.1fs)\n", s.Tokens, float64(s.Tokens)/max(secs, 1e-9), secs)
 	fmt.Fprintf(w, "restarts       %d worker restarts, %d quarantined models\n", s.Restarts, s.Quarantined)
+	if s.DeadlineStretch > 1 {
+		fmt.Fprintf(w, "deadlines      stretched up to %d× after requests timed out (--deadline-stretch)\n", s.DeadlineStretch)
+	}
 	if done {
 		fmt.Fprintf(w, "output         %s\nerrors         %s\n", s.Out, s.Errors)
 	}

@@ -690,6 +690,9 @@ func TestEmbedSlowEngine(t *testing.T) {
 	if !strings.Contains(res.stderr, "ran past its deadline") || !strings.Contains(res.stderr, "deadline_factor=2") {
 		t.Errorf("no warning that deadlines were stretched:\n%s", res.stderr)
 	}
+	if !regexp.MustCompile(`deadlines +stretched up to [248]×`).MatchString(res.stdout) {
+		t.Errorf("the summary does not say the deadlines were stretched:\n%s", res.stdout)
+	}
 	_, got := readOutput(t, out)
 	// Not bit for bit: on a loaded machine a retry may time out too and the
 	// batch be split, which changes llama.cpp's rounding in the last bits.

@@ -91,6 +91,7 @@ type Summary struct {
 	FileErrors             int64
 	Restarts               int
 	Quarantined            int
+	DeadlineStretch        int // the largest deadline factor used after timeouts; 0 or 1: none
 	Elapsed                time.Duration
 	Out, Errors            string
 }
@@ -170,6 +171,9 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 		Backend: &pipeline.PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Dims: loaded.Dims, Pooling: o.Pooling, Normalize: o.Normalize,
 			Deadline: o.Deadline, PerToken: o.DeadlinePerToken, MaxPatience: o.DeadlineStretch,
 			OnPatience: func(f int, cause error) {
+				for cur := o.Stats.DeadlineStretch.Load(); int64(f) > cur && !o.Stats.DeadlineStretch.CompareAndSwap(cur, int64(f)); {
+					cur = o.Stats.DeadlineStretch.Load()
+				}
 				if cause != nil {
 					o.Logger.Warn("a request ran past its deadline; later requests get more time (raise --deadline or --deadline-per-token if this machine is this slow)",
 						"deadline_factor", f)
@@ -220,6 +224,7 @@ func (o *EmbedOptions) fillSummary(s *Summary, pool *supervise.Pool) {
 	st := o.Stats
 	s.Read, s.Embedded, s.Failed = st.Read.Load(), st.Embedded.Load(), st.Failed.Load()
 	s.Chunks, s.Tokens, s.FileErrors = st.Chunks.Load(), st.Tokens.Load(), st.FileErrors.Load()
+	s.DeadlineStretch = int(st.DeadlineStretch.Load())
 	h := pool.Health()
 	s.Restarts = restarts(h)
 	s.Quarantined = len(h.Quarantined)

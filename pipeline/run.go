@@ -89,6 +89,9 @@ type Stats struct {
 	ChunkFailures          atomic.Int64 // chunks that failed alone
 	Retries                atomic.Int64 // whole-batch retries after a crash
 	FileErrors             atomic.Int64
+	// DeadlineStretch is the largest deadline factor a PoolBackend reached
+	// (set by its owner from PoolBackend.OnPatience).
+	DeadlineStretch atomic.Int64
 	// InputRows and InputBytes are how far the reader got in Parquet rows
 	// and JSONL bytes (for progress against dataio.Count's estimate).
 	InputRows, InputBytes atomic.Int64
