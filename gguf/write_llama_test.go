@@ -93,17 +93,7 @@ func callI64(f ffi.Fun, args ...any) int64 {
 func TestWriteAcceptedByGGML(t *testing.T) {
 	c := loadGGUFC(t)
 	for _, align := range []uint32{0, 64} {
-		w := NewWriter()
-		if align != 0 {
-			if err := w.Set("general.alignment", align); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, k := range allKinds {
-			if err := w.Set(k.key, k.v); err != nil {
-				t.Fatal(err)
-			}
-		}
+		w := kindsWriter(t, align)
 		for _, tn := range []Tensor{
 			{Name: "a.f32", Type: GGMLTypeF32, Dims: []uint64{3, 5}, Values: sample(15, 1)},
 			{Name: "b.f16", Type: GGMLTypeF16, Dims: []uint64{7, 2}, Values: sample(14, 2)},

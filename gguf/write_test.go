@@ -54,6 +54,24 @@ func sample(n int, seed float32) []float32 {
 }
 
 // writeRead writes w to a file and opens it again.
+// kindsWriter is a Writer holding every entry of allKinds, with
+// general.alignment set when align is not 0.
+func kindsWriter(t *testing.T, align uint32) *Writer {
+	t.Helper()
+	w := NewWriter()
+	if align != 0 {
+		if err := w.Set("general.alignment", align); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range allKinds {
+		if err := w.Set(k.key, k.v); err != nil {
+			t.Fatalf("Set(%s): %v", k.key, err)
+		}
+	}
+	return w
+}
+
 func writeRead(t *testing.T, w *Writer) (*File, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "m.gguf")
@@ -80,17 +98,7 @@ func tensorValues(t *testing.T, path string, f *File, name string) []float32 {
 func TestWriteRoundTrip(t *testing.T) {
 	for _, align := range []uint32{0, 64} {
 		t.Run(map[uint32]string{0: "default-alignment", 64: "alignment-64"}[align], func(t *testing.T) {
-			w := NewWriter()
-			if align != 0 {
-				if err := w.Set("general.alignment", align); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, k := range allKinds {
-				if err := w.Set(k.key, k.v); err != nil {
-					t.Fatalf("Set(%s): %v", k.key, err)
-				}
-			}
+			w := kindsWriter(t, align)
 			f32 := sample(3*5, 1)
 			f16 := sample(7*2, 2) // 7 elements a row: data not a multiple of the alignment
 			q8 := sample(64*3, 3)
