@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math"
@@ -39,15 +37,14 @@ func testEngine(t testing.TB) *Llama {
 	return testEng
 }
 
-// fileDigest is "sha256:<hex>" of a file.
+// fileDigest is the file's artifact digest, "sha256:<hex>" (gguf.Digest).
 func fileDigest(t testing.TB, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	_, d, err := gguf.Digest(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return d
 }
 
 // loadFixture loads a fixture model once per process and config.

@@ -2,8 +2,6 @@ package supervise
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/internal/testenv"
 	"github.com/synapse-embed/synapse/wire"
 )
@@ -46,11 +45,10 @@ func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 	if out, err := exec.Command(bin, "worker", "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "--nonce") {
 		t.Skipf("`synapse worker` is not available: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(model)
+	_, digest, err := gguf.Digest(model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
 	cfg := Config{
 		Command:         []string{bin, "worker"},
 		Env:             []string{"SYNAPSE_LLAMA_LIB=" + lib, "SYNAPSE_CHAOS=" + chaos},
@@ -60,7 +58,7 @@ func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 		RestartBackoff:  -1,
 		PingInterval:    -1,
 	}
-	load := wire.Load{ArtifactPath: model, ArtifactDigest: "sha256:" + hex.EncodeToString(sum[:]), Format: "gguf",
+	load := wire.Load{ArtifactPath: model, ArtifactDigest: digest, Format: "gguf",
 		RuntimeConfig: wire.RuntimeConfig{Embeddings: true, Threads: 1}}
 	return cfg, load
 }
