@@ -27,8 +27,8 @@ import (
 // SYNAPSE_BENCH_DOCS (default 300) SciFact documents (title + text) and a
 // MiniLM-L6-shaped F16 model with the bert-bge vocabulary:
 //
-//	go test ./pipeline -run '^$' -bench 'EmbedRaw$' -benchtime 1x
-//	go test ./pipeline -run '^$' -bench 'EmbedPipeline$' -benchtime 1x
+//	go test ./job -run '^$' -bench 'EmbedRaw$' -benchtime 1x
+//	go test ./job -run '^$' -bench 'EmbedPipeline$' -benchtime 1x
 //
 // (two processes: see BenchmarkEmbedRaw). Sub-benchmarks: EmbedRaw/tN/bB (N
 // threads, B batch tokens), EmbedPipeline/WxT/bB (W workers × T threads). Metrics: tok/s (wall clock) and tok/cpu-s (tokens per
