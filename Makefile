@@ -46,6 +46,7 @@ build:
 	$(GO) build -o bin/synapse .
 
 vet:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 
 # Race detector on the concurrent packages; everything else plain.
