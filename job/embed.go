@@ -17,11 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/synapse-embed/synapse/artifact"
 	"github.com/synapse-embed/synapse/dataio"
-	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
-	"github.com/synapse-embed/synapse/tokenize"
 	"github.com/synapse-embed/synapse/wire"
 )
 
@@ -120,7 +119,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 	if sum.Errors == "" {
 		sum.Errors = o.Out + ".errors.jsonl"
 	}
-	m, err := openModel(o.Model)
+	m, err := artifact.Open(o.Model)
 	if err != nil {
 		return sum, err
 	}
@@ -148,7 +147,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 		return sum, err
 	}
 	o.Read.StartIndex = pipeline.GroupStart(resume.NextIndex, pipeline.DefaultGroupWindow) // replayed up to NextIndex
-	info := JobInfo{Digest: m.digest, Dims: dims, Chunking: ch, Workers: o.Workers, Threads: o.Threads,
+	info := JobInfo{Digest: m.Digest, Dims: dims, Chunking: ch, Workers: o.Workers, Threads: o.Threads,
 		Resumed: resume.Resumed, ResumeAsked: o.Resume, ResumeFrom: resume.NextIndex, Out: o.Out, Errors: sum.Errors}
 	info.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
 	info.Restarts = func() int { return restarts(pool.Health()) }
@@ -166,7 +165,7 @@ func Embed(ctx context.Context, o EmbedOptions) (sum Summary, err error) {
 		return sum, err
 	}
 	defer src.Close()
-	cfg := pipeline.Config{Tokenizer: m.tok, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: pipeline.DefaultGroupWindow,
+	cfg := pipeline.Config{Tokenizer: m.Tokenizer, Chunking: ch, BatchTokens: o.BatchTokens, GroupWindow: pipeline.DefaultGroupWindow,
 		Replay: resume.NextIndex, Workers: o.Workers, Stats: o.Stats, InFlightBytes: o.BufferBytes,
 		Backend: &pipeline.PoolBackend{Pool: pool, ModelRef: loaded.ModelRef, Dims: loaded.Dims, Pooling: o.Pooling, Normalize: o.Normalize,
 			Deadline: o.Deadline, PerToken: o.DeadlinePerToken, MaxPatience: o.DeadlineStretch,
@@ -238,44 +237,9 @@ func restarts(h supervise.Health) int {
 	return n
 }
 
-// model is what the module knows of a model file.
-type model struct {
-	path, digest string
-	file         *gguf.File
-	tok          tokenize.Tokenizer
-}
-
-func openModel(path string) (*model, error) {
-	f, err := gguf.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	v, err := tokenize.VocabFromGGUF(f)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
-	}
-	tok, err := tokenize.New(v)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", path, err)
-	}
-	_, digest, err := gguf.Digest(path)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	return &model{path: path, digest: digest, file: f, tok: tok}, nil
-}
-
-// contextLength is the model's training context, 512 when the file does not say.
-func (m *model) contextLength() int {
-	if n, ok := m.file.Uint(m.file.Architecture() + ".context_length"); ok && n > 0 {
-		return int(n)
-	}
-	return 512
-}
-
-func (o *EmbedOptions) chunking(m *model) (pipeline.Chunking, error) {
-	pre, suf := m.tok.Affixes()
-	ctxLen := m.contextLength()
+func (o *EmbedOptions) chunking(m *artifact.Artifact) (pipeline.Chunking, error) {
+	pre, suf := m.Tokenizer.Affixes()
+	ctxLen := m.ContextLength
 	room := ctxLen - len(pre) - len(suf)
 	ch := pipeline.Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
 	if ch.Window <= 0 {
@@ -290,7 +254,7 @@ func (o *EmbedOptions) chunking(m *model) (pipeline.Chunking, error) {
 	return ch, nil
 }
 
-func (o *EmbedOptions) startPool(ctx context.Context, m *model, ch pipeline.Chunking) (*supervise.Pool, wire.Loaded, error) {
+func (o *EmbedOptions) startPool(ctx context.Context, m *artifact.Artifact, ch pipeline.Chunking) (*supervise.Pool, wire.Loaded, error) {
 	pc := o.Pool
 	pc.Command, pc.Env, pc.Workers = o.Worker, o.Env, o.Workers
 	if pc.QuarantineCrashes == 0 {
@@ -306,22 +270,22 @@ func (o *EmbedOptions) startPool(ctx context.Context, m *model, ch pipeline.Chun
 		return nil, wire.Loaded{}, err
 	}
 	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
-	load := wire.Load{ArtifactPath: m.path, ArtifactDigest: m.digest, Format: "gguf",
+	load := wire.Load{ArtifactPath: m.Path, ArtifactDigest: m.Digest, Format: m.Format,
 		RuntimeConfig: wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: o.Threads,
 			Pooling: o.Pooling, Embeddings: true}}
 	loaded, err := pool.Load(ctx, load)
 	if err != nil {
 		pool.Close()
-		return nil, wire.Loaded{}, fmt.Errorf("load %s: %w", m.path, err)
+		return nil, wire.Loaded{}, fmt.Errorf("load %s: %w", m.Path, err)
 	}
 	return pool, loaded, nil
 }
 
-func (o *EmbedOptions) openWriter(m *model, ch pipeline.Chunking, dims int) (*dataio.Writer, dataio.ResumeState, error) {
+func (o *EmbedOptions) openWriter(m *artifact.Artifact, ch pipeline.Chunking, dims int) (*dataio.Writer, dataio.ResumeState, error) {
 	meta := map[string]string{
 		"synapse.version":       o.Version,
-		"synapse.model":         filepath.Base(m.path),
-		"synapse.model_digest":  m.digest,
+		"synapse.model":         filepath.Base(m.Path),
+		"synapse.model_digest":  m.Digest,
 		"synapse.pooling":       o.Pooling,
 		"synapse.normalize":     strconv.FormatBool(o.Normalize),
 		"synapse.dims":          strconv.Itoa(dims),

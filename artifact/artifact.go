@@ -1,0 +1,127 @@
+// Package artifact opens the model a job names and tells the module what it
+// needs from it without loading any weights: where the workers load it from,
+// its format and digest, its tokenizer, its context size and architecture.
+//
+// A GGUF file is the only format today; an ONNX model directory and the
+// model cache resolve through Open as well, so that jobs never look at a
+// model's files themselves.
+package artifact
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/synapse-embed/synapse/gguf"
+	"github.com/synapse-embed/synapse/tokenize"
+)
+
+// Formats of an artifact, as LOAD's format field names them.
+const (
+	FormatGGUF = "gguf"
+)
+
+// ErrInvalid marks a model that exists but cannot be used: not a model file,
+// a damaged one, or a tokenizer the module does not support. Open's other
+// errors are the file system's (fs.ErrNotExist, permissions, I/O).
+var ErrInvalid = errors.New("not a usable model")
+
+// Artifact is what the module knows of a model.
+type Artifact struct {
+	Path   string // what LOAD's artifact_path names
+	Format string // FormatGGUF
+	Digest string // "sha256:<hex>", LOAD's artifact_digest
+	Size   int64  // bytes of the artifact
+	Name   string // general.name, else the file name
+
+	Arch          string // general.architecture ("bert", "llama", …)
+	ContextLength int    // training context; 512 when the model does not say
+	// Pooling is the model's own pooling ("mean", "cls", "last", "rank",
+	// "none"), "" when it does not say.
+	Pooling string
+	// Classifier is the number of classifier outputs (rerankers), 0 for none.
+	Classifier int
+	// ChatTemplate is the model's Jinja chat template, "" when it has none.
+	ChatTemplate string
+
+	Tokenizer tokenize.Tokenizer
+	// GGUF is the file's header and metadata (nil for other formats).
+	GGUF *gguf.File
+}
+
+// Open reads the model at path: its metadata, its vocabulary and its digest.
+func Open(path string) (*Artifact, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("model %s: %w: a directory (want a GGUF file)", path, ErrInvalid)
+	}
+	return openGGUF(path)
+}
+
+func openGGUF(path string) (*Artifact, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, classify(path, err)
+	}
+	v, err := tokenize.VocabFromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	tok, err := tokenize.New(v)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	size, digest, err := gguf.Digest(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	a := &Artifact{Path: path, Format: FormatGGUF, Digest: digest, Size: size, Name: filepath.Base(path),
+		Arch: f.Architecture(), ContextLength: 512, Tokenizer: tok, GGUF: f}
+	if n, ok := f.String("general.name"); ok && n != "" {
+		a.Name = n
+	}
+	if n, ok := f.Uint(a.Arch + ".context_length"); ok && n > 0 {
+		a.ContextLength = int(n)
+	}
+	if p, ok := f.Uint(a.Arch + ".pooling_type"); ok {
+		a.Pooling = poolingName(p)
+	}
+	if labels, ok := f.Strings(a.Arch + ".classifier.output_labels"); ok {
+		a.Classifier = len(labels)
+	} else if _, ok := f.Tensor("cls.output.weight"); ok {
+		a.Classifier = 1
+	}
+	a.ChatTemplate, _ = f.String("tokenizer.chat_template")
+	return a, nil
+}
+
+// classify keeps file-system errors as they are and marks format errors.
+func classify(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("model: %w", err)
+	}
+	return fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+}
+
+// poolingName names llama.cpp's pooling types (llama_pooling_type).
+func poolingName(p uint64) string {
+	switch p {
+	case 0:
+		return "none"
+	case 1:
+		return "mean"
+	case 2:
+		return "cls"
+	case 3:
+		return "last"
+	case 4:
+		return "rank"
+	}
+	return fmt.Sprintf("unknown (%d)", p)
+}
