@@ -25,9 +25,12 @@ func init() {
 			&cli.StringFlag{Name: "vocab-from", Usage: "copy the tokenizer from this GGUF file (default: a generated vocabulary)"},
 			&cli.StringFlag{Name: "words", Usage: "word list (one per line) for the generated vocabulary (default: a built-in list)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "weight seed", Value: modelgen.DefaultSeed},
-			&cli.StringFlag{Name: "out", Usage: "where to write the model", Required: true},
+			&cli.StringFlag{Name: "out", Usage: "where to write the model (required)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.String("out") == "" {
+				return usagef("gen-model: --out FILE is required")
+			}
 			return genModel(c.App.Writer, genModelConfig{
 				kind: c.String("kind"), vocabFrom: c.String("vocab-from"), words: c.String("words"),
 				seed: c.Uint64("seed"), out: c.String("out"),

@@ -28,12 +28,15 @@ func init() {
 		Usage:  "serve protocol v1 requests for a supervising synapse process (internal)",
 		Hidden: true,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "socket", Usage: "the module's listening Unix socket", Required: true},
-			&cli.StringFlag{Name: "nonce", Usage: "spawn nonce to present in HELLO", Required: true},
+			&cli.StringFlag{Name: "socket", Usage: "the module's listening Unix socket (required)"},
+			&cli.StringFlag{Name: "nonce", Usage: "spawn nonce to present in HELLO (required)"},
 			&cli.StringFlag{Name: "llama-lib", Usage: "directory of the llama.cpp shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 			&cli.StringFlag{Name: "llama-log", Usage: "llama.cpp log level on stderr: debug, info, warn, error, none", Value: "warn", EnvVars: []string{"SYNAPSE_LLAMA_LOG"}},
 		},
 		Action: func(c *cli.Context) error {
+			if c.String("socket") == "" || c.String("nonce") == "" {
+				return usagef("worker: --socket and --nonce are required (the module passes them)")
+			}
 			return runWorker(c.Context, workerConfig{
 				socket: c.String("socket"), nonce: c.String("nonce"),
 				llamaLib: c.String("llama-lib"), llamaLog: c.String("llama-log"),

@@ -222,7 +222,7 @@ func readOutput(t *testing.T, path string) (*arrow.Schema, []outRow) {
 	}
 	defer f.Close()
 	var rows []outRow
-	if dataio.FormatOf(path) == dataio.FormatParquet {
+	if format, _ := dataio.FormatOf(path); format == dataio.FormatParquet {
 		tbl, err := pqarrow.ReadTable(context.Background(), f, nil, pqarrow.ArrowReadProperties{}, mem)
 		if err != nil {
 			t.Fatalf("read %s: %v", path, err)
@@ -531,7 +531,7 @@ func TestEmbedPoisonDocument(t *testing.T) {
 		t.Run(tc.drill, func(t *testing.T) {
 			out := filepath.Join(dir, tc.drill+".arrow")
 			args := append([]string{"embed", in, "-m", model, "-o", out, "--workers", "2", "--threads", "1"}, tc.args...)
-			res := runSynapse(t, []string{fmt.Sprintf("SYNAPSE_CHAOS=%s=%d", tc.drill, poison)}, args...)
+			res := runSynapse(t, nil, append(args, "--chaos", fmt.Sprintf("%s=%d", tc.drill, poison))...)
 			res.wantCode(t, exitPartial)
 			read, embedded, failed := res.counts(t)
 			if read != len(docs) || embedded != len(docs)-1 || failed != 1 {
@@ -626,7 +626,7 @@ func TestEmbedInterruptResume(t *testing.T) {
 	}{{syscall.SIGKILL, -1}, {syscall.SIGINT, exitInterrupted}} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			out := filepath.Join(dir, fmt.Sprintf("sig%d.arrow", tc.sig))
-			cmd := synapseCmd(context.Background(), t, []string{"SYNAPSE_CHAOS=delay=4ms"}, args(out)...)
+			cmd := synapseCmd(context.Background(), t, nil, append(args(out), "--chaos", "delay=4ms")...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
@@ -682,10 +682,9 @@ func TestEmbedSlowEngine(t *testing.T) {
 	runSynapse(t, nil, append(base, "-o", clean, "-q")...).wantCode(t, 0)
 	_, want := readOutput(t, clean)
 
-	slow := []string{"SYNAPSE_CHAOS=delay=1200ms"} // past 1 s, well within 2 s
-	tight := []string{"--deadline", "1s", "--deadline-per-token", "0"}
+	tight := []string{"--deadline", "1s", "--deadline-per-token", "0", "--chaos", "delay=1200ms"} // past 1 s, well within 2 s
 	out := filepath.Join(dir, "slow.arrow")
-	res := runSynapse(t, slow, append(append(base, "-o", out), tight...)...)
+	res := runSynapse(t, nil, append(append(base, "-o", out), tight...)...)
 	res.wantCode(t, 0)
 	if !strings.Contains(res.stderr, "ran past its deadline") || !strings.Contains(res.stderr, "deadline_factor=2") {
 		t.Errorf("no warning that deadlines were stretched:\n%s", res.stderr)
@@ -708,7 +707,7 @@ func TestEmbedSlowEngine(t *testing.T) {
 		}
 	}
 
-	res = runSynapse(t, slow, append(append(base, "-o", filepath.Join(dir, "never.arrow"), "--deadline-stretch", "1"), tight...)...)
+	res = runSynapse(t, nil, append(append(base, "-o", filepath.Join(dir, "never.arrow"), "--deadline-stretch", "1"), tight...)...)
 	res.wantCode(t, 1)
 	if !strings.Contains(res.stderr, "quarantined") || !strings.Contains(res.stderr, "raise --deadline") {
 		t.Errorf("stretch 1: want a quarantine that says to raise the deadline:\n%s", res.stderr)
@@ -993,7 +992,7 @@ func TestEmbedOutputs(t *testing.T) {
 		}
 		for k, v := range map[string]string{"synapse.model": "ref-bert-embed.gguf", "synapse.model_digest": digest,
 			"synapse.dims": "128", "synapse.chunk_tokens": "200", "synapse.chunk_overlap": "0", "synapse.normalize": "true",
-			"synapse.pooling": "model default", "synapse.text_fields": "[title text]", "synapse.version": version,
+			"synapse.pooling": "mean", "synapse.text_fields": `["title","text"]`, "synapse.version": version,
 			"synapse.skip_empty": "false", "synapse.shard": "0/1"} {
 			if meta[k] != v {
 				t.Errorf("metadata %s = %q; want %q", k, meta[k], v)

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/job"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -80,34 +82,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// exitCode maps an error to the process exit code; it is the only place that does.
+// exitCode maps an error to the process exit code; it is the only place that
+// does (the table is in the README):
+//
+//	0    success
+//	3    the run finished with rows in the errors file
+//	2    usage or configuration error: do not retry unchanged
+//	130  interrupted (Ctrl-C, SIGTERM): run again with --resume
+//	1    any other failure (a quarantined model, I/O): retrying may help
 func exitCode(ctx context.Context, err error) int {
 	var ue usageError
+	var ce *job.ConfigError
 	var pe partialError
+	var ec cli.ExitCoder
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+	case isCanceled(err) && ctx.Err() != nil:
 		return exitInterrupted
-	case errors.As(err, &ue), isMissingRequiredFlag(err):
+	case errors.As(err, &ue), errors.As(err, &ce):
+		return exitUsage
+	case errors.As(err, &ec):
+		// Only the CLI framework returns ExitCoders (unknown command or
+		// help topic): those are usage errors.
 		return exitUsage
 	case errors.As(err, &pe):
 		return exitPartial
 	}
-	var ce cli.ExitCoder
-	if errors.As(err, &ce) {
-		// Only the CLI framework returns ExitCoders (unknown command or
-		// help topic): those are usage errors.
-		return exitUsage
-	}
 	return exitFatal
 }
 
-// isMissingRequiredFlag recognises the CLI library's error for a required
-// flag left out: its type is unexported and it carries no exit code.
-func isMissingRequiredFlag(err error) bool {
-	return fmt.Sprintf("%T", err) == "*cli.errRequiredFlags"
-}
+// isCanceled reports an error that is the run's cancellation itself.
+func isCanceled(err error) bool { return errors.Is(err, context.Canceled) }
 
 // flagsFirst moves a subcommand's flags before its positional arguments, so
 // that `synapse embed corpus.jsonl -m model.gguf` works: the CLI library

@@ -19,12 +19,13 @@ import (
 type progress struct {
 	w     io.Writer
 	st    *pipeline.Stats
+	words words
 	quiet bool
 	tty   bool
 	bytes bool // the bar counts JSONL bytes, not Parquet rows
 
 	mu      sync.Mutex
-	info    job.JobInfo
+	info    job.Info
 	bar     *progressbar.ProgressBar
 	started time.Time
 	done    chan struct{}
@@ -34,8 +35,8 @@ type progress struct {
 // logEvery is how often progress is logged when stderr is not a terminal.
 const logEvery = 5 * time.Second
 
-func newProgress(w io.Writer, st *pipeline.Stats, quiet bool) *progress {
-	p := &progress{w: w, st: st, quiet: quiet, done: make(chan struct{})}
+func newProgress(w io.Writer, st *pipeline.Stats, words words, quiet bool) *progress {
+	p := &progress{w: w, st: st, words: words, quiet: quiet, done: make(chan struct{})}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty = true
 	}
@@ -43,7 +44,7 @@ func newProgress(w io.Writer, st *pipeline.Stats, quiet bool) *progress {
 }
 
 // start is called once the job has begun.
-func (p *progress) start(info job.JobInfo) {
+func (p *progress) start(info job.Info) {
 	if p.quiet {
 		return
 	}
@@ -52,12 +53,15 @@ func (p *progress) start(info job.JobInfo) {
 	p.info, p.started = info, time.Now()
 	switch {
 	case info.Resumed:
-		fmt.Fprintf(p.w, "resuming %s: documents before #%d were done by an earlier run\n", info.Out, info.ResumeFrom)
+		fmt.Fprintf(p.w, "resuming %s: records before #%d were done by an earlier run\n", info.Out, info.ResumeFrom)
 	case info.ResumeAsked:
 		fmt.Fprintf(p.w, "no interrupted run of %s to resume: starting from the beginning\n", info.Out)
 	}
-	fmt.Fprintf(p.w, "embedding with %d workers × %d threads, chunks of %d tokens, %d dims\n",
-		info.Workers, info.Threads, info.Chunking.Window, info.Dims)
+	if info.Chaos != "" {
+		fmt.Fprintf(p.w, "WARNING: chaos drills armed in every worker (%s): this is a drill, not a production run\n", info.Chaos)
+	}
+	fmt.Fprintf(p.w, "%s with %s on %s × %s, %s\n", p.words.verb, info.Model.Name,
+		plural(info.Workers, "worker"), plural(info.Threads, "thread"), info.Settings)
 	if p.tty {
 		// The bar counts Parquet rows (total from the footers) or, when JSONL
 		// is among the inputs, bytes read (total from the file sizes).
@@ -98,13 +102,13 @@ func (p *progress) loop() {
 func (p *progress) show() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	docs, chunks, toks := p.st.Read.Load(), p.st.Chunks.Load(), p.st.Tokens.Load()
-	rate := float64(toks) / max(time.Since(p.started).Seconds(), 1e-9)
+	run := p.st.Snapshot().Minus(p.st.Restored())
+	rate := float64(run.Tokens) / max(time.Since(p.started).Seconds(), 1e-9)
 	restarts := 0
 	if p.info.Restarts != nil {
 		restarts = p.info.Restarts()
 	}
-	line := fmt.Sprintf("%d docs, %d chunks, %.0f tok/s, %d restarts, %d failed", docs, chunks, rate, restarts, p.st.Failed.Load())
+	line := fmt.Sprintf("%d rows, %d %s, %.0f tok/s, %d restarts, %d failed", run.Read, run.Items, p.words.items, rate, restarts, run.Failed)
 	if p.bar != nil {
 		done := p.st.InputRows.Load()
 		if p.bytes {
@@ -138,4 +142,12 @@ func (p *progress) stop() {
 	if p.bar != nil {
 		p.bar.Finish()
 	}
+}
+
+// plural is "1 thread", "2 threads".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -37,6 +37,7 @@ type Artifact struct {
 	Name   string // general.name, else the file name
 
 	Arch          string // general.architecture ("bert", "llama", …)
+	Dims          int    // the width of its hidden states (embedding length)
 	ContextLength int    // training context; 512 when the model does not say
 	// Pooling is the model's own pooling ("mean", "cls", "last", "rank",
 	// "none"), "" when it does not say.
@@ -87,6 +88,9 @@ func openGGUF(path string) (*Artifact, error) {
 	}
 	if n, ok := f.Uint(a.Arch + ".context_length"); ok && n > 0 {
 		a.ContextLength = int(n)
+	}
+	if n, ok := f.Uint(a.Arch + ".embedding_length"); ok {
+		a.Dims = int(n)
 	}
 	if p, ok := f.Uint(a.Arch + ".pooling_type"); ok {
 		a.Pooling = poolingName(p)

@@ -162,7 +162,7 @@ func BenchmarkWrite384(b *testing.B) {
 	}{{"arrow", "o.arrow", false}, {"parquet", "o.parquet", false}, {"arrow-checkpointed", "o.arrow", true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			out := filepath.Join(b.TempDir(), tc.file)
-			opts := WriterOptions{Dims: 384, Metadata: testMeta}
+			opts := WriterOptions{Schema: EmbedSchema(384, testMeta)}
 			var w *Writer
 			var err error
 			if tc.ckpt {
@@ -174,13 +174,13 @@ func BenchmarkWrite384(b *testing.B) {
 				b.Fatal(err)
 			}
 			emb := make([]float32, 384)
-			rows := []Row{{ID: "doc", NTokens: 128, TokenEnd: 128, CharEnd: 600, Embedding: emb}}
+			rows := EmbedRows{{ID: "doc", NTokens: 128, TokenEnd: 128, CharEnd: 600, Embedding: emb}}
 			b.SetBytes(384 * 4)
 			i := int64(0)
 			for b.Loop() {
 				rows[0].ID = "doc-" + strconv.FormatInt(i, 10)
 				emb[i%384] = float32(i)
-				if err := w.Put(i, rows, nil); err != nil {
+				if err := w.Put(i, i, rows, nil); err != nil {
 					b.Fatal(err)
 				}
 				i++

@@ -19,10 +19,16 @@ import (
 
 // ResumeState tells the caller of OpenCheckpointed where the run stands.
 type ResumeState struct {
-	Resumed      bool  // a previous run's work was found and kept
-	NextIndex    int64 // documents with a smaller Index are done: read from here
+	Resumed   bool  // a previous run's work was found and kept
+	NextIndex int64 // records with a smaller Index are done
+	// ReplayFrom is the packing group (record.Doc.Group) of the last record
+	// written: read from there and replay up to NextIndex (pipeline.Config.Replay).
+	ReplayFrom   int64
 	Rows         int64 // rows already written
 	ErrorRecords int64 // error records already written
+	// State is WriterOptions.State's value at the checkpoint (JSON), nil
+	// for a fresh run.
+	State json.RawMessage
 }
 
 // Paths of the resume files of an output, for messages and cleanup.
@@ -33,6 +39,7 @@ func CheckpointPath(out string) string { return out + ".checkpoint" }
 type checkpointFile struct {
 	Version      int   `json:"version"`
 	NextIndex    int64 `json:"next_index"`
+	ReplayFrom   int64 `json:"replay_from"`
 	Rows         int64 `json:"rows"`
 	Batches      int64 `json:"batches"`
 	BatchRows    int   `json:"batch_rows"`
@@ -41,9 +48,11 @@ type checkpointFile struct {
 	ErrorsBytes  int64 `json:"errors_bytes"`
 	// Guard is WriterOptions.ResumeGuard of the run that wrote the files.
 	Guard map[string]string `json:"guard,omitempty"`
+	// State is WriterOptions.State's value (the caller's counters).
+	State json.RawMessage `json:"state,omitempty"`
 }
 
-const checkpointVersion = 1
+const checkpointVersion = 2
 
 // checkpointer keeps the resume files of a checkpointed Writer.
 type checkpointer struct {
@@ -153,8 +162,9 @@ func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error)
 	if err := cutTo(ef, cp.ErrorsBytes); err != nil {
 		return ResumeState{}, err
 	}
-	w.last, w.rows, w.batches = cp.NextIndex-1, cp.Rows, cp.Batches
-	return ResumeState{Resumed: true, NextIndex: cp.NextIndex, Rows: cp.Rows, ErrorRecords: cp.ErrorRecords}, nil
+	w.last, w.group, w.rows, w.batches = cp.NextIndex-1, cp.ReplayFrom, cp.Rows, cp.Batches
+	return ResumeState{Resumed: true, NextIndex: cp.NextIndex, ReplayFrom: cp.ReplayFrom, Rows: cp.Rows,
+		ErrorRecords: cp.ErrorRecords, State: cp.State}, nil
 }
 
 // openLocked opens (creating) a resume file and takes an exclusive lock on
@@ -227,9 +237,16 @@ func (c *checkpointer) save(w *Writer) error {
 	if err := w.errs.sync(); err != nil {
 		return err
 	}
-	cp := checkpointFile{Version: checkpointVersion, NextIndex: w.last + 1, Rows: w.rows, Batches: w.batches,
-		BatchRows: w.opts.BatchRows, StreamBytes: c.stream.bytes, ErrorRecords: w.errs.records, ErrorsBytes: w.errs.bytes,
-		Guard: w.opts.ResumeGuard}
+	cp := checkpointFile{Version: checkpointVersion, NextIndex: w.last + 1, ReplayFrom: w.group, Rows: w.rows,
+		Batches: w.batches, BatchRows: w.opts.BatchRows, StreamBytes: c.stream.bytes, ErrorRecords: w.errs.records,
+		ErrorsBytes: w.errs.bytes, Guard: w.opts.ResumeGuard}
+	if w.opts.State != nil {
+		state, err := json.Marshal(w.opts.State())
+		if err != nil {
+			return fmt.Errorf("dataio: checkpoint state: %w", err)
+		}
+		cp.State = state
+	}
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("dataio: checkpoint: %w", err)

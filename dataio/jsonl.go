@@ -73,12 +73,12 @@ func (s *jsonlSource) next() (Doc, error) {
 		if !tooLong && len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		idx := s.base + s.recs
+		idx, group := s.base+s.recs, s.base+s.recs-s.recs%GroupRecords
 		s.recs++
 		if !s.opts.want(idx) {
 			continue
 		}
-		d := Doc{Source: s.name, Line: s.line, Index: idx}
+		d := Doc{Source: s.name, Line: s.line, Index: idx, Group: group}
 		if tooLong {
 			return Doc{}, d.Error(ReasonLineTooLong, fmt.Sprintf("line longer than %d bytes", s.opts.MaxLineBytes))
 		}

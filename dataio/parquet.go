@@ -171,7 +171,8 @@ func (s *parquetSource) next() (d Doc, err error) {
 		row := s.row
 		s.row++
 		if idx := s.base + row; s.opts.want(idx) {
-			return s.rowDoc(i, Doc{Source: s.name, Row: row, Index: idx})
+			group := s.base + s.rgStart + (row-s.rgStart)/GroupRecords*GroupRecords
+			return s.rowDoc(i, Doc{Source: s.name, Row: row, Index: idx, Group: group})
 		}
 	}
 }

@@ -34,6 +34,11 @@ type ReadOptions struct {
 	Allocator        memory.Allocator // for Parquet reads; default memory.DefaultAllocator
 }
 
+// GroupRecords is the most records of one packing group (record.Doc.Group):
+// a group starts at each input file, at each Parquet row group and after
+// GroupRecords records.
+const GroupRecords = 256
+
 const (
 	defaultMaxLine   = 64 << 20
 	defaultPQBatch   = 1024

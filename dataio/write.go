@@ -13,11 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // Format is an output file format.
@@ -26,34 +22,30 @@ type Format string
 const (
 	FormatArrow   Format = "arrow"   // Arrow IPC file
 	FormatParquet Format = "parquet" // Parquet, one row group per batch
+	FormatJSONL   Format = "jsonl"   // JSON Lines, one object per row, keys in schema order
+	FormatTREC    Format = "trec"    // TREC run: "qid Q0 docid rank score tag" (rerank outputs)
 )
 
-// FormatOf is the format an output path selects: Parquet for ".parquet" and
-// ".pq", the Arrow IPC file format otherwise.
-func FormatOf(path string) Format {
-	switch strings.ToLower(filepath.Ext(path)) {
+// FormatOf is the format an output path's extension selects: .arrow (or
+// .ipc, .feather), .parquet (or .pq), .jsonl (or .ndjson), .trec (or .run).
+// An unknown extension is an error naming it.
+func FormatOf(path string) (Format, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".arrow", ".ipc", ".feather":
+		return FormatArrow, nil
 	case ".parquet", ".pq":
-		return FormatParquet
+		return FormatParquet, nil
+	case ".jsonl", ".ndjson":
+		return FormatJSONL, nil
+	case ".trec", ".run":
+		return FormatTREC, nil
+	default:
+		return "", fmt.Errorf("%w: %q (from %s): want .arrow, .parquet, .jsonl or .trec", ErrUnknownFormat, ext, path)
 	}
-	return FormatArrow
 }
 
-// Column names of the output schema.
-const (
-	ColID         = "id"
-	ColChunk      = "chunk"
-	ColTokenStart = "token_start"
-	ColTokenEnd   = "token_end"
-	ColCharStart  = "char_start"
-	ColCharEnd    = "char_end"
-	ColNTokens    = "n_tokens"
-	ColEmbedding  = "embedding"
-)
-
-// Schema is the output schema: one row per chunk, the embedding a
-// fixed_size_list<float32>[dims]; meta is stored as schema metadata with its
-// keys sorted.
-func Schema(dims int, meta map[string]string) *arrow.Schema {
+// NewSchema is a schema with meta as its metadata, keys sorted.
+func NewSchema(fields []arrow.Field, meta map[string]string) *arrow.Schema {
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
 		keys = append(keys, k)
@@ -64,38 +56,35 @@ func Schema(dims int, meta map[string]string) *arrow.Schema {
 		vals[i] = meta[k]
 	}
 	md := arrow.NewMetadata(keys, vals)
-	i32 := func(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int32} }
-	return arrow.NewSchema([]arrow.Field{
-		{Name: ColID, Type: arrow.BinaryTypes.String},
-		i32(ColChunk), i32(ColTokenStart), i32(ColTokenEnd), i32(ColCharStart), i32(ColCharEnd), i32(ColNTokens),
-		{Name: ColEmbedding, Type: arrow.FixedSizeListOfNonNullable(int32(dims), arrow.PrimitiveTypes.Float32)},
-	}, &md)
+	return arrow.NewSchema(fields, &md)
 }
 
-// Row is one output row: one chunk of a document and its embedding.
-type Row struct {
-	ID                   string
-	Chunk                int32 // 0-based chunk number in the document
-	TokenStart, TokenEnd int32 // token range of the chunk
-	CharStart, CharEnd   int32 // byte range of the chunk in the joined text
-	NTokens              int32
-	Embedding            []float32 // exactly Dims values
+// Rows are the output rows of one input record.
+type Rows interface {
+	// Len is the number of rows.
+	Len() int
+	// AppendTo appends the rows to a builder of the writer's schema. It
+	// checks the rows before it appends any: an error leaves b unchanged.
+	AppendTo(b *array.RecordBuilder) error
 }
 
 // WriterOptions configures a Writer.
 type WriterOptions struct {
-	Dims       int               // embedding size; required
-	Metadata   map[string]string // schema metadata: model, digest, pooling, chunking, version...
-	Format     Format            // "" = FormatOf(out)
-	BatchRows  int               // rows per record batch (cut at document ends); default 1024
-	ErrorsPath string            // default out + ".errors.jsonl"
-	Allocator  memory.Allocator  // default memory.DefaultAllocator
+	Schema     *arrow.Schema    // the output's columns and metadata; required
+	Format     Format           // "" = FormatOf(out)
+	BatchRows  int              // rows per record batch (cut at record ends); default 1024
+	ErrorsPath string           // default out + ".errors.jsonl"
+	Allocator  memory.Allocator // default memory.DefaultAllocator
 
 	// ResumeGuard holds facts about the inputs (sizes, modification
 	// times) that a resume must find unchanged. OpenCheckpointed keeps them
 	// in the checkpoint, not in the output, and refuses a resume whose
 	// guard differs (ErrResumeMismatch naming the key).
 	ResumeGuard map[string]string
+	// State, if set, is called at every checkpoint; its JSON value is kept
+	// in the checkpoint and returned by a resume (ResumeState.State): the
+	// caller's counters of the records written so far.
+	State func() any
 }
 
 // Writer writes the rows and error records of a run. One goroutine owns it.
@@ -104,8 +93,10 @@ type Writer struct {
 	opts         WriterOptions
 	schema       *arrow.Schema
 	bld          *array.RecordBuilder
-	pending      int
-	last         int64 // Index of the last document Put; -1 before the first
+	pending      int   // rows not yet in a batch
+	pendingRecs  int   // records put since the last checkpoint
+	last         int64 // Index of the last record Put; -1 before the first
+	group        int64 // Group of the last record Put
 	rows         int64
 	batches      int64
 
@@ -147,14 +138,18 @@ func Create(out string, opts WriterOptions) (*Writer, error) {
 }
 
 func newWriter(out string, opts WriterOptions) (*Writer, error) {
-	if opts.Dims <= 0 {
-		return nil, fmt.Errorf("dataio: create %s: dims %d; want > 0", out, opts.Dims)
+	if opts.Schema == nil {
+		return nil, fmt.Errorf("dataio: create %s: no schema", out)
 	}
 	if opts.Format == "" {
-		opts.Format = FormatOf(out)
+		f, err := FormatOf(out)
+		if err != nil {
+			return nil, err
+		}
+		opts.Format = f
 	}
-	if opts.Format != FormatArrow && opts.Format != FormatParquet {
-		return nil, fmt.Errorf("dataio: create %s: unknown format %q", out, opts.Format)
+	if err := checkFormat(opts.Format, opts.Schema); err != nil {
+		return nil, fmt.Errorf("dataio: create %s: %w", out, err)
 	}
 	if opts.BatchRows <= 0 {
 		opts.BatchRows = defaultBatchRows
@@ -165,9 +160,8 @@ func newWriter(out string, opts WriterOptions) (*Writer, error) {
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
 	}
-	sc := Schema(opts.Dims, opts.Metadata)
-	return &Writer{out: out, errPath: opts.ErrorsPath, opts: opts, schema: sc,
-		bld: array.NewRecordBuilder(opts.Allocator, sc), last: -1}, nil
+	return &Writer{out: out, errPath: opts.ErrorsPath, opts: opts, schema: opts.Schema,
+		bld: array.NewRecordBuilder(opts.Allocator, opts.Schema), last: -1}, nil
 }
 
 // Schema returns the schema of the output.
@@ -176,60 +170,49 @@ func (w *Writer) Schema() *arrow.Schema { return w.schema }
 // Rows returns the number of rows put so far (with a resumed run's).
 func (w *Writer) Rows() int64 { return w.rows }
 
-// Put adds the result of the document with the given Index: its rows, in
-// chunk order, and its error records. Documents must come in increasing
-// Index; ones without rows or errors may be left out. After a failed Put
-// the writer should be aborted.
-func (w *Writer) Put(index int64, rows []Row, errs []*RowError) error {
+// Put adds the result of the input record with the given Index and packing
+// group: its rows (nil for none) and its error records. Records must come
+// in increasing Index. After a failed Put the writer should be aborted.
+func (w *Writer) Put(index, group int64, rows Rows, errs []*RowError) error {
 	if w.closed {
 		return ErrClosed
 	}
 	if index <= w.last {
 		return fmt.Errorf("%w: index %d after %d", ErrOutOfOrder, index, w.last)
 	}
-	for _, r := range rows {
-		if len(r.Embedding) != w.opts.Dims {
-			return fmt.Errorf("dataio: put %d chunk %d: embedding has %d values; want %d", index, r.Chunk, len(r.Embedding), w.opts.Dims)
+	if rows != nil {
+		if err := rows.AppendTo(w.bld); err != nil {
+			return err
 		}
+		w.pending += rows.Len()
+		w.rows += int64(rows.Len())
 	}
 	for _, e := range errs {
 		if err := w.errs.write(e); err != nil {
 			return err
 		}
 	}
-	for _, r := range rows {
-		w.append(r)
-	}
-	w.last = index
-	if w.pending >= w.opts.BatchRows {
+	w.last, w.group = index, group
+	w.pendingRecs++
+	// A batch ends after the record that fills it; a checkpoint is also
+	// taken when only error records advanced. Both depend on the input
+	// alone, so a resumed run cuts the batches an uninterrupted one does.
+	if w.pending >= w.opts.BatchRows || w.pendingRecs >= w.opts.BatchRows {
 		return w.flush()
 	}
 	return nil
 }
 
 // PutFileError writes a file-level failure to the errors file, in its place
-// among the documents: all documents before fe.Index must have been Put.
+// among the records: all records before fe.Index must have been Put.
 func (w *Writer) PutFileError(fe *FileError) error {
 	if w.closed {
 		return ErrClosed
 	}
 	if fe.Index <= w.last {
-		return fmt.Errorf("%w: file error at index %d after document %d", ErrOutOfOrder, fe.Index, w.last)
+		return fmt.Errorf("%w: file error at index %d after record %d", ErrOutOfOrder, fe.Index, w.last)
 	}
 	return w.errs.writeJSON(fileErrorJSONOf(fe))
-}
-
-func (w *Writer) append(r Row) {
-	f := w.bld.Fields()
-	f[0].(*array.StringBuilder).Append(r.ID)
-	for i, v := range [...]int32{r.Chunk, r.TokenStart, r.TokenEnd, r.CharStart, r.CharEnd, r.NTokens} {
-		f[1+i].(*array.Int32Builder).Append(v)
-	}
-	lb := f[7].(*array.FixedSizeListBuilder)
-	lb.Append(true)
-	lb.ValueBuilder().(*array.Float32Builder).AppendValues(r.Embedding, nil)
-	w.pending++
-	w.rows++
 }
 
 // flush writes the pending rows as one batch (and a checkpoint).
@@ -244,6 +227,7 @@ func (w *Writer) flush() error {
 		}
 		w.batches++
 	}
+	w.pendingRecs = 0
 	if w.ckpt != nil {
 		return w.ckpt.save(w)
 	}
@@ -316,73 +300,6 @@ func (w *Writer) abortFiles() {
 	}
 	os.Remove(w.tmp)
 	os.Remove(w.errTmp)
-}
-
-// finalSink writes the output file in its final format.
-type finalSink struct {
-	f   *os.File
-	bw  *bufio.Writer
-	ipc *ipc.FileWriter
-	pq  *pqarrow.FileWriter
-}
-
-func newFinalSink(path string, format Format, sc *arrow.Schema, mem memory.Allocator) (*finalSink, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("dataio: %w", err)
-	}
-	s := &finalSink{f: f, bw: bufio.NewWriterSize(f, 1<<20)}
-	if format == FormatParquet {
-		props := parquet.NewWriterProperties(parquet.WithAllocator(mem),
-			parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(false),
-			parquet.WithMaxRowGroupLength(1<<20))
-		s.pq, err = pqarrow.NewFileWriter(sc, s.bw, props,
-			pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)))
-	} else {
-		s.ipc, err = ipc.NewFileWriter(s.bw, ipc.WithSchema(sc), ipc.WithAllocator(mem))
-	}
-	if err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("dataio: %s: %w", path, err)
-	}
-	return s, nil
-}
-
-func (s *finalSink) write(rec arrow.RecordBatch) error {
-	var err error
-	if s.pq != nil {
-		err = s.pq.Write(rec)
-	} else {
-		err = s.ipc.Write(rec)
-	}
-	if err != nil {
-		return fmt.Errorf("dataio: write %s: %w", s.f.Name(), err)
-	}
-	return nil
-}
-
-func (s *finalSink) finish() error {
-	var err error
-	if s.pq != nil {
-		err = s.pq.Close()
-	} else {
-		err = s.ipc.Close()
-	}
-	err = errors.Join(err, s.bw.Flush(), s.f.Sync(), s.f.Close())
-	if err != nil {
-		return fmt.Errorf("dataio: finish %s: %w", s.f.Name(), err)
-	}
-	return nil
-}
-
-func (s *finalSink) abort() {
-	if s.pq != nil {
-		s.pq.Close()
-	} else {
-		s.ipc.Close()
-	}
-	s.f.Close()
 }
 
 // errorLog writes error records as JSON Lines.

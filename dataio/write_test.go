@@ -33,19 +33,19 @@ var testMeta = map[string]string{"synapse.model": "ref-bert-embed.gguf", "synaps
 
 // testDoc is the deterministic result of document i: i%4 chunks, and an
 // error record instead of rows when i%4 == 0.
-func testDoc(i int64) ([]Row, []*RowError) {
+func testDoc(i int64) (EmbedRows, []*RowError) {
 	d := Doc{Source: "corpus.jsonl", Line: int(i) + 1, Index: i, ID: "doc-" + strconv.FormatInt(i, 10)}
 	n := int(i % 4)
 	if n == 0 {
 		return nil, []*RowError{d.Error(ReasonEmptyText, "empty")}
 	}
-	rows := make([]Row, n)
+	rows := make(EmbedRows, n)
 	for c := range rows {
 		emb := make([]float32, testDims)
 		for k := range emb {
 			emb[k] = float32(i)*0.5 + float32(c) + float32(k)/10
 		}
-		rows[c] = Row{ID: d.ID, Chunk: int32(c), TokenStart: int32(c * 10), TokenEnd: int32(c*10 + 12),
+		rows[c] = EmbedRow{ID: d.ID, Chunk: int32(c), TokenStart: int32(c * 10), TokenEnd: int32(c*10 + 12),
 			CharStart: int32(c * 40), CharEnd: int32(c*40 + 50), NTokens: 12, Embedding: emb}
 	}
 	var errs []*RowError
@@ -59,7 +59,7 @@ func putDocs(t testing.TB, w *Writer, from, to int64) {
 	t.Helper()
 	for i := from; i < to; i++ {
 		rows, errs := testDoc(i)
-		if err := w.Put(i, rows, errs); err != nil {
+		if err := w.Put(i, i, rows, errs); err != nil {
 			t.Fatalf("Put %d: %v", i, err)
 		}
 	}
@@ -67,7 +67,7 @@ func putDocs(t testing.TB, w *Writer, from, to int64) {
 
 // readArrowFile returns the rows of an Arrow IPC file, its batch lengths and
 // schema, under a checked allocator.
-func readArrowFile(t *testing.T, path string) ([]Row, []int64, *arrow.Schema) {
+func readArrowFile(t *testing.T, path string) (EmbedRows, []int64, *arrow.Schema) {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -81,7 +81,7 @@ func readArrowFile(t *testing.T, path string) ([]Row, []int64, *arrow.Schema) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var rows []Row
+	var rows EmbedRows
 	var lens []int64
 	for i := range r.NumRecords() {
 		rec, err := r.RecordBatch(i)
@@ -95,23 +95,23 @@ func readArrowFile(t *testing.T, path string) ([]Row, []int64, *arrow.Schema) {
 }
 
 // recordRows converts a record batch of the output schema back to Rows.
-func recordRows(rec arrow.RecordBatch) []Row {
+func recordRows(rec arrow.RecordBatch) EmbedRows {
 	ids := rec.Column(0).(*array.String)
 	col := func(i int) *array.Int32 { return rec.Column(i).(*array.Int32) }
 	emb := rec.Column(7).(*array.FixedSizeList)
 	vals := emb.ListValues().(*array.Float32)
 	dims := int(emb.DataType().(*arrow.FixedSizeListType).Len())
-	var rows []Row
+	var rows EmbedRows
 	for i := range int(rec.NumRows()) {
 		e := append([]float32(nil), vals.Float32Values()[(emb.Offset()+i)*dims:(emb.Offset()+i+1)*dims]...)
-		rows = append(rows, Row{ID: ids.Value(i), Chunk: col(1).Value(i), TokenStart: col(2).Value(i), TokenEnd: col(3).Value(i),
+		rows = append(rows, EmbedRow{ID: ids.Value(i), Chunk: col(1).Value(i), TokenStart: col(2).Value(i), TokenEnd: col(3).Value(i),
 			CharStart: col(4).Value(i), CharEnd: col(5).Value(i), NTokens: col(6).Value(i), Embedding: e})
 	}
 	return rows
 }
 
-func wantRows(from, to int64) []Row {
-	var rows []Row
+func wantRows(from, to int64) EmbedRows {
+	var rows EmbedRows
 	for i := from; i < to; i++ {
 		r, _ := testDoc(i)
 		rows = append(rows, r...)
@@ -124,7 +124,7 @@ func TestWriterArrow(t *testing.T) {
 	out := filepath.Join(dir, "out.arrow")
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	w, err := Create(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16, Allocator: mem})
+	w, err := Create(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16, Allocator: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +144,8 @@ func TestWriterArrow(t *testing.T) {
 			t.Errorf("batch %d has %d rows; want 16 to 18 (cut at a document end)", i, n)
 		}
 	}
-	if !sc.Equal(Schema(testDims, nil)) {
-		t.Errorf("got schema %s; want %s", sc, Schema(testDims, nil))
+	if !sc.Equal(EmbedSchema(testDims, nil)) {
+		t.Errorf("got schema %s; want %s", sc, EmbedSchema(testDims, nil))
 	}
 	for k, v := range testMeta {
 		if got, ok := sc.Metadata().GetValue(k); !ok || got != v {
@@ -159,14 +159,14 @@ func TestWriterArrow(t *testing.T) {
 	if want := []string{out, out + ".errors.jsonl"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("files after Commit: got %v; want %v", names, want)
 	}
-	if err := w.Put(100, nil, nil); !errors.Is(err, ErrClosed) {
+	if err := w.Put(100, 100, nil, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("Put after Commit: got %v; want ErrClosed", err)
 	}
 }
 
 func TestWriterParquet(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.parquet")
-	w, err := Create(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 32})
+	w, err := Create(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestWriterParquet(t *testing.T) {
 }
 
 // readParquetFile returns the rows and key-value metadata of a Parquet output.
-func readParquetFile(t *testing.T, path string) ([]Row, map[string]string) {
+func readParquetFile(t *testing.T, path string) (EmbedRows, map[string]string) {
 	t.Helper()
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -208,7 +208,7 @@ func readParquetFile(t *testing.T, path string) ([]Row, map[string]string) {
 		t.Fatal(err)
 	}
 	defer rr.Release()
-	var rows []Row
+	var rows EmbedRows
 	for rr.Next() {
 		rows = append(rows, recordRows(rr.RecordBatch())...)
 	}
@@ -221,17 +221,17 @@ func readParquetFile(t *testing.T, path string) ([]Row, map[string]string) {
 func TestWriterErrorsFile(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.arrow")
 	errPath := out + ".errs"
-	w, err := Create(out, WriterOptions{Dims: testDims, ErrorsPath: errPath})
+	w, err := Create(out, WriterOptions{Schema: EmbedSchema(testDims, nil), ErrorsPath: errPath})
 	if err != nil {
 		t.Fatal(err)
 	}
 	jd := Doc{Source: "a.jsonl", Line: 3, Index: 2, ID: "x"}
 	pd := Doc{Source: "b.parquet", Row: 0, Index: 5}
 	errs := []*RowError{jd.Error(ReasonMalformedJSON, "json: bad"), jd.ChunkError(1, "oom", "out of memory", "tail")}
-	if err := w.Put(2, nil, errs); err != nil {
+	if err := w.Put(2, 2, nil, errs); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Put(5, nil, []*RowError{pd.Error(ReasonNullText, "null")}); err != nil {
+	if err := w.Put(5, 5, nil, []*RowError{pd.Error(ReasonNullText, "null")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.PutFileError(&FileError{Source: "c.parquet", RowGroup: 3, Index: 5, Err: io.ErrUnexpectedEOF}); !errors.Is(err, ErrOutOfOrder) {
@@ -260,16 +260,16 @@ func TestWriterErrorsFile(t *testing.T) {
 
 func TestWriterPutChecks(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Create(filepath.Join(dir, "o.arrow"), WriterOptions{Dims: testDims})
+	w, err := Create(filepath.Join(dir, "o.arrow"), WriterOptions{Schema: EmbedSchema(testDims, nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Abort()
 	putDocs(t, w, 0, 3)
-	if err := w.Put(2, nil, nil); !errors.Is(err, ErrOutOfOrder) {
+	if err := w.Put(2, 2, nil, nil); !errors.Is(err, ErrOutOfOrder) {
 		t.Errorf("Put(2) after 2: got %v; want ErrOutOfOrder", err)
 	}
-	if err := w.Put(3, []Row{{Embedding: make([]float32, 3)}}, nil); err == nil {
+	if err := w.Put(3, 3, EmbedRows{{Embedding: make([]float32, 3)}}, nil); err == nil {
 		t.Errorf("Put with 3 dims: got no error; want one")
 	}
 	if _, err := Create(filepath.Join(dir, "p.arrow"), WriterOptions{}); err == nil {
@@ -281,7 +281,7 @@ func TestWriterAbort(t *testing.T) {
 	for _, name := range []string{"o.arrow", "o.parquet"} {
 		dir := t.TempDir()
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		w, err := Create(filepath.Join(dir, name), WriterOptions{Dims: testDims, BatchRows: 4, Allocator: mem})
+		w, err := Create(filepath.Join(dir, name), WriterOptions{Schema: EmbedSchema(testDims, nil), BatchRows: 4, Allocator: mem})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper process only")
 	}
 	killAt, _ := strconv.ParseInt(os.Getenv("DATAIO_HELPER_KILL_AT"), 10, 64)
-	w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16})
+	w, st, err := OpenCheckpointed(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -332,9 +332,9 @@ func crashAt(t *testing.T, out string, killAt int64) {
 
 // uninterrupted writes documents [0, n) in one checkpointed run and returns
 // the output's rows and batch lengths and the errors file.
-func uninterrupted(t *testing.T, n int64, name string) ([]Row, []int64, []byte, []byte) {
+func uninterrupted(t *testing.T, n int64, name string) (EmbedRows, []int64, []byte, []byte) {
 	out := filepath.Join(t.TempDir(), name)
-	w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16})
+	w, st, err := OpenCheckpointed(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16})
 	if err != nil || st.Resumed {
 		t.Fatalf("OpenCheckpointed: %+v, %v", st, err)
 	}
@@ -378,7 +378,7 @@ func TestCheckpointResume(t *testing.T) {
 			}
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16, Allocator: mem})
+			w, st, err := OpenCheckpointed(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16, Allocator: mem})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -414,12 +414,11 @@ func TestCheckpointResume(t *testing.T) {
 // line to the partial errors file, as a kill in the middle of a write would.
 func tearPartial(t *testing.T, out string) {
 	rows, _ := testDoc(999)
-	sc := Schema(testDims, testMeta)
+	sc := EmbedSchema(testDims, testMeta)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
-	w := &Writer{bld: b, opts: WriterOptions{Dims: testDims}}
-	for _, r := range rows {
-		w.append(r)
+	if err := rows.AppendTo(b); err != nil {
+		t.Fatal(err)
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
@@ -445,7 +444,7 @@ func appendTo(t *testing.T, path string, b []byte) {
 func TestCheckpointParquetOutput(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.parquet")
 	crashAt(t, out, 77) // the helper writes with the format of out's extension
-	w, st, err := OpenCheckpointed(out, WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16})
+	w, st, err := OpenCheckpointed(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16})
 	if err != nil || !st.Resumed {
 		t.Fatalf("OpenCheckpointed: %+v, %v", st, err)
 	}
@@ -462,13 +461,13 @@ func TestCheckpointParquetOutput(t *testing.T) {
 func TestCheckpointRefusals(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.arrow")
 	crashAt(t, out, 100)
-	opts := WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16}
+	opts := WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16}
 
 	other := map[string]string{"synapse.model": "another.gguf"}
 	for name, o := range map[string]WriterOptions{
-		"metadata":   {Dims: testDims, Metadata: other, BatchRows: 16},
-		"dims":       {Dims: testDims + 1, Metadata: testMeta, BatchRows: 16},
-		"batch rows": {Dims: testDims, Metadata: testMeta, BatchRows: 32},
+		"metadata":   {Schema: EmbedSchema(testDims, other), BatchRows: 16},
+		"dims":       {Schema: EmbedSchema(testDims+1, testMeta), BatchRows: 16},
+		"batch rows": {Schema: EmbedSchema(testDims, testMeta), BatchRows: 32},
 	} {
 		if _, _, err := OpenCheckpointed(out, o); !errors.Is(err, ErrResumeMismatch) {
 			t.Errorf("other %s: got %v; want ErrResumeMismatch", name, err)
@@ -519,7 +518,7 @@ func TestCheckpointRefusals(t *testing.T) {
 func TestCheckpointGuard(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.arrow")
 	guard := map[string]string{"input 1 a.jsonl": "10 bytes", "input 2 b.jsonl": "20 bytes"}
-	opts := WriterOptions{Dims: testDims, Metadata: testMeta, BatchRows: 16, ResumeGuard: guard}
+	opts := WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16, ResumeGuard: guard}
 	w, _, err := OpenCheckpointed(out, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -547,8 +546,9 @@ func TestCheckpointGuard(t *testing.T) {
 		}
 	}
 	o := opts
-	o.Metadata = maps.Clone(testMeta)
-	o.Metadata["synapse.model"] = "another.gguf"
+	meta := maps.Clone(testMeta)
+	meta["synapse.model"] = "another.gguf"
+	o.Schema = EmbedSchema(testDims, meta)
 	if _, _, err := OpenCheckpointed(out, o); !errors.Is(err, ErrResumeMismatch) || !strings.Contains(err.Error(), "synapse.model was") {
 		t.Errorf("other metadata: got %v; want ErrResumeMismatch naming synapse.model", err)
 	}

@@ -75,37 +75,37 @@ func cpuTime() time.Duration {
 }
 
 // rawBatches tokenizes and chunks the corpus as Embed does and packs the
-// chunks with the pipeline's pipeline.Packer.
-func rawBatches(b *testing.B, corpus, model string, budget int) ([]pipeline.Batch, int) {
+// chunks as the pipeline does (pipeline.Pack, groups as dataio's reader
+// makes them).
+func rawBatches(b *testing.B, corpus, model string, budget int) ([][]Chunk, int) {
 	b.Helper()
 	tok, err := tokenize.Load(model)
 	if err != nil {
 		b.Fatal(err)
 	}
 	pre, suf := tok.Affixes()
-	ch := pipeline.Chunking{Window: 512 - len(pre) - len(suf), Prefix: pre, Suffix: suf}
+	ch := Chunking{Window: 512 - len(pre) - len(suf), Prefix: pre, Suffix: suf}
 	r, err := dataio.Open([]string{corpus}, dataio.ReadOptions{TextFields: []string{"title", "text"}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	p := &pipeline.Packer{Budget: budget, Window: pipeline.DefaultGroupWindow}
-	var out []pipeline.Batch
-	tokens := 0
-	for seq := int64(0); ; seq++ {
+	var groups [][]Chunk
+	group, tokens := int64(-1), 0
+	for {
 		d, err := r.Next()
 		if err != nil {
 			break
 		}
-		if seq%pipeline.DefaultGroupWindow == 0 {
-			out = append(out, p.Flush()...)
+		if d.Group != group {
+			groups, group = append(groups, nil), d.Group
 		}
-		for _, c := range ch.Cut(seq, tok.Tokenize(d.Text, tokenize.Options{}).Tokens) {
+		for _, c := range ch.Cut(tok.Tokenize(d.Text, tokenize.Options{}).Tokens) {
 			tokens += len(c.IDs)
-			out = append(out, p.Add(c)...)
+			groups[len(groups)-1] = append(groups[len(groups)-1], c)
 		}
 	}
-	return append(out, p.Flush()...), tokens
+	return pipeline.Pack(groups, func(c Chunk) int { return len(c.IDs) }, pipeline.Config{BatchTokens: budget}), tokens
 }
 
 // benchSetup returns the model, the llama.cpp libraries and the corpus.
@@ -163,8 +163,8 @@ func benchRaw(b *testing.B, lib, model, corpus string, threads, budget int) {
 	start, cpu0 := time.Now(), cpuTime()
 	for range b.N {
 		for _, bt := range batches {
-			seqs := make([][]int32, len(bt.Chunks))
-			for i, c := range bt.Chunks {
+			seqs := make([][]int32, len(bt))
+			for i, c := range bt {
 				seqs[i] = c.IDs
 			}
 			if _, _, err := e.Embed(ctx, info.Ref, "", true, seqs); err != nil {
@@ -181,14 +181,14 @@ func benchPipeline(b *testing.B, bin, lib, model, corpus string, workers, thread
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
 	for i := range b.N {
-		sum, err := Embed(context.Background(), EmbedOptions{Inputs: []string{corpus}, Model: model,
-			Out: filepath.Join(dir, fmt.Sprintf("out-%d.arrow", i)), Normalize: true, BatchTokens: budget,
+		sum, err := Embed(context.Background(), EmbedOptions{Normalize: true, Options: Options{Inputs: []string{corpus}, Model: model,
+			Out: filepath.Join(dir, fmt.Sprintf("out-%d.arrow", i)), BatchTokens: budget,
 			Read:    dataio.ReadOptions{TextFields: []string{"title", "text"}},
-			Workers: workers, Threads: threads, Worker: []string{bin, "worker"}, Env: []string{"SYNAPSE_LLAMA_LIB=" + lib}})
+			Workers: workers, Threads: threads, Worker: []string{bin, "worker"}, Env: []string{"SYNAPSE_LLAMA_LIB=" + lib}}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		tokens += sum.Tokens
+		tokens += sum.Job.Tokens
 	}
 	report(b, int(tokens), time.Since(start), cpuTime()-cpu0)
 }

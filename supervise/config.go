@@ -15,9 +15,11 @@ type Config struct {
 	// arguments ("synapse", "worker"); the pool appends
 	// --socket PATH --nonce N. Required.
 	Command []string
-	// Env is added to the module's environment for every worker;
-	// SYNAPSE_WORKER_ID is set by the pool.
+	// Env is added to BaseEnv for every worker; SYNAPSE_WORKER_ID is set
+	// by the pool.
 	Env []string
+	// BaseEnv is the environment workers start from (nil: the module's own).
+	BaseEnv []string
 	// Workers is the number of worker processes (default 1).
 	Workers int
 	// RuntimeDir holds synapse/workers/<worker_id>.sock (default

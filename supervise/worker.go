@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,11 @@ func newNonce() string {
 // the goroutines that drain its output and watch its exit.
 func (p *Pool) spawn(s *slot, nonce string) (*worker, error) {
 	args := append(append([]string(nil), p.cfg.Command[1:]...), "--socket", s.path, "--nonce", nonce)
-	env := append(append(os.Environ(), p.cfg.Env...), "SYNAPSE_WORKER_ID="+s.id)
+	base := p.cfg.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	env := append(append(slices.Clip(base), p.cfg.Env...), "SYNAPSE_WORKER_ID="+s.id)
 	proc, err := p.sp.launch(p.cfg.Launcher, Spec{Path: p.cfg.Command[0], Args: args, Env: env})
 	if err != nil {
 		return nil, err

@@ -25,10 +25,14 @@ const (
 
 // Doc is one document of the corpus.
 type Doc struct {
-	Source    string // input file name as given ("-" for stdin)
-	Line      int    // JSONL: 1-based line number; 0 for Parquet
-	Row       int64  // Parquet: 0-based row within the file; 0 for JSONL
-	Index     int64  // 0-based document index in the run, stable across runs
+	Source string // input file name as given ("-" for stdin)
+	Line   int    // JSONL: 1-based line number; 0 for Parquet
+	Row    int64  // Parquet: 0-based row within the file; 0 for JSONL
+	Index  int64  // 0-based document index in the run, stable across runs
+	// Group is the Index of the first record of the packing group this one
+	// belongs to (see pipeline.Kind.Place): the reader starts a group at
+	// each file and row group, and after DefaultMaxGroup records.
+	Group     int64
 	ID        string // document ID (see dataio's package documentation)
 	Text      string // Prefix + the joined text fields
 	PrefixLen int    // length in bytes of the prefix at the start of Text
@@ -36,7 +40,7 @@ type Doc struct {
 
 // Error returns a row-level error record for d.
 func (d Doc) Error(reason, detail string) *RowError {
-	return &RowError{Source: d.Source, Line: d.Line, Row: d.Row, Index: d.Index, ID: d.ID, Reason: reason, Detail: detail}
+	return &RowError{Source: d.Source, Line: d.Line, Row: d.Row, Index: d.Index, Group: d.Group, ID: d.ID, Reason: reason, Detail: detail}
 }
 
 // ChunkError returns an error record for the failure of one chunk of d;
@@ -55,6 +59,7 @@ type RowError struct {
 	Line      int   // JSONL: 1-based line; 0 for Parquet
 	Row       int64 // Parquet: 0-based row in the file (used when Line is 0)
 	Index     int64 // document index in the run
+	Group     int64 // the record's packing group (Doc.Group)
 	ID        string
 	Reason    string // a stable code: one of the Reason constants, or the pipeline's own
 	Detail    string

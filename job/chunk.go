@@ -1,4 +1,4 @@
-package pipeline
+package job
 
 import (
 	"fmt"
@@ -31,7 +31,6 @@ func (c Chunking) Validate() error {
 
 // Chunk is one window of a document, ready to embed.
 type Chunk struct {
-	Doc   int64 // the record's sequence number in the run (its order key)
 	Index int32 // chunk number within the document, 0-based
 	// TokenStart and TokenEnd delimit the window in the document's token list
 	// (special tokens excluded); CharStart and CharEnd are byte offsets into
@@ -44,12 +43,12 @@ type Chunk struct {
 // Cut splits a document's tokens into chunks. A document with no tokens yields
 // one chunk holding only the special tokens, so that every document has a
 // vector (callers that skip empty documents do so before cutting).
-func (c Chunking) Cut(seq int64, toks []tokenize.Token) []Chunk {
+func (c Chunking) Cut(toks []tokenize.Token) []Chunk {
 	step := c.Window - c.Overlap
 	var out []Chunk
 	for start := 0; ; start += step {
 		end := min(start+c.Window, len(toks))
-		ch := Chunk{Doc: seq, Index: int32(len(out)), TokenStart: int32(start), TokenEnd: int32(end)}
+		ch := Chunk{Index: int32(len(out)), TokenStart: int32(start), TokenEnd: int32(end)}
 		if end > start {
 			ch.CharStart, ch.CharEnd = toks[start].Start, toks[end-1].End
 		}

@@ -1,4 +1,4 @@
-package pipeline
+package job
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
 	"github.com/synapse-embed/synapse/wire"
 )
@@ -16,32 +17,32 @@ func TestClassifyPoolError(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want Fault
+		want pipeline.Fault
 	}{
-		{"crash", &supervise.CrashError{Stage: "recv"}, FaultRetry},
-		{"timeout", &supervise.CrashError{Stage: "timeout"}, FaultRetry},
-		{"quarantined", fmt.Errorf("x: %w", &supervise.QuarantinedError{}), FaultFatal},
-		{"no workers", supervise.ErrNoWorkers, FaultFatal},
-		{"model unavailable", fmt.Errorf("supervise: EMBED_BATCH: %w", supervise.ErrModelUnavailable), FaultFatal},
-		{"cancelled", context.Canceled, FaultFatal},
-		{"bad request", wire.Errorf(wire.CodeBadRequest, "too long"), FaultReject},
-		{"oom", wire.Errorf(wire.CodeOOM, "no memory"), FaultRetry},
-		{"model not loaded", wire.Errorf(wire.CodeModelNotLoaded, "x"), FaultFatal},
+		{"crash", &supervise.CrashError{Stage: "recv"}, pipeline.FaultRetry},
+		{"timeout", &supervise.CrashError{Stage: "timeout"}, pipeline.FaultRetry},
+		{"quarantined", fmt.Errorf("x: %w", &supervise.QuarantinedError{}), pipeline.FaultFatal},
+		{"no workers", supervise.ErrNoWorkers, pipeline.FaultFatal},
+		{"model unavailable", fmt.Errorf("supervise: EMBED_BATCH: %w", supervise.ErrModelUnavailable), pipeline.FaultFatal},
+		{"cancelled", context.Canceled, pipeline.FaultFatal},
+		{"bad request", wire.Errorf(wire.CodeBadRequest, "too long"), pipeline.FaultReject},
+		{"oom", wire.Errorf(wire.CodeOOM, "no memory"), pipeline.FaultRetry},
+		{"model not loaded", wire.Errorf(wire.CodeModelNotLoaded, "x"), pipeline.FaultFatal},
 	}
 	for _, tt := range tests {
-		if got := ClassifyPoolError(tt.err); got != tt.want {
+		if got := classify(tt.err); got != tt.want {
 			t.Errorf("%s: got %v; want %v", tt.name, got, tt.want)
 		}
 	}
 }
 
 func TestTimeoutNeverOverflows(t *testing.T) {
-	huge := &PoolBackend{Deadline: time.Duration(1 << 62), PerToken: time.Duration(1 << 62)}
-	if got := huge.Timeout(1 << 20); got <= 0 || got > 2*maxTimeout {
+	huge := &requester{deadline: time.Duration(1 << 62), perToken: time.Duration(1 << 62)}
+	if got := huge.timeoutFor(1 << 20); got <= 0 || got > 2*maxTimeout {
 		t.Errorf("Timeout with huge settings = %v; want positive and at most %v", got, 2*maxTimeout)
 	}
-	b := &PoolBackend{Deadline: time.Second, PerToken: time.Millisecond}
-	if got, want := b.Timeout(100), 1100*time.Millisecond; got != want {
+	b := &requester{deadline: time.Second, perToken: time.Millisecond}
+	if got, want := b.timeoutFor(100), 1100*time.Millisecond; got != want {
 		t.Errorf("Timeout(100) = %v; want %v", got, want)
 	}
 }
@@ -51,7 +52,7 @@ func TestTimeoutNeverOverflows(t *testing.T) {
 // request halves it only from the factor it ran at.
 func TestPatience(t *testing.T) {
 	var seen []int
-	p := &PoolBackend{OnPatience: func(f int, _ error) { seen = append(seen, f) }}
+	p := &requester{onPatience: func(f int, _ error) { seen = append(seen, f) }}
 	cause := errors.New("timeout")
 	steps := []struct {
 		timeout bool  // a timeout asking for at least `to`, or a fast request at `from`
@@ -80,7 +81,7 @@ func TestPatience(t *testing.T) {
 		}
 	}
 	if want := []int{2, 4, 2, 8, 4, 2, 1}; !slices.Equal(seen, want) {
-		t.Errorf("OnPatience saw %v; want %v", seen, want)
+		t.Errorf("onPatience saw %v; want %v", seen, want)
 	}
 }
 
@@ -97,7 +98,7 @@ func TestStretchedTimeout(t *testing.T) {
 		{30 * time.Hour, 2, 30 * time.Hour},
 		{time.Hour, 1 << 40, maxTimeout}, // no overflow
 	} {
-		if got := timeout(tc.base, tc.f); got != tc.want {
+		if got := stretched(tc.base, tc.f); got != tc.want {
 			t.Errorf("timeout(%v, %d) = %v; want %v", tc.base, tc.f, got, tc.want)
 		}
 	}

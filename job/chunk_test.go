@@ -1,4 +1,4 @@
-package pipeline
+package job
 
 import (
 	"reflect"
@@ -30,12 +30,12 @@ func TestChunkingCut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := c.Cut(7, toks(tt.n))
+			got := c.Cut(toks(tt.n))
 			var ranges [][2]int32
 			for i, ch := range got {
 				ranges = append(ranges, [2]int32{ch.TokenStart, ch.TokenEnd})
-				if ch.Index != int32(i) || ch.Doc != 7 {
-					t.Errorf("chunk %d: index %d doc %d; want %d 7", i, ch.Index, ch.Doc, i)
+				if ch.Index != int32(i) {
+					t.Errorf("chunk %d: index %d; want %d", i, ch.Index, i)
 				}
 				n := int(ch.TokenEnd - ch.TokenStart)
 				if len(ch.IDs) != n+2 || ch.IDs[0] != 101 || ch.IDs[len(ch.IDs)-1] != 102 {

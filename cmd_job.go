@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/job"
+	"github.com/synapse-embed/synapse/pipeline"
+)
+
+// The flags and the run loop every job command (embed, rerank, generate)
+// shares: the command adds its own flags and options and names its rows.
+
+// jobFlags are the flags of every job command; what decides its records
+// (text fields, ids) is the command's own.
+func jobFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE` (GGUF) (required)"},
+		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines (default: OUTPUT.errors.jsonl)"},
+		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker (default: the command's)"},
+		&cli.IntFlag{Name: "workers", Usage: "worker processes (default: from the core count)"},
+		&cli.IntFlag{Name: "threads", Usage: "engine threads per worker (default: cores / workers)"},
+		&cli.IntFlag{Name: "buffer-mb", Value: pipeline.DefaultInFlightBytes >> 20, Usage: "MiB of input text held between reading and writing; bounds the module's memory with long records"},
+		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
+		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
+		&cli.IntFlag{Name: "deadline-stretch", Value: job.DefaultDeadlineStretch, Usage: "after a request times out, later ones get twice the deadline, up to this many times (1: never); a busy machine slows the run instead of failing it"},
+		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
+		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process only records whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
+		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+	}
+}
+
+// readFlags are the flags that make documents out of input rows.
+func readFlags(what string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "text-field", Usage: "field(s) holding the " + what + "; several are joined with a newline (default: text)"},
+		&cli.StringFlag{Name: "id-field", Usage: "field holding the row id (default: id, else _id, else the row number)"},
+		&cli.StringFlag{Name: "prefix", Usage: `text put in front of every ` + what + `, e.g. "search_document: "`},
+		&cli.BoolFlag{Name: "skip-empty", Usage: "send empty or whitespace-only texts to the errors file"},
+	}
+}
+
+// jobOptionsFrom reads the common flags; name prefixes messages and defOut
+// is the default output's suffix (".vectors.arrow").
+func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
+	o := job.Options{
+		Inputs: c.Args().Slice(), Model: c.String("model"), Out: c.String("output"), Errors: c.String("errors"),
+		BatchTokens: c.Int("batch-tokens"), Workers: c.Int("workers"), Threads: c.Int("threads"),
+		Deadline: c.Duration("deadline"), Resume: c.Bool("resume"), Version: version,
+		BufferBytes: int64(c.Int("buffer-mb")) << 20, DeadlineStretch: c.Int("deadline-stretch"), Chaos: c.String("chaos"),
+	}
+	if o.Model == "" {
+		// Checked here rather than with Required, for a message that says what to give.
+		return o, usagef("%s: no model (give -m MODEL.gguf)", name)
+	}
+	for flag, v := range map[string]int{"batch-tokens": o.BatchTokens, "workers": o.Workers, "threads": o.Threads, "buffer-mb": c.Int("buffer-mb")} {
+		if v < 0 {
+			return o, usagef("%s: --%s %d must not be negative", name, flag, v)
+		}
+	}
+	switch {
+	case o.Deadline <= 0:
+		return o, usagef("%s: --deadline must be positive", name)
+	case c.Int("buffer-mb") > 1<<20:
+		return o, usagef("%s: --buffer-mb %d is more than 1 TiB", name, c.Int("buffer-mb"))
+	case o.DeadlineStretch < 1:
+		return o, usagef("%s: --deadline-stretch %d must be at least 1", name, o.DeadlineStretch)
+	}
+	switch per := c.Duration("deadline-per-token"); {
+	case per < 0:
+		return o, usagef("%s: --deadline-per-token must not be negative", name)
+	case per == 0:
+		o.DeadlinePerToken = -1 // none (0 would mean the default)
+	default:
+		o.DeadlinePerToken = per
+	}
+	if o.Chaos != "" {
+		if _, err := engine.ParseChaos(o.Chaos); err != nil {
+			return o, usageError{fmt.Errorf("%s: --chaos: %w", name, err)}
+		}
+	}
+	if err := checkInputs(name, o.Inputs); err != nil {
+		return o, err
+	}
+	if o.Out == "" {
+		o.Out = defaultOutput(o.Inputs, defOut)
+	}
+	if s := c.String("shard"); s != "" {
+		i, n, err := parseShard(s)
+		if err != nil {
+			return o, usageError{fmt.Errorf("%s: %w", name, err)}
+		}
+		o.Read.Shard, o.Read.Shards = i, n
+		o.Out = shardPath(o.Out, i, n)
+		if o.Errors != "" { // each shard its own errors file, like its output
+			o.Errors = shardPath(o.Errors, i, n)
+		}
+	}
+	return o, workerCommand(c, &o)
+}
+
+// readOptionsFrom fills the options that make documents out of rows.
+func readOptionsFrom(c *cli.Context, o *job.Options) {
+	o.Read.TextFields = c.StringSlice("text-field")
+	o.Read.IDField = c.String("id-field")
+	o.Read.Prefix = c.String("prefix")
+	o.Read.SkipEmpty = c.Bool("skip-empty")
+}
+
+// checkInputs refuses missing inputs and directories before anything starts.
+func checkInputs(name string, inputs []string) error {
+	if len(inputs) == 0 {
+		return usagef("%s: no input files (give Parquet or JSONL files, or - for stdin)", name)
+	}
+	for _, in := range inputs {
+		if in == "-" {
+			continue
+		}
+		if st, err := os.Stat(in); err != nil {
+			return usagef("%s: input %s: %v", name, in, err)
+		} else if st.IsDir() {
+			return usagef("%s: input %s is a directory", name, in)
+		}
+	}
+	return nil
+}
+
+// defaultOutput is the first input's base name with suffix.
+func defaultOutput(inputs []string, suffix string) string {
+	first := inputs[0]
+	if first == "-" {
+		first = "stdin"
+	}
+	base := filepath.Base(first)
+	for _, ext := range []string{".gz", ".jsonl", ".json", ".parquet", ".pq"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return base + suffix
+}
+
+// workerCommand sets the command that starts workers and their libraries.
+func workerCommand(c *cli.Context, o *job.Options) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the synapse executable for workers: %w", err)
+	}
+	o.Worker = []string{self, "worker"}
+	if lib := llamaLibDir(c.String("llama-lib"), self); lib != "" {
+		o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib)
+	}
+	return nil
+}
+
+// shardPath inserts ".shard-I-of-N" before path's extension.
+func shardPath(path string, i, n int) string {
+	ext := filepath.Ext(path)
+	return fmt.Sprintf("%s.shard-%d-of-%d%s", strings.TrimSuffix(path, ext), i, n, ext)
+}
+
+// parseShard reads "I/N" with 0 ≤ I < N.
+func parseShard(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--shard %q: want I/N with 0 ≤ I < N, e.g. 0/4", s)
+	}
+	return i, n, nil
+}
+
+// llamaLibDir is the llama.cpp library directory: the flag or environment,
+// else the cache `make setup` fills beside the executable or the working
+// directory.
+func llamaLibDir(flag, self string) string {
+	if flag != "" {
+		return flag
+	}
+	rel := filepath.Join(".cache", "llama", engine.LlamaRelease)
+	for _, dir := range []string{filepath.Join(filepath.Dir(self), "..", rel), rel} {
+		if _, err := os.Stat(filepath.Join(dir, "libllama.so")); err == nil {
+			abs, _ := filepath.Abs(dir)
+			return abs
+		}
+	}
+	return ""
+}
+
+// words name a job kind's records and items in its summary.
+type words struct {
+	verb  string // "embedding"
+	done  string // "embedded"
+	items string // "chunks"
+}
+
+// runJob runs a job with progress on stderr and the summary on stdout, and
+// turns its outcome into the error exitCode maps.
+func runJob(ctx context.Context, o *job.Options, w words, quiet bool, stdout, stderr io.Writer,
+	run func(context.Context) (job.Summary, error)) error {
+	o.Stats = &pipeline.Stats{}
+	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	prog := newProgress(stderr, o.Stats, w, quiet)
+	o.Started = prog.start
+	sum, err := run(ctx)
+	prog.stop()
+	if !quiet && sum.Started {
+		printSummary(stdout, sum, w, err == nil)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil && isCanceled(err):
+		if sum.Resumable {
+			fmt.Fprintf(stderr, "synapse: interrupted; run again with --resume to continue (%s)\n", o.Out)
+		} else {
+			fmt.Fprintln(stderr, "synapse: interrupted before any output was written")
+		}
+		return err
+	case err != nil:
+		return err
+	case sum.Job.Read == 0 && sum.Job.FileErrors == 0:
+		fmt.Fprintf(stderr, "synapse: warning: the input held no records; %s is empty\n", o.Out)
+	case sum.Job.Failed > 0 || sum.Job.FileErrors > 0:
+		return partialError{fmt.Sprintf("%d of %d rows could not be %s and %d input files failed; see %s",
+			sum.Job.Failed, sum.Job.Read, w.done, sum.Job.FileErrors, sum.Errors)}
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s job.Summary, words words, done bool) {
+	if s.Chaos != "" {
+		fmt.Fprintf(w, "CHAOS DRILLS   %s were armed in this run's workers: not a production run\n", s.Chaos)
+	}
+	j := s.Job
+	fmt.Fprintf(w, "rows read      %d = %d %s + %d in errors\n", j.Read, j.OK, words.done, j.Failed)
+	if j.Read == 0 && j.FileErrors == 0 {
+		fmt.Fprintf(w, "input          empty: no records\n")
+	}
+	if s.Run != s.Job {
+		fmt.Fprintf(w, "resumed        %d of them in this run, the rest by the interrupted run\n", s.Run.Read)
+	}
+	if j.FileErrors > 0 {
+		fmt.Fprintf(w, "files failed   %d (see the errors file)\n", j.FileErrors)
+	}
+	secs := s.Elapsed.Seconds()
+	fmt.Fprintf(w, "%-14s %d\n", words.items, j.Items)
+	fmt.Fprintf(w, "tokens         %d (%.0f tokens/s over %.1fs)\n", j.Tokens, float64(s.Run.Tokens)/max(secs, 1e-9), secs)
+	fmt.Fprintf(w, "restarts       %d worker restarts, %d quarantined models\n", s.Restarts, s.Quarantined)
+	if s.DeadlineStretch > 1 {
+		fmt.Fprintf(w, "deadlines      stretched up to %d× after requests timed out (--deadline-stretch)\n", s.DeadlineStretch)
+	}
+	if done {
+		fmt.Fprintf(w, "output         %s\nerrors         %s\n", s.Out, s.Errors)
+	}
+}

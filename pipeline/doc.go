@@ -1,2 +1,0 @@
-// Package pipeline runs a corpus through read → tokenize/chunk → batch → dispatch → write, in bounded memory, losing no row.
-package pipeline
