@@ -242,7 +242,7 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 	}
 	j := s.Job
 	fmt.Fprintf(w, "rows read      %d = %d %s + %d in errors\n", j.Read, j.OK, words.done, j.Failed)
-	if j.Read == 0 && j.FileErrors == 0 {
+	if done && j.Read == 0 && j.FileErrors == 0 {
 		fmt.Fprintf(w, "input          empty: no records\n")
 	}
 	if s.Run != s.Job {

@@ -560,13 +560,14 @@ func TestEmbedPoisonDocument(t *testing.T) {
 	}
 }
 
-// resumeCorpus writes n short SciFact titles as JSONL, with a malformed line
-// every 700 lines so that the errors file is resumed too.
+// resumeCorpus writes n short SciFact titles as JSONL, with one malformed
+// line, 350, before the first checkpoint: the resumed run must count it and
+// exit 3 although it meets no error itself, and the errors file is resumed.
 func resumeCorpus(t *testing.T, path string, n int) {
 	t.Helper()
 	var b bytes.Buffer
 	for i, d := range scifact(t, n) {
-		if i%700 == 350 {
+		if i == 350 {
 			b.WriteString("{\"_id\": \"broken\n")
 			continue
 		}
@@ -613,8 +614,9 @@ func TestEmbedInterruptResume(t *testing.T) {
 		return []string{"embed", in, "-m", tinyModel(t), "-o", out, "--batch-tokens", "160", "--workers", "2", "--threads", "1", "-q"}
 	}
 	clean := filepath.Join(dir, "clean.arrow")
-	res := runSynapse(t, nil, args(clean)...)
+	res := runSynapse(t, nil, slices.DeleteFunc(args(clean), func(a string) bool { return a == "-q" })...)
 	res.wantCode(t, exitPartial)
+	cleanRead, cleanOK, cleanFailed := res.counts(t)
 	_, want := readOutput(t, clean)
 	wantErrs, err := os.ReadFile(clean + ".errors.jsonl")
 	if err != nil || len(want) < 2900 {
@@ -656,8 +658,15 @@ func TestEmbedInterruptResume(t *testing.T) {
 				refusedResumes(t, in, resume)
 				resume = append(resume, "--buffer-mb", "0") // 0 is the default: the same value in effect
 			}
-			res := runSynapse(t, nil, resume...)
+			res := runSynapse(t, nil, slices.DeleteFunc(resume, func(a string) bool { return a == "-q" })...)
 			res.wantCode(t, exitPartial)
+			if r, ok, f := res.counts(t); r != cleanRead || ok != cleanOK || f != cleanFailed {
+				t.Errorf("resumed summary: %d read = %d embedded + %d in errors; want the whole job's %d = %d + %d",
+					r, ok, f, cleanRead, cleanOK, cleanFailed)
+			}
+			if !strings.Contains(res.stdout, "in this run, the rest by the interrupted run") {
+				t.Errorf("the resumed summary does not say what the interrupted run did:\n%s", res.stdout)
+			}
 			_, got := readOutput(t, out)
 			sameRows(t, "resumed vs clean", got, want)
 			gotErrs, err := os.ReadFile(out + ".errors.jsonl")

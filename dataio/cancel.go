@@ -3,6 +3,9 @@ package dataio
 import (
 	"context"
 	"io"
+	"os"
+	"syscall"
+	"time"
 )
 
 // CancelableReader reads r through a pipe that fails with ctx's error once
@@ -21,4 +24,46 @@ func CancelableReader(ctx context.Context, r io.Reader) io.Reader {
 		pw.CloseWithError(ctx.Err()) // reads fail with it; the copier's later close is ignored
 	}()
 	return pr
+}
+
+// openInput opens an input file so that ctx can stop both the open and
+// the reads: opening a FIFO blocks until a writer comes, and reading one
+// blocks while the writer is silent. A FIFO is opened in a goroutine that a
+// cancellation releases (by opening the FIFO's other end, which completes
+// the open); its reads fail with os.ErrDeadlineExceeded once ctx is done
+// (a FIFO is a pollable file, so a read deadline interrupts a blocked read).
+// stop releases what watches ctx; call it when done with the file.
+func openInput(ctx context.Context, name string) (f *os.File, stop func(), err error) {
+	st, err := os.Stat(name)
+	if err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		f, err := os.Open(name)
+		return f, func() {}, err
+	}
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(name)
+		done <- opened{f, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil {
+			return nil, nil, o.err
+		}
+		f = o.f
+	case <-ctx.Done():
+		// Complete the blocked open with a writer of our own, then close both.
+		if w, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			defer w.Close()
+		}
+		if o := <-done; o.f != nil {
+			o.f.Close()
+		}
+		return nil, nil, ctx.Err()
+	}
+	unwatch := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
+	return f, func() { unwatch() }, nil
 }

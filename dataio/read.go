@@ -2,6 +2,7 @@ package dataio
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,11 +28,14 @@ type ReadOptions struct {
 	// Index % Shards == Shard.
 	Shard, Shards int
 
-	MaxLineBytes     int              // longest JSONL line; default 64 MiB
-	MaxTextBytes     int              // longest joined text; default and at most math.MaxInt32
-	ParquetBatchRows int64            // rows per Parquet read; default 1024
-	Stdin            io.Reader        // read for the file "-"; default os.Stdin
-	Allocator        memory.Allocator // for Parquet reads; default memory.DefaultAllocator
+	MaxLineBytes     int       // longest JSONL line; default 64 MiB
+	MaxTextBytes     int       // longest joined text; default and at most math.MaxInt32
+	ParquetBatchRows int64     // rows per Parquet read; default 1024
+	Stdin            io.Reader // read for the file "-"; default os.Stdin
+	// Context, when done, stops an open or a read that waits on a pipe or
+	// FIFO (stdin is made cancelable by the caller, see CancelableReader).
+	Context   context.Context
+	Allocator memory.Allocator // for Parquet reads; default memory.DefaultAllocator
 }
 
 // GroupRecords is the most records of one packing group (record.Doc.Group):
@@ -65,6 +69,9 @@ func (o *ReadOptions) fill() error {
 	}
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
+	}
+	if o.Context == nil {
+		o.Context = context.Background()
 	}
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
@@ -205,7 +212,7 @@ func (r *Reader) open(name string) (source, error) {
 	if name == "-" {
 		return newJSONL(name, io.NopCloser(r.opts.Stdin), r.base, &r.opts)
 	}
-	f, err := os.Open(name)
+	f, stop, err := openInput(r.opts.Context, name)
 	if err != nil {
 		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
 	}
@@ -214,13 +221,14 @@ func (r *Reader) open(name string) (source, error) {
 		// consuming it. Parquet needs its footer first, so only JSONL.
 		br := bufio.NewReaderSize(f, jsonlBufSize)
 		if magic, _ := br.Peek(4); string(magic) == "PAR1" {
+			stop()
 			f.Close()
 			return nil, &FileError{Source: name, RowGroup: -1, Err: errors.New("a Parquet input must be a regular file, not a pipe")}
 		}
 		return newJSONL(name, struct {
 			io.Reader
 			io.Closer
-		}{br, f}, r.base, &r.opts)
+		}{br, closerFunc(func() error { stop(); return f.Close() })}, r.base, &r.opts)
 	}
 	if isParquet(f) {
 		return newParquet(name, f, r.base, &r.opts)
@@ -313,3 +321,7 @@ func (o *ReadOptions) document(d Doc, parts []string) (Doc, error) {
 
 // indexID is the ID of a record without an ID field.
 func indexID(idx int64) string { return strconv.FormatInt(idx, 10) }
+
+type closerFunc func() error
+
+func (c closerFunc) Close() error { return c() }

@@ -596,3 +596,84 @@ func TestInputGuard(t *testing.T) {
 		t.Errorf("a rewritten input with the old modification time: guard unchanged (%q)", g2["input 1 "+a])
 	}
 }
+
+// TestCheckpointErrorsOnly: records with only errors still advance the
+// checkpoint (after BatchRows records), which keeps the caller's state and
+// the replay group; a resume returns them.
+func TestCheckpointErrorsOnly(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.arrow")
+	put := 0
+	opts := WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16, State: func() any { return map[string]int{"put": put} }}
+	w, _, err := OpenCheckpointed(out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(0); i < 40; i++ {
+		d := Doc{Source: "c.jsonl", Line: int(i) + 1, Index: i}
+		put++
+		if err := w.Put(i, i-i%8, nil, []*RowError{d.Error(ReasonMalformedJSON, "bad")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Abort()
+	_, st, err := OpenCheckpointed(out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Resumed || st.NextIndex != 32 || st.ReplayFrom != 24 || st.ErrorRecords != 32 || string(st.State) != `{"put":32}` {
+		t.Errorf("resume state %+v (state %s); want next 32, replay from 24, 32 error records, state {\"put\":32}", st, st.State)
+	}
+}
+
+// TestFormats: every output format reads back with the same rows; an
+// unknown extension is an error naming it; TREC needs its columns.
+func TestFormats(t *testing.T) {
+	if _, err := FormatOf("out.csv"); !errors.Is(err, ErrUnknownFormat) || !strings.Contains(err.Error(), ".csv") {
+		t.Errorf("FormatOf(out.csv) = %v; want ErrUnknownFormat naming .csv", err)
+	}
+	dir := t.TempDir()
+	if _, err := Create(filepath.Join(dir, "o.trec"), WriterOptions{Schema: EmbedSchema(testDims, nil)}); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("TREC output of embedding rows: %v; want ErrUnknownFormat", err)
+	}
+	out := filepath.Join(dir, "o.jsonl")
+	w, err := Create(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putDocs(t, w, 0, 10)
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want EmbedRows
+	for i := int64(0); i < 10; i++ {
+		rows, _ := testDoc(i)
+		want = append(want, rows...)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d JSON lines; want %d", len(lines), len(want))
+	}
+	for i, line := range lines {
+		if !strings.HasPrefix(line, `{"id":`) {
+			t.Errorf("line %d: keys not in schema order: %s", i, line)
+		}
+		var got EmbedRow
+		var raw struct {
+			ID        string    `json:"id"`
+			Chunk     int32     `json:"chunk"`
+			NTokens   int32     `json:"n_tokens"`
+			Embedding []float32 `json:"embedding"`
+		}
+		if err := json.Unmarshal([]byte(line), &raw); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		got = EmbedRow{ID: raw.ID, Chunk: raw.Chunk, NTokens: raw.NTokens, Embedding: raw.Embedding}
+		if got.ID != want[i].ID || got.Chunk != want[i].Chunk || !reflect.DeepEqual(got.Embedding, want[i].Embedding) {
+			t.Errorf("line %d: got %+v; want %+v", i, got, want[i])
+		}
+	}
+}

@@ -357,6 +357,7 @@ func (r *runner) docs(ctx context.Context) (*dataio.Reader, error) {
 	o := r.o
 	ro := o.Read
 	ro.StartIndex = r.resume.ReplayFrom
+	ro.Context = ctx
 	if ro.Stdin == nil && slices.Contains(o.Inputs, "-") {
 		stdinCtx, stop := context.WithCancel(ctx)
 		r.closer = append(r.closer, stop)
