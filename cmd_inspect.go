@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/artifact"
+
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 )
@@ -87,6 +89,9 @@ var ftypeNames = map[int64]string{
 // inspect describes the GGUF file at path on w, as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
 	info, err := describeModel(path)
+	if artifact.Unusable(err) {
+		return usageError{fmt.Errorf("inspect: %w", err)}
+	}
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)
 	}
@@ -100,7 +105,7 @@ func inspect(w io.Writer, path string, asJSON bool) error {
 
 // describeModel reads the metadata of the file at path and hashes it.
 func describeModel(path string) (*modelInfo, error) {
-	f, err := gguf.Open(path)
+	f, err := artifact.ReadGGUF(path)
 	if err != nil {
 		return nil, err // names the path
 	}

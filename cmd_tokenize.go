@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/artifact"
 
 	"github.com/synapse-embed/synapse/tokenize"
 )
@@ -39,17 +40,30 @@ and the command exits with status 3.`,
 			if path == "" {
 				return usagef("tokenize: -m MODEL.gguf is required")
 			}
-			tok, err := tokenize.Load(path)
-			if errors.Is(err, os.ErrNotExist) {
-				return usageError{err}
+			tok, err := loadTokenizer(path)
+			if artifact.Unusable(err) {
+				return usageError{fmt.Errorf("tokenize: %w", err)}
 			}
 			if err != nil {
-				return err
+				return fmt.Errorf("tokenize: %w", err)
 			}
 			opt := tokenize.Options{AddSpecial: c.Bool("special"), ParseSpecial: c.Bool("parse-special")}
 			return tokenizeLines(tok, opt, c.Bool("pieces"), c.App.Reader, c.App.Writer, c.App.ErrWriter)
 		},
 	})
+}
+
+// loadTokenizer reads a model's vocabulary (no tensor data, no digest).
+func loadTokenizer(path string) (tokenize.Tokenizer, error) {
+	f, err := artifact.ReadGGUF(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := tokenize.VocabFromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, artifact.ErrInvalid, err)
+	}
+	return tokenize.New(v)
 }
 
 // tokenizeLines reads JSON Lines {"text": ...} from in and writes one line of

@@ -17,7 +17,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, exitUsage},
 		{"unknown flag", []string{"inspect", "--frob", "x.gguf"}, exitUsage},
 		{"missing required flag", []string{"gen-model", "--kind", "bert-embed"}, exitUsage},
-		{"missing file", []string{"inspect", "/nonexistent/model.gguf"}, exitFatal},
+		{"missing file", []string{"inspect", "/nonexistent/model.gguf"}, exitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

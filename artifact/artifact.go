@@ -65,9 +65,9 @@ func Open(path string) (*Artifact, error) {
 }
 
 func openGGUF(path string) (*Artifact, error) {
-	f, err := gguf.Open(path)
+	f, err := ReadGGUF(path)
 	if err != nil {
-		return nil, classify(path, err)
+		return nil, err
 	}
 	v, err := tokenize.VocabFromGGUF(f)
 	if err != nil {
@@ -102,6 +102,23 @@ func openGGUF(path string) (*Artifact, error) {
 	}
 	a.ChatTemplate, _ = f.String("tokenizer.chat_template")
 	return a, nil
+}
+
+// ReadGGUF reads a GGUF file's header and metadata; its errors are Open's.
+func ReadGGUF(path string) (*gguf.File, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, classify(path, err)
+	}
+	return f, nil
+}
+
+// Unusable reports an error of Open or ReadGGUF that says the model named
+// cannot be used as it is: it does not exist, may not be read, or is not a
+// usable model. Running again unchanged cannot succeed.
+func Unusable(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrInvalid) ||
+		errors.Is(err, tokenize.ErrUnsupported)
 }
 
 // classify keeps file-system errors as they are and marks format errors.

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -158,7 +157,7 @@ func begin(o *Options, kind string, formats ...dataio.Format) (*runner, error) {
 		return nil, err
 	}
 	m, err := artifact.Open(o.Model)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, artifact.ErrInvalid) || errors.Is(err, fs.ErrPermission) {
+	if artifact.Unusable(err) {
 		return nil, &ConfigError{err}
 	}
 	if err != nil {
