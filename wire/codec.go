@@ -30,6 +30,19 @@ func rawCount(m Message) (n int64, ok bool, err error) {
 			}
 		}
 		return sum, true, nil
+	case *RerankGroups:
+		var sum int64
+		for g, grp := range m.Groups {
+			if sum, err = addCount(sum, grp.QueryNTokens); err != nil {
+				return 0, true, fmt.Errorf("groups[%d].query_n_tokens: %w", g, err)
+			}
+			for i, c := range grp.Candidates {
+				if sum, err = addCount(sum, c.NTokens); err != nil {
+					return 0, true, fmt.Errorf("groups[%d].candidates[%d].n_tokens: %w", g, i, err)
+				}
+			}
+		}
+		return sum, true, nil
 	case *Vectors:
 		return mulCount(m.N, m.Dims)
 	case *Scores:
@@ -72,6 +85,8 @@ func rawLen(m Message) int {
 	case *EmbedBatch:
 		return len(m.IDs)
 	case *Rerank:
+		return len(m.IDs)
+	case *RerankGroups:
 		return len(m.IDs)
 	case *Generate:
 		return len(m.IDs)

@@ -166,6 +166,8 @@ func (c *Conn) write(m Message, payload []byte) error {
 		err = writeRaw(c.w, m.IDs)
 	case *Rerank:
 		err = writeRaw(c.w, m.IDs)
+	case *RerankGroups:
+		err = writeRaw(c.w, m.IDs)
 	case *Generate:
 		err = writeRaw(c.w, m.IDs)
 	case *Tokens:
@@ -224,6 +226,8 @@ func (c *Conn) recv() (Message, error) {
 	case *EmbedBatch:
 		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
 	case *Rerank:
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
+	case *RerankGroups:
 		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
 	case *Generate:
 		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)

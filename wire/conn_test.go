@@ -17,7 +17,8 @@ func ptr[T any](v T) *T { return &v }
 // sampleMessages returns one message of every type, with every member set.
 func sampleMessages() []Message {
 	return []Message{
-		&Hello{V: Version, Nonce: "n-0123", Engine: EngineInfo{Name: "llama.cpp", Version: "b6000", BuildFlags: "AVX2=1"}, PID: 4242, MaxFrame: DefaultMaxFrame},
+		&Hello{V: Version, Nonce: "n-0123", Engine: EngineInfo{Name: "llama.cpp", Version: "b6000", BuildFlags: "AVX2=1"}, PID: 4242, MaxFrame: DefaultMaxFrame,
+			Extensions: []string{ExtRerankGroups, ExtSampling}},
 		&HelloAck{V: Version, Accept: true, MaxFrame: 1 << 20},
 		&Load{ReqID: 1, ArtifactPath: "/models/ref-bert-embed.gguf", ArtifactDigest: "sha256:00ff", Format: "gguf",
 			RuntimeConfig: RuntimeConfig{ContextSize: 512, BatchSize: 512, UBatchSize: 256, Threads: 2, SeqMax: 8, Pooling: "mean", Embeddings: true}},
@@ -26,7 +27,9 @@ func sampleMessages() []Message {
 		&Vectors{ReqID: 2, Dims: 3, N: 2, Data: []float32{0.5, -1, float32(math.Inf(1)), 0, math.SmallestNonzeroFloat32, 3.25}},
 		&Rerank{ReqID: 3, ModelRef: "r1", QueryNTokens: 2, Candidates: []Candidate{{NTokens: 1}, {NTokens: 2}}, IDs: []int32{1, 2, 3, 4, 5}},
 		&Scores{ReqID: 3, N: 2, Data: []float32{0.9, -0.1}},
-		&Generate{ReqID: 4, ModelRef: "g1", MaxTokens: 64, Grammar: `root ::= "yes" | "no"`, IDs: []int32{1, 15043, 29892}},
+		&Generate{ReqID: 4, ModelRef: "g1", MaxTokens: 64, Grammar: `root ::= "yes" | "no"`, Temperature: 0.7, Seed: 42, IDs: []int32{1, 15043, 29892}},
+		&RerankGroups{ReqID: 9, ModelRef: "r1", Groups: []RerankGroup{{QueryNTokens: 1, Candidates: []Candidate{{NTokens: 2}}},
+			{QueryNTokens: 2, Candidates: []Candidate{{NTokens: 1}, {NTokens: 0}}}}, IDs: []int32{1, 2, 3, 4, 5, 6}},
 		&Text{ReqID: 4, Text: "yes <&> \u00e9\n", NPrompt: 3, NGen: 1, FinishReason: "stop"},
 		&Unload{ReqID: 5, ModelRef: "m1"},
 		&Unloaded{ReqID: 5},
@@ -50,6 +53,7 @@ func edgeMessages() []Message {
 		&Vectors{ReqID: 4, Dims: 0, N: 5},
 		&Vectors{ReqID: 5, Dims: 2, N: 1, Data: []float32{float32(math.NaN()), float32(math.Copysign(0, -1))}},
 		&Rerank{ReqID: 6, Candidates: []Candidate{}},
+		&RerankGroups{ReqID: 6, Groups: []RerankGroup{}},
 		&Scores{},
 		&Generate{ReqID: 7},
 		&Tokens{ReqID: 8},
@@ -180,6 +184,9 @@ func TestControlJSON(t *testing.T) {
 		{&Tokenize{ReqID: 8, ModelRef: "m", Text: "t", AddSpecial: true, ParseSpecial: false},
 			`{"type":"TOKENIZE","req_id":8,"model_ref":"m","text":"t","add_special":true,"parse_special":false}`},
 		{&Tokens{ReqID: 8, N: 1, IDs: []int32{3}}, `{"type":"TOKENS","req_id":8,"n":1}`},
+		{&RerankGroups{ReqID: 9, ModelRef: "r", Groups: []RerankGroup{{QueryNTokens: 1, Candidates: []Candidate{{NTokens: 1}}}}, IDs: []int32{1, 2}},
+			`{"type":"RERANK_GROUPS","req_id":9,"model_ref":"r","groups":[{"query_n_tokens":1,"candidates":[{"n_tokens":1}]}]}`},
+		{&Generate{ReqID: 4, ModelRef: "g", MaxTokens: 8, Temperature: 0.5, Seed: 7}, `{"type":"GENERATE","req_id":4,"model_ref":"g","max_tokens":8,"temperature":0.5,"seed":7}`},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.m.Type()), func(t *testing.T) {

@@ -95,6 +95,22 @@
 // module can compare its tokenizer with the engine's. SCORES also carries an
 // additive "n" member, the number of f32 scores in its raw frame.
 //
+// HELLO's additive "extensions" member lists the further extensions a
+// worker serves; the module uses one only with workers that announced it:
+//
+//	RERANK_GROUPS {req_id, model_ref, groups:[{query_n_tokens, candidates:[{n_tokens}]}]}
+//	   + raw frame: per group, the query's ids then each candidate's
+//	   → SCORES {req_id, n} + raw frame of n f32, candidates of all groups in order | ERR
+//
+// lets pairs of many queries share one request ("RERANK_GROUPS"), and
+//
+//	GENERATE {…, temperature, seed}
+//
+// samples instead of decoding greedily ("GENERATE.sampling"; both members
+// are omitted for greedy decoding, which every worker does). A worker that
+// announces neither is served with RERANK per query, and a job that asks
+// for sampling is refused.
+//
 // A decoder can only skip an unknown message whose raw frame, if any, it
 // knows about: an old peer would read the raw frame of an unknown type as a
 // control frame and fail with *ProtocolError. So a new type that carries a

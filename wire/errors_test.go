@@ -268,6 +268,8 @@ func TestSendRefuses(t *testing.T) {
 		{"ids shorter than items", &EmbedBatch{Items: []Item{{NTokens: 2}}, IDs: []int32{1}}, 0, &ProtocolError{}, "1 values; header announces 2"},
 		{"ids longer than items", &EmbedBatch{Items: []Item{{NTokens: 1}}, IDs: []int32{1, 2}}, 0, &ProtocolError{}, "2 values; header announces 1"},
 		{"rerank ids", &Rerank{QueryNTokens: 1, IDs: nil}, 0, &ProtocolError{}, "0 values; header announces 1"},
+		{"rerank groups ids", &RerankGroups{Groups: []RerankGroup{{QueryNTokens: 1, Candidates: []Candidate{{NTokens: 2}}}}, IDs: []int32{1}}, 0, &ProtocolError{}, "1 values; header announces 3"},
+		{"rerank groups negative", &RerankGroups{Groups: []RerankGroup{{QueryNTokens: -1}}}, 0, &ProtocolError{}, "negative count"},
 		{"vectors data", &Vectors{N: 2, Dims: 2, Data: make([]float32, 3)}, 0, &ProtocolError{}, "3 values; header announces 4"},
 		{"scores data", &Scores{N: 1}, 0, &ProtocolError{}, "header announces 1"},
 		{"tokens ids", &Tokens{N: 0, IDs: []int32{1}}, 0, &ProtocolError{}, "header announces 0"},

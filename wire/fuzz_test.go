@@ -77,6 +77,9 @@ func FuzzRecv(f *testing.F) {
 	// Truncated: the ids frame is cut short.
 	f.Add(concat(jsonFrame(`{"type":"TOKENS","req_id":1,"n":2}`), []byte{8, 0, 0, 0, 1, 0}))
 	// Over the limit: a control frame announcing 4 GiB - 1.
+	// RERANK_GROUPS with its raw frame (valid), and one whose raw frame is short.
+	f.Add(concat(jsonFrame(`{"type":"RERANK_GROUPS","req_id":1,"model_ref":"r","groups":[{"query_n_tokens":1,"candidates":[{"n_tokens":1}]}]}`), idsFrame(7, 8)))
+	f.Add(concat(jsonFrame(`{"type":"RERANK_GROUPS","req_id":1,"groups":[{"query_n_tokens":2,"candidates":[]}]}`), idsFrame(7)))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, '{'})
 	// Wrong type: unknown (recoverable) then a valid PING; and a non-string type.
 	f.Add(concat(jsonFrame(`{"type":"NOPE","req_id":3}`), jsonFrame(`{"type":"PING","req_id":4}`)))

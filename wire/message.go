@@ -24,6 +24,16 @@ const (
 	TypeErr        MsgType = "ERR"
 	TypeTokenize   MsgType = "TOKENIZE"
 	TypeTokens     MsgType = "TOKENS"
+	// TypeRerankGroups is an extension (see the package documentation).
+	TypeRerankGroups MsgType = "RERANK_GROUPS"
+)
+
+// Extensions a worker announces in HELLO's "extensions" member.
+const (
+	// ExtRerankGroups: the worker answers RERANK_GROUPS.
+	ExtRerankGroups = "RERANK_GROUPS"
+	// ExtSampling: the worker honours GENERATE's "temperature" and "seed".
+	ExtSampling = "GENERATE.sampling"
 )
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
@@ -47,12 +57,17 @@ type EngineInfo struct {
 // No raw frame. V is the protocol version byte (Version); Nonce must equal the
 // --nonce the worker was spawned with; MaxFrame is the largest frame the
 // worker accepts.
+//
+// "extensions" (additive, omitted when empty) lists the extensions beyond
+// v1 the worker serves (ExtRerankGroups, ExtSampling): the module sends an
+// extension only to a worker that announced it.
 type Hello struct {
-	V        int        `json:"v"`
-	Nonce    string     `json:"nonce"`
-	Engine   EngineInfo `json:"engine"`
-	PID      int        `json:"pid"`
-	MaxFrame uint32     `json:"max_frame"`
+	V          int        `json:"v"`
+	Nonce      string     `json:"nonce"`
+	Engine     EngineInfo `json:"engine"`
+	PID        int        `json:"pid"`
+	MaxFrame   uint32     `json:"max_frame"`
+	Extensions []string   `json:"extensions,omitempty"`
 }
 
 // HelloAck is the module's answer to HELLO.
@@ -164,22 +179,48 @@ type Scores struct {
 	Data  []float32 `json:"-"` // raw frame
 }
 
+// RerankGroup is one query and its candidates in RERANK_GROUPS.
+// JSON: {"query_n_tokens", "candidates":[{"n_tokens"}]}.
+type RerankGroup struct {
+	QueryNTokens int         `json:"query_n_tokens"`
+	Candidates   []Candidate `json:"candidates"`
+}
+
+// RerankGroups (extension) is RERANK for several queries in one request.
+// JSON: {"type":"RERANK_GROUPS", "req_id", "model_ref", "groups":[...]},
+// followed by one raw frame of little-endian i32 ids: for each group in
+// order, its query's ids, then each candidate's ids, exactly
+// 4 × Σ (query_n_tokens + Σ n_tokens) bytes (IDs). Answered by SCORES with
+// one score per candidate, groups in order, or ERR.
+type RerankGroups struct {
+	ReqID    uint64        `json:"req_id"`
+	ModelRef string        `json:"model_ref"`
+	Groups   []RerankGroup `json:"groups"`
+	IDs      []int32       `json:"-"` // raw frame
+}
+
 // Generate asks for a completion of a prompt.
-// JSON: {"type":"GENERATE", "req_id", "model_ref", "max_tokens", "grammar"?},
-// followed by one raw frame of the prompt's little-endian i32 ids, any
-// multiple of 4 bytes (IDs). "grammar" is omitted when empty. Answered by
-// TEXT or ERR.
+// JSON: {"type":"GENERATE", "req_id", "model_ref", "max_tokens", "grammar"?,
+// "temperature"?, "seed"?}, followed by one raw frame of the prompt's
+// little-endian i32 ids, any multiple of 4 bytes (IDs). "grammar" is omitted
+// when empty. Answered by TEXT or ERR. "temperature" and "seed" are the
+// ExtSampling extension's additive members, omitted when zero (greedy
+// decoding): they are sent only to workers that announce ExtSampling, since
+// an older worker would ignore them.
 type Generate struct {
-	ReqID     uint64  `json:"req_id"`
-	ModelRef  string  `json:"model_ref"`
-	MaxTokens int     `json:"max_tokens"`
-	Grammar   string  `json:"grammar,omitempty"`
-	IDs       []int32 `json:"-"` // raw frame
+	ReqID       uint64  `json:"req_id"`
+	ModelRef    string  `json:"model_ref"`
+	MaxTokens   int     `json:"max_tokens"`
+	Grammar     string  `json:"grammar,omitempty"`
+	Temperature float32 `json:"temperature,omitempty"`
+	Seed        uint32  `json:"seed,omitempty"`
+	IDs         []int32 `json:"-"` // raw frame
 }
 
 // Text answers GENERATE.
 // JSON: {"type":"TEXT", "req_id", "text", "n_prompt", "n_gen",
-// "finish_reason"}. No raw frame. FinishReason is "stop" or "length".
+// "finish_reason"}. No raw frame. FinishReason is "stop", "length" or, from
+// workers that say so, "grammar" (the grammar allowed nothing but the end).
 type Text struct {
 	ReqID        uint64 `json:"req_id"`
 	Text         string `json:"text"`
@@ -253,40 +294,42 @@ type Tokens struct {
 	IDs   []int32 `json:"-"` // raw frame
 }
 
-func (*Hello) Type() MsgType      { return TypeHello }
-func (*HelloAck) Type() MsgType   { return TypeHelloAck }
-func (*Load) Type() MsgType       { return TypeLoad }
-func (*Loaded) Type() MsgType     { return TypeLoaded }
-func (*EmbedBatch) Type() MsgType { return TypeEmbedBatch }
-func (*Vectors) Type() MsgType    { return TypeVectors }
-func (*Rerank) Type() MsgType     { return TypeRerank }
-func (*Scores) Type() MsgType     { return TypeScores }
-func (*Generate) Type() MsgType   { return TypeGenerate }
-func (*Text) Type() MsgType       { return TypeText }
-func (*Unload) Type() MsgType     { return TypeUnload }
-func (*Unloaded) Type() MsgType   { return TypeUnloaded }
-func (*Ping) Type() MsgType       { return TypePing }
-func (*Pong) Type() MsgType       { return TypePong }
-func (*Shutdown) Type() MsgType   { return TypeShutdown }
-func (*Err) Type() MsgType        { return TypeErr }
-func (*Tokenize) Type() MsgType   { return TypeTokenize }
-func (*Tokens) Type() MsgType     { return TypeTokens }
+func (*Hello) Type() MsgType        { return TypeHello }
+func (*HelloAck) Type() MsgType     { return TypeHelloAck }
+func (*Load) Type() MsgType         { return TypeLoad }
+func (*Loaded) Type() MsgType       { return TypeLoaded }
+func (*EmbedBatch) Type() MsgType   { return TypeEmbedBatch }
+func (*Vectors) Type() MsgType      { return TypeVectors }
+func (*Rerank) Type() MsgType       { return TypeRerank }
+func (*Scores) Type() MsgType       { return TypeScores }
+func (*Generate) Type() MsgType     { return TypeGenerate }
+func (*Text) Type() MsgType         { return TypeText }
+func (*Unload) Type() MsgType       { return TypeUnload }
+func (*Unloaded) Type() MsgType     { return TypeUnloaded }
+func (*Ping) Type() MsgType         { return TypePing }
+func (*Pong) Type() MsgType         { return TypePong }
+func (*Shutdown) Type() MsgType     { return TypeShutdown }
+func (*Err) Type() MsgType          { return TypeErr }
+func (*Tokenize) Type() MsgType     { return TypeTokenize }
+func (*Tokens) Type() MsgType       { return TypeTokens }
+func (*RerankGroups) Type() MsgType { return TypeRerankGroups }
 
-func (m *Load) RequestID() uint64       { return m.ReqID }
-func (m *Loaded) RequestID() uint64     { return m.ReqID }
-func (m *EmbedBatch) RequestID() uint64 { return m.ReqID }
-func (m *Vectors) RequestID() uint64    { return m.ReqID }
-func (m *Rerank) RequestID() uint64     { return m.ReqID }
-func (m *Scores) RequestID() uint64     { return m.ReqID }
-func (m *Generate) RequestID() uint64   { return m.ReqID }
-func (m *Text) RequestID() uint64       { return m.ReqID }
-func (m *Unload) RequestID() uint64     { return m.ReqID }
-func (m *Unloaded) RequestID() uint64   { return m.ReqID }
-func (m *Ping) RequestID() uint64       { return m.ReqID }
-func (m *Pong) RequestID() uint64       { return m.ReqID }
-func (m *Err) RequestID() uint64        { return m.ReqID }
-func (m *Tokenize) RequestID() uint64   { return m.ReqID }
-func (m *Tokens) RequestID() uint64     { return m.ReqID }
+func (m *Load) RequestID() uint64         { return m.ReqID }
+func (m *Loaded) RequestID() uint64       { return m.ReqID }
+func (m *EmbedBatch) RequestID() uint64   { return m.ReqID }
+func (m *Vectors) RequestID() uint64      { return m.ReqID }
+func (m *Rerank) RequestID() uint64       { return m.ReqID }
+func (m *Scores) RequestID() uint64       { return m.ReqID }
+func (m *Generate) RequestID() uint64     { return m.ReqID }
+func (m *Text) RequestID() uint64         { return m.ReqID }
+func (m *Unload) RequestID() uint64       { return m.ReqID }
+func (m *Unloaded) RequestID() uint64     { return m.ReqID }
+func (m *Ping) RequestID() uint64         { return m.ReqID }
+func (m *Pong) RequestID() uint64         { return m.ReqID }
+func (m *Err) RequestID() uint64          { return m.ReqID }
+func (m *Tokenize) RequestID() uint64     { return m.ReqID }
+func (m *Tokens) RequestID() uint64       { return m.ReqID }
+func (m *RerankGroups) RequestID() uint64 { return m.ReqID }
 
 // newMessage returns a zero message of a known type, or nil.
 func newMessage(t MsgType) Message {
@@ -327,6 +370,8 @@ func newMessage(t MsgType) Message {
 		return new(Tokenize)
 	case TypeTokens:
 		return new(Tokens)
+	case TypeRerankGroups:
+		return new(RerankGroups)
 	}
 	return nil
 }
