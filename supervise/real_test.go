@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,14 +15,8 @@ import (
 // The real worker (`synapse worker`) on ref-bert-embed.gguf with the
 // SYNAPSE_CHAOS drills: the same story as the helper tests.
 
-var (
-	probeOnce sync.Once
-	probeErr  error
-	probeOut  []byte
-)
-
-// realConfig returns a pool config for `synapse worker`, or skips when the
-// command does not build or the llama.cpp libraries or fixtures are absent.
+// realConfig returns a pool config for `synapse worker`; it fails the test
+// when synapse does not build.
 func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 	t.Helper()
 	lib := testenv.LlamaLib(t)
@@ -33,18 +24,7 @@ func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 	if _, err := os.Stat(model); err != nil {
 		t.Skipf("fixture: %v", err)
 	}
-	probeOnce.Do(func() { // testenv.Binary fails the test on a broken build; skip instead
-		cmd := exec.Command("go", "list", "-export", "-f", "{{.Export}}", ".") // compiles, does not link
-		cmd.Dir = ".."
-		probeOut, probeErr = cmd.CombinedOutput()
-	})
-	if probeErr != nil {
-		t.Skipf("synapse does not build right now (another package in progress?): %v\n%s", probeErr, probeOut)
-	}
-	bin := testenv.Binary(t)
-	if out, err := exec.Command(bin, "worker", "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "--nonce") {
-		t.Skipf("`synapse worker` is not available: %v\n%s", err, out)
-	}
+	bin := testenv.Binary(t) // a build failure fails the test
 	_, digest, err := gguf.Digest(model)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,9 @@ var (
 	buildOut  []byte
 )
 
-// Binary builds the synapse command once per test process and returns its path.
+// Binary builds the synapse command once per test process and returns its
+// path. A build failure fails the test (and every later caller): a test
+// that needs synapse never skips because synapse does not compile.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -69,14 +71,24 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "synapse")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Dir = repoRoot()
-		buildOut, buildErr = cmd.CombinedOutput()
+		buildOut, buildErr = goBuild(repoRoot(), binPath)
 	})
-	if buildErr != nil {
-		t.Fatalf("building synapse: %v\n%s", buildErr, buildOut)
-	}
+	failBuild(t, buildErr, buildOut)
 	return binPath
+}
+
+// failBuild fails the test when the build failed.
+func failBuild(t testing.TB, err error, out []byte) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("building synapse: %v\n%s", err, out)
+	}
+}
+
+func goBuild(dir, out string) ([]byte, error) {
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
 }
 
 // Cosine is the cosine similarity of two vectors of the same length.

@@ -1,0 +1,63 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// fakeTB records how a helper ended a test instead of ending this one.
+type fakeTB struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.fatal = format
+	runtime.Goexit()
+}
+func (f *fakeTB) Skipf(format string, args ...any) {
+	f.skip = format
+	runtime.Goexit()
+}
+
+// call runs fn with a fakeTB in its own goroutine (Goexit ends only that).
+func call(fn func(testing.TB)) *fakeTB {
+	f := &fakeTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(f)
+	}()
+	<-done
+	return f
+}
+
+// TestBuildFailureFails: a package that does not compile fails the test
+// that needs the binary; it is never a skip.
+func TestBuildFailureFails(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":  "module broken\n\ngo 1.26\n",
+		"main.go": "package main\n\nfunc main() { this does not compile }\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := goBuild(dir, filepath.Join(t.TempDir(), "bin"))
+	if err == nil {
+		t.Fatal("the broken package built")
+	}
+	f := call(func(tb testing.TB) { failBuild(tb, err, out) })
+	if f.fatal == "" || f.skip != "" {
+		t.Errorf("a broken build: fatal %q, skip %q; want a fatal failure", f.fatal, f.skip)
+	}
+	if !strings.Contains(f.fatal, "building") {
+		t.Errorf("fatal message %q; want it to say the build failed", f.fatal)
+	}
+}
