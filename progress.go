@@ -56,8 +56,8 @@ func (p *progress) start(info job.JobInfo) {
 	case info.ResumeAsked:
 		fmt.Fprintf(p.w, "no interrupted run of %s to resume: starting from the beginning\n", info.Out)
 	}
-	fmt.Fprintf(p.w, "embedding with %d workers × %d threads, chunks of %d tokens, %d dims\n",
-		info.Workers, info.Threads, info.Chunking.Window, info.Dims)
+	fmt.Fprintf(p.w, "embedding with %s × %s, chunks of %d tokens, %d dims\n",
+		plural(info.Workers, "worker"), plural(info.Threads, "thread"), info.Chunking.Window, info.Dims)
 	if p.tty {
 		// The bar counts Parquet rows (total from the footers) or, when JSONL
 		// is among the inputs, bytes read (total from the file sizes).
@@ -138,4 +138,12 @@ func (p *progress) stop() {
 	if p.bar != nil {
 		p.bar.Finish()
 	}
+}
+
+// plural is "1 worker", "2 workers".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
