@@ -24,6 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sys/unix"
 
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/gguf"
@@ -49,7 +50,7 @@ type embedResult struct {
 }
 
 // synapseCmd is a synapse command with the llama.cpp libraries and extra env.
-func synapseCmd(ctx context.Context, t *testing.T, env []string, args ...string) *exec.Cmd {
+func synapseCmd(ctx context.Context, t testing.TB, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, testenv.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_LLAMA_LIB="+testenv.LlamaLib(t))
@@ -108,7 +109,7 @@ func (r embedResult) counts(t *testing.T) (read, embedded, failed int) {
 
 // tinyModel is a one-layer, 32-wide BERT embedder with the bert-bge
 // vocabulary and mean pooling, written once per test process.
-func tinyModel(t *testing.T) string {
+func tinyModel(t testing.TB) string {
 	t.Helper()
 	return testmodels.BGE(t, "tiny", func(v modelgen.Vocab) modelgen.BERT {
 		return modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
@@ -721,11 +722,15 @@ func TestEmbedSlowEngine(t *testing.T) {
 func TestEmbedStdinInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "stdin.arrow")
 	cmd := synapseCmd(context.Background(), t, nil, "embed", "-", "-m", tinyModel(t), "-o", out)
-	stdin, err := cmd.StdinPipe()
+	// Our own pipe, whose read end the test keeps: it tells how much of the
+	// input synapse has not read yet.
+	pr, stdin, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pr.Close()
 	defer stdin.Close()
+	cmd.Stdin = pr
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -755,7 +760,7 @@ func TestEmbedStdinInterrupt(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("no start within a minute")
 	}
-	time.Sleep(300 * time.Millisecond) // now blocked reading stdin
+	waitRead(t, pr) // synapse has read the line: it now waits on the silent pipe
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -768,6 +773,29 @@ func TestEmbedStdinInterrupt(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
 		t.Errorf("exit code %d; want %d\n%s", code, exitInterrupted, log.String())
+	}
+}
+
+// waitRead waits until every byte written to the pipe whose read end is r
+// has been read (by the process it was handed to), or fails after a minute.
+func waitRead(t *testing.T, r *os.File) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		unread, err := unix.IoctlGetInt(int(r.Fd()), unix.TIOCINQ) // FIONREAD
+		if err != nil {
+			t.Fatalf("FIONREAD on the input pipe: %v", err)
+		}
+		if unread == 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("%d bytes of the input still unread after a minute", unread)
+		case <-tick.C:
+		}
 	}
 }
 
@@ -1095,56 +1123,63 @@ func TestEmbedUsageErrors(t *testing.T) {
 	})
 }
 
-// TestEmbedPeakRSS measures the peak RSS of the synapse process itself (not
-// its workers: VmHWM from /proc/PID/status, read until it exits) on
+// BenchmarkEmbedPeakRSS measures the peak RSS of the synapse process itself
+// (not its workers: VmHWM from /proc/PID/status, read until it exits) on
 // synthetic Parquet corpora (dataio.WriteSyntheticParquet) of the sizes in
-// SYNAPSE_RSS_ROWS, embedding the title column with the tiny model:
+// SYNAPSE_RSS_ROWS (default 20000), embedding the title column with the tiny
+// model, and reports it as peak-MiB:
 //
-//	SYNAPSE_RSS_ROWS=100000,300000,1000000 go test -run TestEmbedPeakRSS -v -timeout 2h .
+//	SYNAPSE_RSS_ROWS=100000,1000000 go test -run '^$' -bench EmbedPeakRSS -benchtime 1x -timeout 2h .
 //
-// SYNAPSE_RSS_FIELD=text embeds the long column instead (much slower). A
-// measurement, not an assertion: the figures are logged.
-func TestEmbedPeakRSS(t *testing.T) {
-	sizes := os.Getenv("SYNAPSE_RSS_ROWS")
-	if sizes == "" {
-		t.Skip("set SYNAPSE_RSS_ROWS=100000,1000000 to measure")
-	}
+// SYNAPSE_RSS_FIELD=text embeds the long column instead (much slower).
+func BenchmarkEmbedPeakRSS(b *testing.B) {
 	field := cmp.Or(os.Getenv("SYNAPSE_RSS_FIELD"), "title")
-	dir := t.TempDir()
-	for _, s := range strings.Split(sizes, ",") {
+	dir := b.TempDir()
+	for _, s := range strings.Split(cmp.Or(os.Getenv("SYNAPSE_RSS_ROWS"), "20000"), ",") {
 		rows, err := strconv.Atoi(s)
 		if err != nil {
-			t.Fatal(err)
+			b.Fatalf("SYNAPSE_RSS_ROWS: %v", err)
 		}
-		in := filepath.Join(dir, fmt.Sprintf("synth-%d.parquet", rows))
-		if err := dataio.WriteSyntheticParquet(in, rows, 1); err != nil {
-			t.Fatal(err)
-		}
-		out := filepath.Join(dir, fmt.Sprintf("synth-%d.arrow", rows))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
-		cmd := synapseCmd(ctx, t, nil, "embed", in, "-m", tinyModel(t), "-o", out, "--text-field", field, "-q")
-		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		peak := make(chan int64)
-		go func() { peak <- watchHWM(cmd.Process.Pid) }()
-		err = cmd.Wait()
-		hwm := <-peak
-		cancel()
-		var ru *syscall.Rusage
-		if cmd.ProcessState != nil {
-			ru, _ = cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		}
-		if err != nil {
-			t.Fatalf("%d rows: %v", rows, err)
-		}
-		st, _ := os.Stat(in)
-		t.Logf("%d rows (%d MB Parquet, field %s): synapse VmHWM %d MiB (maxrss with workers %d MiB), %s",
-			rows, st.Size()>>20, field, hwm>>10, ru.Maxrss>>10, time.Since(start).Round(time.Second))
-		os.Remove(in)
-		os.Remove(out)
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			in := filepath.Join(dir, fmt.Sprintf("synth-%d.parquet", rows))
+			if err := dataio.WriteSyntheticParquet(in, rows, 1); err != nil {
+				b.Fatal(err)
+			}
+			defer os.Remove(in)
+			model := tinyModel(b)
+			testenv.Binary(b) // built before the clock starts
+			var peak, maxrss int64
+			for b.Loop() {
+				hwm, rss := peakRSS(b, in, filepath.Join(dir, "synth.arrow"), model, field)
+				peak, maxrss = max(peak, hwm), max(maxrss, rss)
+			}
+			b.ReportMetric(float64(peak>>10), "peak-MiB")
+			b.ReportMetric(float64(maxrss>>10), "peak-with-workers-MiB")
+		})
 	}
+}
+
+// peakRSS runs one embedding and returns the peak RSS (KiB) of synapse
+// alone and with its workers.
+func peakRSS(b *testing.B, in, out, model, field string) (hwm, maxrss int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
+	defer cancel()
+	defer os.Remove(out)
+	cmd := synapseCmd(ctx, b, nil, "embed", in, "-m", model, "-o", out, "--text-field", field, "-q")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	peak := make(chan int64)
+	go func() { peak <- watchHWM(cmd.Process.Pid) }()
+	err := cmd.Wait()
+	hwm = <-peak
+	if err != nil {
+		b.Fatalf("synapse embed %s: %v", in, err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		maxrss = ru.Maxrss
+	}
+	return hwm, maxrss
 }
 
 // watchHWM reads VmHWM (KiB) of pid every 20ms until the process is gone and
