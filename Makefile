@@ -21,7 +21,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib build test vet fuzz bench demo clean
+.PHONY: setup llama-lib build install test vet fuzz bench demo clean
 
 setup: llama-lib
 	$(GO) mod download
@@ -44,6 +44,18 @@ $(LLAMA_STAMP):
 
 build:
 	$(GO) build -o bin/synapse .
+
+# The binary and the llama.cpp libraries, laid out so that the binary finds
+# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE.
+# DESTDIR stages the install for a package.
+PREFIX ?= /usr/local
+INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
+install: build llama-lib
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))"
+	install -m 0755 bin/synapse "$(DESTDIR)$(PREFIX)/bin/synapse"
+	rm -rf "$(INSTALL_LLAMA)"
+	cp -R -P "$(LLAMA_LIB_DIR)" "$(INSTALL_LLAMA)"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/synapse with llama.cpp $(LLAMA_RELEASE) in $(INSTALL_LLAMA)"
 
 vet:
 	$(GO) mod tidy -diff

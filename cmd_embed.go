@@ -62,7 +62,7 @@ func embedFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
 		&cli.StringFlag{Name: "shard", Usage: "I/N: embed only documents whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
-		&cli.StringFlag{Name: "llama-lib", Usage: "directory of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+		&cli.StringFlag{Name: "llama-lib", Usage: "directory of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 	}
 }
 
@@ -150,9 +150,11 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 		return o, fmt.Errorf("embed: find the synapse executable for workers: %w", err)
 	}
 	o.Worker = []string{self, "worker"}
-	if lib := llamaLibDir(c.String("llama-lib"), self); lib != "" {
-		o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib)
+	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
+	if err != nil {
+		return o, err
 	}
+	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
 	return o, nil
 }
 
@@ -171,23 +173,6 @@ func parseShard(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("embed: --shard %q: want I/N with 0 ≤ I < N, e.g. 0/4", s)
 	}
 	return i, n, nil
-}
-
-// llamaLibDir is the llama.cpp library directory: the flag or environment,
-// else the cache `make setup` fills beside the executable or the working
-// directory.
-func llamaLibDir(flag, self string) string {
-	if flag != "" {
-		return flag
-	}
-	rel := filepath.Join(".cache", "llama", engine.LlamaRelease)
-	for _, dir := range []string{filepath.Join(filepath.Dir(self), "..", rel), rel} {
-		if _, err := os.Stat(filepath.Join(dir, "libllama.so")); err == nil {
-			abs, _ := filepath.Abs(dir)
-			return abs
-		}
-	}
-	return ""
 }
 
 // runEmbed runs the job with progress on stderr and the summary on stdout.
