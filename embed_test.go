@@ -36,10 +36,11 @@ import (
 
 // End-to-end tests of `synapse embed`: the real binary (testenv.Binary),
 // real `synapse worker` processes running llama.cpp, real files. Crashes and
-// hangs are real worker processes armed with SYNAPSE_CHAOS drills
-// (notes/chaos.md). Models: the reference BERT fixture where vectors are
-// compared with transformers, else a one-layer, 32-wide BERT with the
-// bert-bge vocabulary written by gguf/modelgen (fast).
+// hangs are real worker processes armed with SYNAPSE_CHAOS drills (README,
+// "Chaos drills"). Models: the reference BERT fixture where vectors are
+// compared with transformers (TestEmbedReference), else a one-layer,
+// 32-wide BERT written by gguf/modelgen with a vocabulary of the generated
+// corpus's words (testmodels), so that these tests run without fixtures.
 
 // --- running the binary ---
 
@@ -107,11 +108,11 @@ func (r embedResult) counts(t *testing.T) (read, embedded, failed int) {
 
 // --- models ---
 
-// tinyModel is a one-layer, 32-wide BERT embedder with the bert-bge
-// vocabulary and mean pooling, written once per test process.
+// tinyModel is a one-layer, 32-wide BERT embedder with mean pooling and
+// the generated vocabulary (testmodels.Vocab), written once per test process.
 func tinyModel(t testing.TB) string {
 	t.Helper()
-	return testmodels.BGE(t, "tiny", func(v modelgen.Vocab) modelgen.BERT {
+	return testmodels.Model(t, "tiny", func(v modelgen.Vocab) modelgen.BERT {
 		return modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
 			Pooling: modelgen.PoolingMean, WeightType: gguf.GGMLTypeF32, Seed: 7, Vocab: v}
 	})
@@ -181,23 +182,13 @@ func writeRecord(t *testing.T, path string, rec arrow.RecordBatch) {
 	}
 }
 
-// scifact returns the first n documents of the SciFact corpus.
-func scifact(t *testing.T, n int) []map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(testenv.Fixture(t, "corpora", "scifact", "corpus.jsonl"))
-	if err != nil {
-		t.Skipf("scifact corpus: %v", err)
-	}
+// corpus returns the first n generated documents (testmodels.Corpus: _id,
+// title and text, SciFact's shape), whose words the tiny model's
+// vocabulary holds.
+func corpus(n int) []map[string]any {
 	var docs []map[string]any
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if len(docs) == n || len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var d map[string]any
-		if err := json.Unmarshal(line, &d); err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, d)
+	for _, d := range testmodels.Corpus(n) {
+		docs = append(docs, d.Map())
 	}
 	return docs
 }
@@ -452,11 +443,11 @@ func TestEmbedReference(t *testing.T) {
 func TestEmbedWorkerCountBitExact(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, scifact(t, 40))
+	writeJSONL(t, in, corpus(40))
 	var first []outRow
 	for _, n := range []string{"1", "2", "3"} {
 		out := filepath.Join(dir, "w"+n+".arrow")
-		res := runSynapse(t, nil, "embed", in, "-m", refModel(t), "-o", out, "--text-field", "title", "--text-field", "text",
+		res := runSynapse(t, nil, "embed", in, "-m", tinyModel(t), "-o", out, "--text-field", "title", "--text-field", "text",
 			"--chunk-tokens", "96", "--overlap", "16", "--batch-tokens", "400", "--workers", n, "--threads", "1", "-q")
 		res.wantCode(t, exitOK)
 		_, rows := readOutput(t, out)
@@ -507,12 +498,12 @@ func poisonToken(t *testing.T, model string, texts []string) (int32, int) {
 // hangs it) on a token found in one document only: that document lands in
 // the errors file and every other one is embedded.
 func TestEmbedPoisonDocument(t *testing.T) {
-	docs := scifact(t, 12)
+	docs := corpus(12)
 	var texts []string
 	for _, d := range docs {
 		texts = append(texts, d["text"].(string))
 	}
-	model := refModel(t)
+	model := tinyModel(t)
 	poison, bad := poisonToken(t, model, texts)
 	badID := fmt.Sprint(docs[bad]["_id"])
 	dir := t.TempDir()
@@ -561,12 +552,12 @@ func TestEmbedPoisonDocument(t *testing.T) {
 	}
 }
 
-// resumeCorpus writes n short SciFact titles as JSONL, with a malformed line
+// resumeCorpus writes n short titles as JSONL, with a malformed line
 // every 700 lines so that the errors file is resumed too.
 func resumeCorpus(t *testing.T, path string, n int) {
 	t.Helper()
 	var b bytes.Buffer
-	for i, d := range scifact(t, n) {
+	for i, d := range corpus(n) {
 		if i%700 == 350 {
 			b.WriteString("{\"_id\": \"broken\n")
 			continue
@@ -677,7 +668,7 @@ func TestEmbedInterruptResume(t *testing.T) {
 func TestEmbedSlowEngine(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, scifact(t, 6))
+	writeJSONL(t, in, corpus(6))
 	base := []string{"embed", in, "-m", tinyModel(t), "--workers", "1", "--threads", "1", "--batch-tokens", "1024"}
 	clean := filepath.Join(dir, "clean.arrow")
 	runSynapse(t, nil, append(base, "-o", clean, "-q")...).wantCode(t, 0)
@@ -827,11 +818,11 @@ func refusedResumes(t *testing.T, in string, resume []string) {
 	}
 }
 
-// bigText is about n bytes of SciFact abstracts, one after another.
+// bigText is about n bytes of generated texts, one after another.
 func bigText(t *testing.T, n int) string {
 	t.Helper()
 	var b strings.Builder
-	docs := scifact(t, 300)
+	docs := corpus(300)
 	for i := 0; b.Len() < n; i++ {
 		b.WriteString(docs[i%len(docs)]["text"].(string))
 		b.WriteString("\n")
@@ -984,8 +975,8 @@ func checkCoverage(t *testing.T, text string, chunks []outRow) {
 func TestEmbedOutputs(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, scifact(t, 30))
-	model := refModel(t)
+	writeJSONL(t, in, corpus(30))
+	model := tinyModel(t)
 	common := []string{"-m", model, "--text-field", "title", "--text-field", "text", "--chunk-tokens", "200", "--workers", "2", "--threads", "1", "-q"}
 	run := func(t *testing.T, out string, args ...string) {
 		t.Helper()
@@ -1007,7 +998,7 @@ func TestEmbedOutputs(t *testing.T) {
 			got = append(got, f.Name+" "+f.Type.String())
 		}
 		wantFields := []string{"id utf8", "chunk int32", "token_start int32", "token_end int32", "char_start int32",
-			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[128]"}
+			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[32]"}
 		if !slices.Equal(got, wantFields) {
 			t.Errorf("schema %v; want %v", got, wantFields)
 		}
@@ -1019,8 +1010,8 @@ func TestEmbedOutputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for k, v := range map[string]string{"synapse.model": "ref-bert-embed.gguf", "synapse.model_digest": digest,
-			"synapse.dims": "128", "synapse.chunk_tokens": "200", "synapse.chunk_overlap": "0", "synapse.normalize": "true",
+		for k, v := range map[string]string{"synapse.model": "tiny.gguf", "synapse.model_digest": digest,
+			"synapse.dims": "32", "synapse.chunk_tokens": "200", "synapse.chunk_overlap": "0", "synapse.normalize": "true",
 			"synapse.pooling": "model default", "synapse.text_fields": "[title text]", "synapse.version": version,
 			"synapse.skip_empty": "false", "synapse.shard": "0/1"} {
 			if meta[k] != v {

@@ -9,21 +9,20 @@ import (
 
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/wire"
 )
 
-// The real worker (`synapse worker`) on ref-bert-embed.gguf with the
-// SYNAPSE_CHAOS drills: the same story as the helper tests.
+// The real worker (`synapse worker`) on a generated BERT embedder
+// (testmodels.Embedder) with the SYNAPSE_CHAOS drills: the same story as
+// the helper tests.
 
 // realConfig returns a pool config for `synapse worker`; it fails the test
 // when synapse does not build.
 func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 	t.Helper()
 	lib := testenv.LlamaLib(t)
-	model := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
-	if _, err := os.Stat(model); err != nil {
-		t.Skipf("fixture: %v", err)
-	}
+	model := testmodels.Embedder(t)
 	bin := testenv.Binary(t) // a build failure fails the test
 	_, digest, err := gguf.Digest(model)
 	if err != nil {
@@ -43,9 +42,12 @@ func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 	return cfg, load
 }
 
-// poison is the token the drills react to; ref-bert-embed's vocabulary
-// holds it.
-const poison = 7777
+// poison is the token the drills react to and word a token they do not;
+// the generated vocabulary (about 1,800 tokens) holds both.
+const (
+	poison = 1500
+	word   = 1000
+)
 
 func TestRealWorkerDrills(t *testing.T) {
 	tests := []struct {
@@ -57,8 +59,8 @@ func TestRealWorkerDrills(t *testing.T) {
 		status  int
 		tail    string
 	}{
-		{"abort", "abort-on-token=7777", time.Minute, []string{"recv"}, "SIGABRT", -1, ""},
-		{"hang", "hang-on-token=7777", 500 * time.Millisecond, []string{"timeout"}, "SIGKILL", -1, ""},
+		{"abort", "abort-on-token=1500", time.Minute, []string{"recv"}, "SIGABRT", -1, ""},
+		{"hang", "hang-on-token=1500", 500 * time.Millisecond, []string{"timeout"}, "SIGKILL", -1, ""},
 		{"exit-after", "exit-after=3", time.Minute, []string{"send", "recv"}, "", 1, ""}, // LOAD, 2×embed, then exit
 	}
 	for _, tt := range tests {
@@ -74,7 +76,7 @@ func TestRealWorkerDrills(t *testing.T) {
 				t.Fatalf("Load: got dims %d", loaded.Dims)
 			}
 			for range 2 { // requests 2 and 3
-				if _, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, 2000, 102}), time.Minute); err != nil {
+				if _, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, word, 102}), time.Minute); err != nil {
 					t.Fatalf("embed: %v", err)
 				}
 			}
@@ -95,7 +97,7 @@ func TestRealWorkerDrills(t *testing.T) {
 			}
 			checkGone(t, ce.PID)
 			// Restarted with the model reloaded, the worker serves again.
-			resp, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, 2000, 102}), time.Minute)
+			resp, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, word, 102}), time.Minute)
 			if err != nil {
 				t.Fatalf("embed after restart: %v", err)
 			}
@@ -121,7 +123,7 @@ func TestRealWorkerDrills(t *testing.T) {
 }
 
 func TestRealWorkerQuarantine(t *testing.T) {
-	cfg, load := realConfig(t, "abort-on-token=7777")
+	cfg, load := realConfig(t, "abort-on-token=1500")
 	cfg.QuarantineCrashes = 2
 	p := startPool(t, cfg)
 	ctx := context.Background()
@@ -145,4 +147,11 @@ func TestRealWorkerQuarantine(t *testing.T) {
 	if _, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, 102}), time.Minute); err != nil {
 		t.Errorf("after Reprobe: %v", err)
 	}
+}
+
+// TestMain removes the generated models.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testmodels.RemoveAll()
+	os.Exit(code)
 }
