@@ -351,7 +351,7 @@ func readReference(t *testing.T) []refItem {
 	t.Helper()
 	data, err := os.ReadFile(testenv.Fixture(t, "reference", "embed.json"))
 	if err != nil {
-		t.Skipf("reference: %v", err)
+		testenv.MissingFixture(t, "reference: %v", err)
 	}
 	var ref struct {
 		Pooling   string    `json:"pooling"`

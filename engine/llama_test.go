@@ -119,7 +119,7 @@ func readJSON(t testing.TB, v any, rel ...string) {
 	t.Helper()
 	b, err := os.ReadFile(testenv.Fixture(t, rel...))
 	if err != nil {
-		t.Skipf("reference fixture: %v", err)
+		testenv.MissingFixture(t, "reference: %v", err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)

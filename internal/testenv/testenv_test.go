@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,11 +17,15 @@ type fakeTB struct {
 
 func (f *fakeTB) Helper() {}
 func (f *fakeTB) Fatalf(format string, args ...any) {
-	f.fatal = format
+	f.fatal = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
 func (f *fakeTB) Skipf(format string, args ...any) {
-	f.skip = format
+	f.skip = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (f *fakeTB) Skip(args ...any) {
+	f.skip = fmt.Sprint(args...)
 	runtime.Goexit()
 }
 
@@ -59,5 +64,37 @@ func TestBuildFailureFails(t *testing.T) {
 	}
 	if !strings.Contains(f.fatal, "building") {
 		t.Errorf("fatal message %q; want it to say the build failed", f.fatal)
+	}
+}
+
+// TestMissingFixture: a missing fixture skips the test, or fails it under
+// SYNAPSE_REQUIRE_FIXTURES=1, as CI runs.
+func TestMissingFixture(t *testing.T) {
+	t.Setenv("SYNAPSE_FIXTURES", filepath.Join(t.TempDir(), "none"))
+	for _, require := range []string{"", "1"} {
+		t.Setenv(RequireFixturesEnv, require)
+		f := call(func(tb testing.TB) { Fixture(tb, "models", "ref-bert-embed.gguf") })
+		switch {
+		case require == "" && (f.skip == "" || f.fatal != ""):
+			t.Errorf("without %s: skip %q, fatal %q; want a skip", RequireFixturesEnv, f.skip, f.fatal)
+		case require == "1" && (f.fatal == "" || f.skip != ""):
+			t.Errorf("with %s=1: skip %q, fatal %q; want a failure", RequireFixturesEnv, f.skip, f.fatal)
+		}
+		if !strings.Contains(f.skip+f.fatal, "needs fixtures:") {
+			t.Errorf("message %q; want it to start with needs fixtures:", f.skip+f.fatal)
+		}
+	}
+	if HaveFixtures() {
+		t.Error("HaveFixtures with SYNAPSE_FIXTURES pointing nowhere")
+	}
+}
+
+// TestLlamaLibExplicit: a SYNAPSE_LLAMA_LIB that holds no libraries is a
+// failure, never a skip.
+func TestLlamaLibExplicit(t *testing.T) {
+	t.Setenv("SYNAPSE_LLAMA_LIB", t.TempDir())
+	f := call(func(tb testing.TB) { LlamaLib(tb) })
+	if f.fatal == "" || f.skip != "" {
+		t.Errorf("skip %q, fatal %q; want a failure", f.skip, f.fatal)
 	}
 }
