@@ -61,12 +61,20 @@ vet:
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 
-# Race detector on the concurrent packages; everything else plain.
+# Race detector on the concurrent packages; everything else plain. Tests run
+# through internal/testsummary, which shows package results and failed tests
+# and ends the run with one line counting passed, failed and skipped tests,
+# with why they were skipped (a missing ../shared/fixtures, say).
 RACE_PKGS := ./wire/... ./supervise/... ./pipeline/...
+TEST_EVENTS := $(CURDIR)/.cache/test-events.json
+TESTSUMMARY := $(CURDIR)/bin/testsummary
 test: setup vet
-	$(GO) test -count=1 -race $(RACE_PKGS)
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)')
+	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
+	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+	set -o pipefail; $(GO) test -json -count=1 -race $(RACE_PKGS) | $(TESTSUMMARY) -log $(TEST_EVENTS)
+	set -o pipefail; $(GO) test -json -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+	@$(TESTSUMMARY) -summary $(TEST_EVENTS)
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.
