@@ -21,7 +21,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib build install test vet fuzz bench demo clean
+.PHONY: setup llama-lib build install test test-race vet fuzz bench demo clean
 
 setup: llama-lib
 	$(GO) mod download
@@ -71,10 +71,24 @@ TESTSUMMARY := $(CURDIR)/bin/testsummary
 test: setup vet
 	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
 	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
-	set -o pipefail; $(GO) test -json -count=1 -race $(RACE_PKGS) | $(TESTSUMMARY) -log $(TEST_EVENTS)
+	$(MAKE) --no-print-directory test-race
 	set -o pipefail; $(GO) test -json -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	@$(TESTSUMMARY) -summary $(TEST_EVENTS)
+
+# The race detector needs cgo and a C compiler (go env CC). Without them the
+# concurrent packages run without -race, and the run says so, then and in the
+# summary line.
+test-race:
+	@mkdir -p .cache bin && test -x $(TESTSUMMARY) || $(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+	@set -o pipefail; cc=$$($(GO) env CC); race=-race; \
+	if [ "$$($(GO) env CGO_ENABLED)" != 1 ] || ! command -v $${cc%% *} >/dev/null 2>&1; then \
+	  race=; note="race detector skipped: it needs cgo and a C compiler (CC=$$cc, CGO_ENABLED=$$($(GO) env CGO_ENABLED))"; \
+	  echo "make test: $$note; running $(RACE_PKGS) without -race" >&2; \
+	  $(TESTSUMMARY) -log $(TEST_EVENTS) -note "$$note"; \
+	fi; \
+	echo "$(GO) test -json -count=1 $$race $(RACE_PKGS)"; \
+	$(GO) test -json -count=1 $$race $(RACE_PKGS) | $(TESTSUMMARY) -log $(TEST_EVENTS)
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.
