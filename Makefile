@@ -21,7 +21,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib build test vet fuzz bench demo clean
+.PHONY: setup llama-lib build install test test-race vet fuzz bench demo clean
 
 setup: llama-lib
 	$(GO) mod download
@@ -45,16 +45,50 @@ $(LLAMA_STAMP):
 build:
 	$(GO) build -o bin/synapse .
 
+# The binary and the llama.cpp libraries, laid out so that the binary finds
+# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE.
+# DESTDIR stages the install for a package.
+PREFIX ?= /usr/local
+INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
+install: build llama-lib
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))"
+	install -m 0755 bin/synapse "$(DESTDIR)$(PREFIX)/bin/synapse"
+	rm -rf "$(INSTALL_LLAMA)"
+	cp -R -P "$(LLAMA_LIB_DIR)" "$(INSTALL_LLAMA)"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/synapse with llama.cpp $(LLAMA_RELEASE) in $(INSTALL_LLAMA)"
+
 vet:
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 
-# Race detector on the concurrent packages; everything else plain.
+# Race detector on the concurrent packages; everything else plain. Tests run
+# through internal/testsummary, which shows package results and failed tests
+# and ends the run with one line counting passed, failed and skipped tests,
+# with why they were skipped (a missing ../shared/fixtures, say).
 RACE_PKGS := ./wire/... ./supervise/... ./pipeline/...
+TEST_EVENTS := $(CURDIR)/.cache/test-events.json
+TESTSUMMARY := $(CURDIR)/bin/testsummary
 test: setup vet
-	$(GO) test -count=1 -race $(RACE_PKGS)
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)')
+	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
+	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+	$(MAKE) --no-print-directory test-race
+	set -o pipefail; $(GO) test -json -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+	@$(TESTSUMMARY) -summary $(TEST_EVENTS)
+
+# The race detector needs cgo and a C compiler (go env CC). Without them the
+# concurrent packages run without -race, and the run says so, then and in the
+# summary line.
+test-race:
+	@mkdir -p .cache bin && test -x $(TESTSUMMARY) || $(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+	@set -o pipefail; cc=$$($(GO) env CC); race=-race; \
+	if [ "$$($(GO) env CGO_ENABLED)" != 1 ] || ! command -v $${cc%% *} >/dev/null 2>&1; then \
+	  race=; note="race detector skipped: it needs cgo and a C compiler (CC=$$cc, CGO_ENABLED=$$($(GO) env CGO_ENABLED))"; \
+	  echo "make test: $$note; running $(RACE_PKGS) without -race" >&2; \
+	  $(TESTSUMMARY) -log $(TEST_EVENTS) -note "$$note"; \
+	fi; \
+	echo "$(GO) test -json -count=1 $$race $(RACE_PKGS)"; \
+	$(GO) test -json -count=1 $$race $(RACE_PKGS) | $(TESTSUMMARY) -log $(TEST_EVENTS)
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.

@@ -27,17 +27,17 @@ func init() {
 
 func embedFlags() []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE`: .arrow (Arrow IPC), .parquet or .jsonl (default: FIRST_INPUT.vectors.arrow)"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE`: .arrow (Arrow IPC), .parquet or .jsonl", DefaultText: "FIRST_INPUT.vectors.arrow"},
 	}
 	flags = append(flags, readFlags("text")...)
 	flags = append(flags,
-		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded (default: the model's context minus its special tokens)"},
+		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded", DefaultText: "the model's context minus its special tokens"},
 		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
-		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last (default: the model's own)"},
+		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
-		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)"},
+		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)", DefaultText: "all"},
 	)
-	return append(flags, jobFlags()...)
+	return append(flags, jobFlags("4 × the chunk size")...)
 }
 
 // embedOptionsFrom turns flags into a job; flag mistakes are usage errors.

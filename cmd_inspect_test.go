@@ -143,8 +143,8 @@ func TestInspectErrors(t *testing.T) {
 		code     int
 		inStderr string
 	}{
-		{"missing file", []string{"inspect", missing}, exitFatal, missing},
-		{"not GGUF", []string{"inspect", notGGUF}, exitFatal, notGGUF + ": gguf: not a GGUF file"},
+		{"missing file", []string{"inspect", missing}, exitUsage, missing},
+		{"not GGUF", []string{"inspect", notGGUF}, exitUsage, notGGUF + ": gguf: not a GGUF file"},
 		{"no argument", []string{"inspect"}, exitUsage, "want one MODEL.gguf argument"},
 		{"two arguments", []string{"inspect", notGGUF, missing}, exitUsage, "got 2"},
 		{"unknown flag", []string{"inspect", "--yaml", notGGUF}, exitUsage, "yaml"},
@@ -155,7 +155,7 @@ func TestInspectErrors(t *testing.T) {
 			if code != tt.code || !strings.Contains(errOut, tt.inStderr) {
 				t.Errorf("exit %d, stderr %q; want exit %d and stderr containing %q", code, errOut, tt.code, tt.inStderr)
 			}
-			if tt.code == exitFatal && out != "" {
+			if out != "" {
 				t.Errorf("stdout %q; want nothing", out)
 			}
 		})

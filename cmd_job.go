@@ -23,13 +23,13 @@ import (
 
 // jobFlags are the flags of every job command; what decides its records
 // (text fields, ids) is the command's own.
-func jobFlags() []cli.Flag {
+func jobFlags(batchDefault string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE` (GGUF) (required)"},
-		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines (default: OUTPUT.errors.jsonl)"},
-		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker (default: the command's)"},
-		&cli.IntFlag{Name: "workers", Usage: "worker processes (default: from the core count)"},
-		&cli.IntFlag{Name: "threads", Usage: "engine threads per worker (default: cores / workers)"},
+		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines", DefaultText: "OUTPUT.errors.jsonl"},
+		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker", DefaultText: batchDefault},
+		&cli.IntFlag{Name: "workers", Usage: "worker processes", DefaultText: "from the core count"},
+		&cli.IntFlag{Name: "threads", Usage: "engine threads per worker", DefaultText: "cores / workers"},
 		&cli.IntFlag{Name: "buffer-mb", Value: pipeline.DefaultInFlightBytes >> 20, Usage: "MiB of input text held between reading and writing; bounds the module's memory with long records"},
 		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
 		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
@@ -37,7 +37,7 @@ func jobFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
 		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process only records whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
-		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
 	}
 }
@@ -45,8 +45,8 @@ func jobFlags() []cli.Flag {
 // readFlags are the flags that make documents out of input rows.
 func readFlags(what string) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "text-field", Usage: "field(s) holding the " + what + "; several are joined with a newline (default: text)"},
-		&cli.StringFlag{Name: "id-field", Usage: "field holding the row id (default: id, else _id, else the row number)"},
+		&cli.StringSliceFlag{Name: "text-field", Usage: "field(s) holding the " + what + "; several are joined with a newline", DefaultText: "text"},
+		&cli.StringFlag{Name: "id-field", Usage: "field holding the row id", DefaultText: "id, else _id, else the row number"},
 		&cli.StringFlag{Name: "prefix", Usage: `text put in front of every ` + what + `, e.g. "search_document: "`},
 		&cli.BoolFlag{Name: "skip-empty", Usage: "send empty or whitespace-only texts to the errors file"},
 	}
@@ -157,9 +157,11 @@ func workerCommand(c *cli.Context, o *job.Options) error {
 		return fmt.Errorf("find the synapse executable for workers: %w", err)
 	}
 	o.Worker = []string{self, "worker"}
-	if lib := llamaLibDir(c.String("llama-lib"), self); lib != "" {
-		o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib)
+	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
+	if err != nil {
+		return err
 	}
+	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
 	return nil
 }
 
@@ -178,23 +180,6 @@ func parseShard(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("--shard %q: want I/N with 0 ≤ I < N, e.g. 0/4", s)
 	}
 	return i, n, nil
-}
-
-// llamaLibDir is the llama.cpp library directory: the flag or environment,
-// else the cache `make setup` fills beside the executable or the working
-// directory.
-func llamaLibDir(flag, self string) string {
-	if flag != "" {
-		return flag
-	}
-	rel := filepath.Join(".cache", "llama", engine.LlamaRelease)
-	for _, dir := range []string{filepath.Join(filepath.Dir(self), "..", rel), rel} {
-		if _, err := os.Stat(filepath.Join(dir, "libllama.so")); err == nil {
-			abs, _ := filepath.Abs(dir)
-			return abs
-		}
-	}
-	return ""
 }
 
 // words name a job kind's records and items in its summary.

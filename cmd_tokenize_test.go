@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -45,18 +47,19 @@ func TestTokenizeLinesPieces(t *testing.T) {
 }
 
 func TestTokenizeLinesBadLines(t *testing.T) {
-	tok, err := tokenize.Load(testenv.Fixture(t, "vocab", "ggml-vocab-gpt-2.gguf"))
+	tok, err := tokenize.Load(testmodels.Embedder(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := "{\"text\": \"a\"}\nnot json\n{\"txt\": \"b\"}\n{\"text\": 5}\n{\"text\": \"c\"}\n"
+	in := "{\"text\": \"hello\"}\nnot json\n{\"txt\": \"b\"}\n{\"text\": 5}\n{\"text\": \"world\"}\n"
 	var out, errOut bytes.Buffer
 	err = tokenizeLines(tok, tokenize.Options{}, false, strings.NewReader(in), &out, &errOut)
 	var pe partialError
 	if !errors.As(err, &pe) {
 		t.Fatalf("got error %v; want a partialError", err)
 	}
-	if got, want := out.String(), "{\"ids\":[64]}\n{\"ids\":[66]}\n"; got != want {
+	id := func(s string) int32 { return tok.Tokenize(s, tokenize.Options{}).Tokens[0].ID }
+	if got, want := out.String(), fmt.Sprintf("{\"ids\":[%d]}\n{\"ids\":[%d]}\n", id("hello"), id("world")); got != want {
 		t.Errorf("stdout %q; want %q", got, want)
 	}
 	for _, line := range []string{"line 2:", "line 3:", "line 4:"} {
@@ -70,18 +73,18 @@ func TestTokenizeLinesBadLines(t *testing.T) {
 }
 
 func TestTokenizeExitCodes(t *testing.T) {
-	gpt2 := testenv.Fixture(t, "vocab", "ggml-vocab-gpt-2.gguf")
+	model := testmodels.Embedder(t)
 	cases := []struct {
 		name  string
 		args  []string
 		stdin string
 		want  int
 	}{
-		{"ok", []string{"-m", gpt2}, `{"text":"x"}`, exitOK},
+		{"ok", []string{"-m", model}, `{"text":"x"}`, exitOK},
 		{"no model flag", nil, "", exitUsage},
 		{"missing file", []string{"-m", "/nonexistent/model.gguf"}, "", exitUsage},
-		{"stray argument", []string{"-m", gpt2, "extra"}, "", exitUsage},
-		{"bad line", []string{"-m", gpt2}, "{\"text\":\"x\"}\n[1]\n", exitPartial},
+		{"stray argument", []string{"-m", model, "extra"}, "", exitUsage},
+		{"bad line", []string{"-m", model}, "{\"text\":\"x\"}\n[1]\n", exitPartial},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

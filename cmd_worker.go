@@ -67,7 +67,11 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 	if chaos.Active() {
 		log.Warn("chaos drills enabled", "drills", chaos.String())
 	}
-	eng, err := engine.OpenLlama(engine.LlamaOptions{LibDir: cfg.llamaLib, Log: cfg.stderr, LogLevel: cfg.llamaLog})
+	lib, err := findLib(engine.LlamaLib, cfg.llamaLib)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	eng, err := engine.OpenLlama(engine.LlamaOptions{LibDir: lib.Path, Log: cfg.stderr, LogLevel: cfg.llamaLog})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sys/unix"
 
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/gguf"
@@ -35,10 +36,11 @@ import (
 
 // End-to-end tests of `synapse embed`: the real binary (testenv.Binary),
 // real `synapse worker` processes running llama.cpp, real files. Crashes and
-// hangs are real worker processes armed with SYNAPSE_CHAOS drills
-// (notes/chaos.md). Models: the reference BERT fixture where vectors are
-// compared with transformers, else a one-layer, 32-wide BERT with the
-// bert-bge vocabulary written by gguf/modelgen (fast).
+// hangs are real worker processes armed with SYNAPSE_CHAOS drills (README,
+// "Chaos drills"). Models: the reference BERT fixture where vectors are
+// compared with transformers (TestEmbedReference), else a one-layer,
+// 32-wide BERT written by gguf/modelgen with a vocabulary of the generated
+// corpus's words (testmodels), so that these tests run without fixtures.
 
 // --- running the binary ---
 
@@ -49,7 +51,7 @@ type embedResult struct {
 }
 
 // synapseCmd is a synapse command with the llama.cpp libraries and extra env.
-func synapseCmd(ctx context.Context, t *testing.T, env []string, args ...string) *exec.Cmd {
+func synapseCmd(ctx context.Context, t testing.TB, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, testenv.Binary(t), args...)
 	cmd.Env = append(os.Environ(), "SYNAPSE_LLAMA_LIB="+testenv.LlamaLib(t))
@@ -106,11 +108,11 @@ func (r embedResult) counts(t *testing.T) (read, embedded, failed int) {
 
 // --- models ---
 
-// tinyModel is a one-layer, 32-wide BERT embedder with the bert-bge
-// vocabulary and mean pooling, written once per test process.
-func tinyModel(t *testing.T) string {
+// tinyModel is a one-layer, 32-wide BERT embedder with mean pooling and
+// the generated vocabulary (testmodels.Vocab), written once per test process.
+func tinyModel(t testing.TB) string {
 	t.Helper()
-	return testmodels.BGE(t, "tiny", func(v modelgen.Vocab) modelgen.BERT {
+	return testmodels.Model(t, "tiny", func(v modelgen.Vocab) modelgen.BERT {
 		return modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
 			Pooling: modelgen.PoolingMean, WeightType: gguf.GGMLTypeF32, Seed: 7, Vocab: v}
 	})
@@ -180,23 +182,13 @@ func writeRecord(t *testing.T, path string, rec arrow.RecordBatch) {
 	}
 }
 
-// scifact returns the first n documents of the SciFact corpus.
-func scifact(t *testing.T, n int) []map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(testenv.Fixture(t, "corpora", "scifact", "corpus.jsonl"))
-	if err != nil {
-		t.Skipf("scifact corpus: %v", err)
-	}
+// corpus returns the first n generated documents (testmodels.Corpus: _id,
+// title and text, SciFact's shape), whose words the tiny model's
+// vocabulary holds.
+func corpus(n int) []map[string]any {
 	var docs []map[string]any
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		if len(docs) == n || len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var d map[string]any
-		if err := json.Unmarshal(line, &d); err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, d)
+	for _, d := range testmodels.Corpus(n) {
+		docs = append(docs, d.Map())
 	}
 	return docs
 }
@@ -359,7 +351,7 @@ func readReference(t *testing.T) []refItem {
 	t.Helper()
 	data, err := os.ReadFile(testenv.Fixture(t, "reference", "embed.json"))
 	if err != nil {
-		t.Skipf("reference: %v", err)
+		testenv.MissingFixture(t, "reference: %v", err)
 	}
 	var ref struct {
 		Pooling   string    `json:"pooling"`
@@ -451,11 +443,11 @@ func TestEmbedReference(t *testing.T) {
 func TestEmbedWorkerCountBitExact(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, scifact(t, 40))
+	writeJSONL(t, in, corpus(40))
 	var first []outRow
 	for _, n := range []string{"1", "2", "3"} {
 		out := filepath.Join(dir, "w"+n+".arrow")
-		res := runSynapse(t, nil, "embed", in, "-m", refModel(t), "-o", out, "--text-field", "title", "--text-field", "text",
+		res := runSynapse(t, nil, "embed", in, "-m", tinyModel(t), "-o", out, "--text-field", "title", "--text-field", "text",
 			"--chunk-tokens", "96", "--overlap", "16", "--batch-tokens", "400", "--workers", n, "--threads", "1", "-q")
 		res.wantCode(t, exitOK)
 		_, rows := readOutput(t, out)
@@ -506,12 +498,12 @@ func poisonToken(t *testing.T, model string, texts []string) (int32, int) {
 // hangs it) on a token found in one document only: that document lands in
 // the errors file and every other one is embedded.
 func TestEmbedPoisonDocument(t *testing.T) {
-	docs := scifact(t, 12)
+	docs := corpus(12)
 	var texts []string
 	for _, d := range docs {
 		texts = append(texts, d["text"].(string))
 	}
-	model := refModel(t)
+	model := tinyModel(t)
 	poison, bad := poisonToken(t, model, texts)
 	badID := fmt.Sprint(docs[bad]["_id"])
 	dir := t.TempDir()
@@ -560,13 +552,13 @@ func TestEmbedPoisonDocument(t *testing.T) {
 	}
 }
 
-// resumeCorpus writes n short SciFact titles as JSONL, with one malformed
-// line, 350, before the first checkpoint: the resumed run must count it and
-// exit 3 although it meets no error itself, and the errors file is resumed.
+// resumeCorpus writes n short titles as JSONL, with one malformed line,
+// 350, before the first checkpoint: the resumed run must count it and exit 3
+// although it meets no error itself, and the errors file is resumed.
 func resumeCorpus(t *testing.T, path string, n int) {
 	t.Helper()
 	var b bytes.Buffer
-	for i, d := range scifact(t, n) {
+	for i, d := range corpus(n) {
 		if i == 350 {
 			b.WriteString("{\"_id\": \"broken\n")
 			continue
@@ -685,7 +677,7 @@ func TestEmbedInterruptResume(t *testing.T) {
 func TestEmbedSlowEngine(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, scifact(t, 6))
+	writeJSONL(t, in, corpus(6))
 	base := []string{"embed", in, "-m", tinyModel(t), "--workers", "1", "--threads", "1", "--batch-tokens", "1024"}
 	clean := filepath.Join(dir, "clean.arrow")
 	runSynapse(t, nil, append(base, "-o", clean, "-q")...).wantCode(t, 0)
@@ -729,11 +721,15 @@ func TestEmbedSlowEngine(t *testing.T) {
 func TestEmbedStdinInterrupt(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "stdin.arrow")
 	cmd := synapseCmd(context.Background(), t, nil, "embed", "-", "-m", tinyModel(t), "-o", out)
-	stdin, err := cmd.StdinPipe()
+	// Our own pipe, whose read end the test keeps: it tells how much of the
+	// input synapse has not read yet.
+	pr, stdin, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pr.Close()
 	defer stdin.Close()
+	cmd.Stdin = pr
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -763,7 +759,7 @@ func TestEmbedStdinInterrupt(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("no start within a minute")
 	}
-	time.Sleep(300 * time.Millisecond) // now blocked reading stdin
+	waitRead(t, pr) // synapse has read the line: it now waits on the silent pipe
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -776,6 +772,29 @@ func TestEmbedStdinInterrupt(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
 		t.Errorf("exit code %d; want %d\n%s", code, exitInterrupted, log.String())
+	}
+}
+
+// waitRead waits until every byte written to the pipe whose read end is r
+// has been read (by the process it was handed to), or fails after a minute.
+func waitRead(t *testing.T, r *os.File) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		unread, err := unix.IoctlGetInt(int(r.Fd()), unix.TIOCINQ) // FIONREAD
+		if err != nil {
+			t.Fatalf("FIONREAD on the input pipe: %v", err)
+		}
+		if unread == 0 {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("%d bytes of the input still unread after a minute", unread)
+		case <-tick.C:
+		}
 	}
 }
 
@@ -807,11 +826,11 @@ func refusedResumes(t *testing.T, in string, resume []string) {
 	}
 }
 
-// bigText is about n bytes of SciFact abstracts, one after another.
+// bigText is about n bytes of generated texts, one after another.
 func bigText(t *testing.T, n int) string {
 	t.Helper()
 	var b strings.Builder
-	docs := scifact(t, 300)
+	docs := corpus(300)
 	for i := 0; b.Len() < n; i++ {
 		b.WriteString(docs[i%len(docs)]["text"].(string))
 		b.WriteString("\n")
@@ -964,8 +983,8 @@ func checkCoverage(t *testing.T, text string, chunks []outRow) {
 func TestEmbedOutputs(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, scifact(t, 30))
-	model := refModel(t)
+	writeJSONL(t, in, corpus(30))
+	model := tinyModel(t)
 	common := []string{"-m", model, "--text-field", "title", "--text-field", "text", "--chunk-tokens", "200", "--workers", "2", "--threads", "1", "-q"}
 	run := func(t *testing.T, out string, args ...string) {
 		t.Helper()
@@ -987,7 +1006,7 @@ func TestEmbedOutputs(t *testing.T) {
 			got = append(got, f.Name+" "+f.Type.String())
 		}
 		wantFields := []string{"id utf8", "chunk int32", "token_start int32", "token_end int32", "char_start int32",
-			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[128]"}
+			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[32]"}
 		if !slices.Equal(got, wantFields) {
 			t.Errorf("schema %v; want %v", got, wantFields)
 		}
@@ -999,8 +1018,8 @@ func TestEmbedOutputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for k, v := range map[string]string{"synapse.model": "ref-bert-embed.gguf", "synapse.model_digest": digest,
-			"synapse.dims": "128", "synapse.chunk_tokens": "200", "synapse.chunk_overlap": "0", "synapse.normalize": "true",
+		for k, v := range map[string]string{"synapse.model": "tiny.gguf", "synapse.model_digest": digest,
+			"synapse.dims": "32", "synapse.chunk_tokens": "200", "synapse.chunk_overlap": "0", "synapse.normalize": "true",
 			"synapse.pooling": "mean", "synapse.text_fields": `["title","text"]`, "synapse.version": version,
 			"synapse.skip_empty": "false", "synapse.shard": "0/1"} {
 			if meta[k] != v {
@@ -1103,56 +1122,63 @@ func TestEmbedUsageErrors(t *testing.T) {
 	})
 }
 
-// TestEmbedPeakRSS measures the peak RSS of the synapse process itself (not
-// its workers: VmHWM from /proc/PID/status, read until it exits) on
+// BenchmarkEmbedPeakRSS measures the peak RSS of the synapse process itself
+// (not its workers: VmHWM from /proc/PID/status, read until it exits) on
 // synthetic Parquet corpora (dataio.WriteSyntheticParquet) of the sizes in
-// SYNAPSE_RSS_ROWS, embedding the title column with the tiny model:
+// SYNAPSE_RSS_ROWS (default 20000), embedding the title column with the tiny
+// model, and reports it as peak-MiB:
 //
-//	SYNAPSE_RSS_ROWS=100000,300000,1000000 go test -run TestEmbedPeakRSS -v -timeout 2h .
+//	SYNAPSE_RSS_ROWS=100000,1000000 go test -run '^$' -bench EmbedPeakRSS -benchtime 1x -timeout 2h .
 //
-// SYNAPSE_RSS_FIELD=text embeds the long column instead (much slower). A
-// measurement, not an assertion: the figures are logged.
-func TestEmbedPeakRSS(t *testing.T) {
-	sizes := os.Getenv("SYNAPSE_RSS_ROWS")
-	if sizes == "" {
-		t.Skip("set SYNAPSE_RSS_ROWS=100000,1000000 to measure")
-	}
+// SYNAPSE_RSS_FIELD=text embeds the long column instead (much slower).
+func BenchmarkEmbedPeakRSS(b *testing.B) {
 	field := cmp.Or(os.Getenv("SYNAPSE_RSS_FIELD"), "title")
-	dir := t.TempDir()
-	for _, s := range strings.Split(sizes, ",") {
+	dir := b.TempDir()
+	for _, s := range strings.Split(cmp.Or(os.Getenv("SYNAPSE_RSS_ROWS"), "20000"), ",") {
 		rows, err := strconv.Atoi(s)
 		if err != nil {
-			t.Fatal(err)
+			b.Fatalf("SYNAPSE_RSS_ROWS: %v", err)
 		}
-		in := filepath.Join(dir, fmt.Sprintf("synth-%d.parquet", rows))
-		if err := dataio.WriteSyntheticParquet(in, rows, 1); err != nil {
-			t.Fatal(err)
-		}
-		out := filepath.Join(dir, fmt.Sprintf("synth-%d.arrow", rows))
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
-		cmd := synapseCmd(ctx, t, nil, "embed", in, "-m", tinyModel(t), "-o", out, "--text-field", field, "-q")
-		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		peak := make(chan int64)
-		go func() { peak <- watchHWM(cmd.Process.Pid) }()
-		err = cmd.Wait()
-		hwm := <-peak
-		cancel()
-		var ru *syscall.Rusage
-		if cmd.ProcessState != nil {
-			ru, _ = cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		}
-		if err != nil {
-			t.Fatalf("%d rows: %v", rows, err)
-		}
-		st, _ := os.Stat(in)
-		t.Logf("%d rows (%d MB Parquet, field %s): synapse VmHWM %d MiB (maxrss with workers %d MiB), %s",
-			rows, st.Size()>>20, field, hwm>>10, ru.Maxrss>>10, time.Since(start).Round(time.Second))
-		os.Remove(in)
-		os.Remove(out)
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			in := filepath.Join(dir, fmt.Sprintf("synth-%d.parquet", rows))
+			if err := dataio.WriteSyntheticParquet(in, rows, 1); err != nil {
+				b.Fatal(err)
+			}
+			defer os.Remove(in)
+			model := tinyModel(b)
+			testenv.Binary(b) // built before the clock starts
+			var peak, maxrss int64
+			for b.Loop() {
+				hwm, rss := peakRSS(b, in, filepath.Join(dir, "synth.arrow"), model, field)
+				peak, maxrss = max(peak, hwm), max(maxrss, rss)
+			}
+			b.ReportMetric(float64(peak>>10), "peak-MiB")
+			b.ReportMetric(float64(maxrss>>10), "peak-with-workers-MiB")
+		})
 	}
+}
+
+// peakRSS runs one embedding and returns the peak RSS (KiB) of synapse
+// alone and with its workers.
+func peakRSS(b *testing.B, in, out, model, field string) (hwm, maxrss int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
+	defer cancel()
+	defer os.Remove(out)
+	cmd := synapseCmd(ctx, b, nil, "embed", in, "-m", model, "-o", out, "--text-field", field, "-q")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	peak := make(chan int64)
+	go func() { peak <- watchHWM(cmd.Process.Pid) }()
+	err := cmd.Wait()
+	hwm = <-peak
+	if err != nil {
+		b.Fatalf("synapse embed %s: %v", in, err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		maxrss = ru.Maxrss
+	}
+	return hwm, maxrss
 }
 
 // watchHWM reads VmHWM (KiB) of pid every 20ms until the process is gone and

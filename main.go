@@ -61,6 +61,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage:                "batch embedding jobs with llama.cpp in supervised worker processes",
 		Version:              version,
 		Commands:             cmds,
+		Action:               rootAction, // no command: help; an unknown one: a usage error
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -17,14 +18,19 @@ func TestCancelableReader(t *testing.T) {
 
 	pr, pw := io.Pipe() // a producer that never writes
 	defer pw.Close()
+	silent := &enteredReader{r: pr, entered: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := CancelableReader(ctx, pr)
+	r := CancelableReader(ctx, silent)
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.Read(make([]byte, 8))
 		done <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	select {
+	case <-silent.entered: // the reader is now blocked on the silent producer
+	case <-time.After(10 * time.Second):
+		t.Fatal("CancelableReader did not read its input within 10 s")
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -34,4 +40,16 @@ func TestCancelableReader(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Read still blocked 10 s after cancel")
 	}
+}
+
+// enteredReader closes entered when its first Read begins.
+type enteredReader struct {
+	r       io.Reader
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (e *enteredReader) Read(p []byte) (int, error) {
+	e.once.Do(func() { close(e.entered) })
+	return e.r.Read(p)
 }

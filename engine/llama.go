@@ -97,16 +97,9 @@ func OpenLlama(opts LlamaOptions) (*Llama, error) {
 func loadLibrary(dir string) (wire.EngineInfo, error) {
 	libDir = dir
 	need := fmt.Sprintf("synapse needs llama.cpp release %s (npm %s); run `make setup` or point --llama-lib / SYNAPSE_LLAMA_LIB at it", LlamaRelease, LlamaNPMPackage)
-	lib := filepath.Join(dir, "libllama.so")
-	if _, err := os.Stat(lib); err != nil {
-		return wire.EngineInfo{}, fmt.Errorf("engine: llama.cpp library %s: %w; %s", lib, err, need)
-	}
-	release, err := detectRelease(dir)
+	release, err := CheckLlamaLib(dir)
 	if err != nil {
 		return wire.EngineInfo{}, fmt.Errorf("engine: llama.cpp libraries in %s: %w; %s", dir, err, need)
-	}
-	if release != "" && release != LlamaRelease {
-		return wire.EngineInfo{}, fmt.Errorf("engine: llama.cpp libraries in %s are release %s; %s", dir, release, need)
 	}
 	if err := llama.Load(dir); err != nil {
 		return wire.EngineInfo{}, fmt.Errorf("engine: loading llama.cpp from %s: %w; %s", dir, err, need)

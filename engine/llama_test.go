@@ -13,7 +13,10 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/gguf"
+	"github.com/synapse-embed/synapse/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
+	gotok "github.com/synapse-embed/synapse/tokenize"
 	"github.com/synapse-embed/synapse/wire"
 )
 
@@ -47,11 +50,34 @@ func fileDigest(t testing.TB, path string) string {
 	return d
 }
 
-// loadFixture loads a fixture model once per process and config.
+// Generated models (testmodels), for tests that need a model but not a
+// reference one: they run without the fixtures.
+const (
+	genEmbed  = "tiny-embed"  // 2-layer 128-wide BERT, mean pooling, like ref-bert-embed.gguf
+	genRerank = "tiny-rerank" // the same with rank pooling, like ref-bert-rerank.gguf
+	genLlama  = "tiny-llama"  // 2-layer 64-wide llama with a SentencePiece vocabulary
+)
+
+// modelPath is the path of a generated model (genEmbed, genRerank,
+// genLlama) or of a fixture model (a .gguf name, which needs the fixtures).
+func modelPath(t testing.TB, name string) string {
+	t.Helper()
+	switch name {
+	case genEmbed:
+		return testmodels.Embedder(t)
+	case genRerank:
+		return testmodels.Reranker(t)
+	case genLlama:
+		return testmodels.Llama(t)
+	}
+	return testenv.Fixture(t, "models", name)
+}
+
+// loadFixture loads a model (modelPath) once per process and config.
 func loadFixture(t testing.TB, name string, rc wire.RuntimeConfig) ModelInfo {
 	t.Helper()
 	e := testEngine(t)
-	path := testenv.Fixture(t, "models", name)
+	path := modelPath(t, name)
 	key, _ := json.Marshal(struct {
 		N string
 		C wire.RuntimeConfig
@@ -93,7 +119,7 @@ func readJSON(t testing.TB, v any, rel ...string) {
 	t.Helper()
 	b, err := os.ReadFile(testenv.Fixture(t, rel...))
 	if err != nil {
-		t.Skipf("reference fixture: %v", err)
+		testenv.MissingFixture(t, "reference: %v", err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
@@ -142,13 +168,11 @@ func TestEmbedReferenceParity(t *testing.T) {
 // Vectors must not depend on what else shares the batch: every item alone
 // and all items together agree.
 func TestEmbedBatchedMatchesAlone(t *testing.T) {
-	var ref embedRef
-	readJSON(t, &ref, "reference", "embed.json")
 	e := testEngine(t)
-	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	info := loadFixture(t, genEmbed, embedConfig)
 	var seqs [][]int32
-	for _, it := range ref.Items[:12] {
-		seqs = append(seqs, it.IDs[:min(len(it.IDs), 100)])
+	for _, ids := range corpusIDs(t, 12) {
+		seqs = append(seqs, ids[:min(len(ids), 100)])
 	}
 	all, dims, err := e.Embed(context.Background(), info.Ref, "", true, seqs)
 	if err != nil {
@@ -166,20 +190,19 @@ func TestEmbedBatchedMatchesAlone(t *testing.T) {
 }
 
 // A batch larger than n_ubatch and n_seq_max is split across calls, never
-// truncated, and gives the same vectors as the default config.
+// truncated, and gives the same vectors as each sequence alone under the
+// default config.
 func TestEmbedSplitsLargeBatches(t *testing.T) {
-	var ref embedRef
-	readJSON(t, &ref, "reference", "embed.json")
 	e := testEngine(t)
-	small := loadFixture(t, "ref-bert-embed.gguf", wire.RuntimeConfig{Embeddings: true, ContextSize: 512, BatchSize: 512, UBatchSize: 512, SeqMax: 4, Threads: 1, Pooling: "mean"})
-	var seqs [][]int32
+	small := loadFixture(t, genEmbed, wire.RuntimeConfig{Embeddings: true, ContextSize: 512, BatchSize: 512, UBatchSize: 512, SeqMax: 4, Threads: 1, Pooling: "mean"})
+	def := loadFixture(t, genEmbed, embedConfig)
+	seqs := corpusIDs(t, 10)
 	total := 0
-	for _, it := range ref.Items {
-		seqs = append(seqs, it.IDs)
-		total += len(it.IDs)
+	for _, s := range seqs {
+		total += len(s)
 	}
 	if total <= 512 || len(seqs) <= 4 {
-		t.Fatalf("fixture too small to force a split: %d tokens, %d items", total, len(seqs))
+		t.Fatalf("corpus too small to force a split: %d tokens, %d items", total, len(seqs))
 	}
 	got, dims, err := e.Embed(context.Background(), small.Ref, "", true, seqs)
 	if err != nil {
@@ -188,17 +211,44 @@ func TestEmbedSplitsLargeBatches(t *testing.T) {
 	if len(got) != len(seqs)*dims {
 		t.Fatalf("got %d floats; want %d", len(got), len(seqs)*dims)
 	}
-	for i, it := range ref.Items {
-		if c := testenv.Cosine(got[i*dims:(i+1)*dims], it.Embedding); c < 0.9999 {
-			t.Errorf("item %d: cosine %.6f; want ≥ 0.9999", i, c)
+	for i, s := range seqs {
+		want, _, err := e.Embed(context.Background(), def.Ref, "", true, [][]int32{s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := testenv.Cosine(got[i*dims:(i+1)*dims], want); c < 0.9999 {
+			t.Errorf("item %d (%d ids): cosine %.6f to the default config's vector; want ≥ 0.9999", i, len(s), c)
 		}
 	}
 }
 
+// corpusIDs tokenizes the first n documents of the generated corpus (title
+// and text) with the generated embedder's vocabulary, [CLS] … [SEP], cut
+// at 512 ids.
+func corpusIDs(t testing.TB, n int) [][]int32 {
+	t.Helper()
+	tok, err := gotok.Load(modelPath(t, genEmbed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs [][]int32
+	for _, d := range testmodels.Corpus(n) {
+		var ids []int32
+		for _, tk := range tok.Tokenize(d.Title+"\n"+d.Text, gotok.Options{AddSpecial: true}).Tokens {
+			ids = append(ids, tk.ID)
+		}
+		if len(ids) > 512 {
+			ids = append(ids[:511], modelgen.BertSEP)
+		}
+		seqs = append(seqs, ids)
+	}
+	return seqs
+}
+
 func TestEmbedPoolings(t *testing.T) {
 	e := testEngine(t)
-	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
-	seqs := [][]int32{{101, 7592, 2088, 102}, {101, 2054, 2003, 1037, 3231, 102}}
+	info := loadFixture(t, genEmbed, embedConfig)
+	seqs := [][]int32{{101, 1592, 1088, 102}, {101, 1054, 1003, 1037, 1231, 102}}
 	vec := map[string][]float32{}
 	for _, p := range []string{"", "mean", "cls", "last"} {
 		v, dims, err := e.Embed(context.Background(), info.Ref, p, false, seqs)
@@ -220,7 +270,7 @@ func TestEmbedPoolings(t *testing.T) {
 
 func TestEmbedErrors(t *testing.T) {
 	e := testEngine(t)
-	info := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	info := loadFixture(t, genEmbed, embedConfig)
 	long := make([]int32, 513)
 	for i := range long {
 		long[i] = 1000
@@ -233,7 +283,7 @@ func TestEmbedErrors(t *testing.T) {
 		{"unknown model", "nope", "", [][]int32{{101}}, wire.CodeModelNotLoaded},
 		{"longer than n_ubatch", info.Ref, "", [][]int32{long}, wire.CodeBadRequest},
 		{"empty sequence", info.Ref, "", [][]int32{{101}, {}}, wire.CodeBadRequest},
-		{"token out of vocabulary", info.Ref, "", [][]int32{{101, 30522}}, wire.CodeBadRequest},
+		{"token out of vocabulary", info.Ref, "", [][]int32{{101, int32(testmodels.Vocab().Size())}}, wire.CodeBadRequest},
 		{"negative token", info.Ref, "", [][]int32{{-1}}, wire.CodeBadRequest},
 		{"pooling none", info.Ref, "none", [][]int32{{101}}, wire.CodeBadRequest},
 		{"unknown pooling", info.Ref, "max", [][]int32{{101}}, wire.CodeBadRequest},
@@ -284,7 +334,7 @@ var genConfig = wire.RuntimeConfig{ContextSize: 256, Threads: 1}
 
 func TestGenerate(t *testing.T) {
 	e := testEngine(t)
-	info := loadFixture(t, "llama-2-tiny-random.gguf", genConfig)
+	info := loadFixture(t, genLlama, genConfig)
 	prompt, err := e.Tokenize(context.Background(), info.Ref, "Is the sky blue? Answer:", true, false)
 	if err != nil {
 		t.Fatal(err)
@@ -324,8 +374,8 @@ func TestGenerate(t *testing.T) {
 
 func TestGenerateErrors(t *testing.T) {
 	e := testEngine(t)
-	gen := loadFixture(t, "llama-2-tiny-random.gguf", genConfig)
-	emb := loadFixture(t, "ref-bert-embed.gguf", embedConfig)
+	gen := loadFixture(t, genLlama, genConfig)
+	emb := loadFixture(t, genEmbed, embedConfig)
 	tests := []struct {
 		name, ref, grammar string
 		prompt             []int32
@@ -375,7 +425,7 @@ func TestTokenizeMatchesReference(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	e := testEngine(t)
-	model := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+	model := modelPath(t, genEmbed)
 	digest := fileDigest(t, model)
 	dir := t.TempDir()
 	notGGUF := filepath.Join(dir, "not.gguf")
@@ -423,7 +473,7 @@ func TestLoadErrors(t *testing.T) {
 
 func TestLoadIsIdempotentAndUnload(t *testing.T) {
 	e := testEngine(t)
-	path := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+	path := modelPath(t, genEmbed)
 	req := LoadRequest{Path: path, Digest: fileDigest(t, path), Config: wire.RuntimeConfig{Embeddings: true, SeqMax: 2, Threads: 1}}
 	a, err := e.Load(context.Background(), req)
 	if err != nil {
@@ -460,14 +510,14 @@ func contains(list []string, s string) bool {
 // calls; sequences sharing a call must not see each other.
 func TestEmbedCausalModel(t *testing.T) {
 	e := testEngine(t)
-	info := loadFixture(t, "llama-2-tiny-random.gguf", wire.RuntimeConfig{Embeddings: true, ContextSize: 128, Pooling: "last", SeqMax: 4, Threads: 1})
-	seqs := [][]int32{{1, 450, 4996, 17354}, {1, 1724, 338, 263, 1243, 29973}, {1, 15043}, {1, 450, 4996, 17354, 1701, 29916}, {1, 3869}}
+	info := loadFixture(t, genLlama, wire.RuntimeConfig{Embeddings: true, ContextSize: 128, Pooling: "last", SeqMax: 4, Threads: 1})
+	seqs := [][]int32{{1, 450, 996, 1354}, {1, 724, 338, 263, 1243, 973}, {1, 1043}, {1, 450, 996, 1354, 701, 916}, {1, 869}}
 	all, dims, err := e.Embed(context.Background(), info.Ref, "", false, seqs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dims != 8 {
-		t.Fatalf("dims %d; want 8", dims)
+	if dims != 64 {
+		t.Fatalf("dims %d; want 64", dims)
 	}
 	for i, s := range seqs {
 		one, _, err := e.Embed(context.Background(), info.Ref, "", false, [][]int32{s})

@@ -44,7 +44,7 @@ func TestWorkerOOM(t *testing.T) {
 	if _, ok := w.call(&wire.Ping{ReqID: 2}).(*wire.Pong); !ok {
 		t.Fatalf("the worker does not answer PING after the failed load")
 	}
-	w.load(3, "ref-bert-embed.gguf", embedConfig) // and still loads models
+	w.load(3, genEmbed, embedConfig) // and still loads models
 }
 
 // memAndSwap is MemTotal + SwapTotal from /proc/meminfo, in bytes.

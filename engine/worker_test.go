@@ -141,7 +141,7 @@ func (w *testWorker) wait() syscall.WaitStatus {
 
 func (w *testWorker) load(id uint64, name string, rc wire.RuntimeConfig) *wire.Loaded {
 	w.t.Helper()
-	path := testenv.Fixture(w.t, "models", name)
+	path := modelPath(w.t, name)
 	msg := w.call(&wire.Load{ReqID: id, ArtifactPath: path, ArtifactDigest: fileDigest(w.t, path), Format: "gguf", RuntimeConfig: rc})
 	l, ok := msg.(*wire.Loaded)
 	if !ok || l.ReqID != id {
@@ -173,7 +173,7 @@ func TestWorkerHandshake(t *testing.T) {
 	if err := w.conn.Send(&wire.HelloAck{V: wire.Version, Accept: true, MaxFrame: small}); err != nil {
 		t.Fatal(err)
 	}
-	l := w.load(1, "ref-bert-embed.gguf", embedConfig)
+	l := w.load(1, genEmbed, embedConfig)
 	n := small/(4*l.Dims) + 1
 	req := &wire.EmbedBatch{ReqID: 2, ModelRef: l.ModelRef, Items: make([]wire.Item, n), IDs: make([]int32, n)}
 	for i := range req.Items {
@@ -221,22 +221,46 @@ func TestWorkerHandshakeFailures(t *testing.T) {
 }
 
 // One worker process answers every request type in turn, then SHUTDOWN.
+// The reference comparisons need the fixtures; the rest runs on generated
+// models.
 func TestWorkerRequests(t *testing.T) {
-	var eref embedRef
-	readJSON(t, &eref, "reference", "embed.json")
-	var rref rerankRef
-	readJSON(t, &rref, "reference", "rerank.json")
 	w := startWorker(t)
-	emb := w.load(1, "ref-bert-embed.gguf", embedConfig)
+	emb := w.load(1, genEmbed, embedConfig)
+	loaded := []string{emb.ModelRef}
+	t.Run("EMBED_BATCH", func(t *testing.T) {
+		seqs := corpusIDs(t, 5)
+		req := &wire.EmbedBatch{ReqID: 2, ModelRef: emb.ModelRef, Normalize: true}
+		for i, ids := range seqs {
+			req.Items = append(req.Items, wire.Item{ID: uint64(i), NTokens: len(ids)})
+			req.IDs = append(req.IDs, ids...)
+		}
+		v, ok := w.call(req).(*wire.Vectors)
+		if !ok || v.ReqID != 2 || v.N != len(seqs) || v.Dims != emb.Dims {
+			t.Fatalf("got %#v; want VECTORS req_id 2, n %d, dims %d", v, len(seqs), emb.Dims)
+		}
+		for i := range seqs {
+			var sq float64
+			for _, x := range v.Data[i*v.Dims : (i+1)*v.Dims] {
+				sq += float64(x) * float64(x)
+			}
+			if math.Abs(math.Sqrt(sq)-1) > 1e-5 {
+				t.Errorf("item %d: norm %v; want 1 (normalize)", i, math.Sqrt(sq))
+			}
+		}
+	})
 	t.Run("EMBED_BATCH reference parity", func(t *testing.T) {
-		req := &wire.EmbedBatch{ReqID: 2, ModelRef: emb.ModelRef, Pooling: eref.Pooling, Normalize: eref.Normalize}
+		var eref embedRef
+		readJSON(t, &eref, "reference", "embed.json")
+		ref := w.load(16, "ref-bert-embed.gguf", embedConfig)
+		loaded = append(loaded, ref.ModelRef)
+		req := &wire.EmbedBatch{ReqID: 17, ModelRef: ref.ModelRef, Pooling: eref.Pooling, Normalize: eref.Normalize}
 		for i, it := range eref.Items {
 			req.Items = append(req.Items, wire.Item{ID: uint64(i), NTokens: len(it.IDs)})
 			req.IDs = append(req.IDs, it.IDs...)
 		}
 		v, ok := w.call(req).(*wire.Vectors)
-		if !ok || v.ReqID != 2 || v.N != len(eref.Items) || v.Dims != emb.Dims {
-			t.Fatalf("got %#v; want VECTORS req_id 2, n %d, dims %d", v, len(eref.Items), emb.Dims)
+		if !ok || v.ReqID != 17 || v.N != len(eref.Items) || v.Dims != ref.Dims {
+			t.Fatalf("got %#v; want VECTORS req_id 17, n %d, dims %d", v, len(eref.Items), ref.Dims)
 		}
 		for i, it := range eref.Items {
 			if c := testenv.Cosine(v.Data[i*v.Dims:(i+1)*v.Dims], it.Embedding); c < 0.9999 {
@@ -244,10 +268,27 @@ func TestWorkerRequests(t *testing.T) {
 			}
 		}
 	})
+	t.Run("RERANK", func(t *testing.T) {
+		rr := w.load(3, genRerank, embedConfig)
+		loaded = append(loaded, rr.ModelRef)
+		q, docs := []int32{1000, 1200}, [][]int32{{1300, 1400, 1500}, {1600}, {1001, 1002}}
+		req := &wire.Rerank{ReqID: 4, ModelRef: rr.ModelRef, QueryNTokens: len(q), IDs: slices.Clone(q)}
+		for _, d := range docs {
+			req.Candidates = append(req.Candidates, wire.Candidate{NTokens: len(d)})
+			req.IDs = append(req.IDs, d...)
+		}
+		s, ok := w.call(req).(*wire.Scores)
+		if !ok || s.ReqID != 4 || len(s.Data) != len(docs) {
+			t.Fatalf("got %#v; want SCORES req_id 4 with %d scores", s, len(docs))
+		}
+	})
 	t.Run("RERANK reference", func(t *testing.T) {
-		rr := w.load(3, "ref-bert-rerank.gguf", embedConfig)
+		var rref rerankRef
+		readJSON(t, &rref, "reference", "rerank.json")
+		rr := w.load(18, "ref-bert-rerank.gguf", embedConfig)
+		loaded = append(loaded, rr.ModelRef)
 		q, _ := splitPair(t, rref.Items[0].IDs)
-		req := &wire.Rerank{ReqID: 4, ModelRef: rr.ModelRef, QueryNTokens: len(q), IDs: append([]int32(nil), q...)}
+		req := &wire.Rerank{ReqID: 19, ModelRef: rr.ModelRef, QueryNTokens: len(q), IDs: append([]int32(nil), q...)}
 		var want []float32
 		for _, it := range rref.Items {
 			q2, d := splitPair(t, it.IDs)
@@ -259,8 +300,8 @@ func TestWorkerRequests(t *testing.T) {
 			want = append(want, it.Score)
 		}
 		s, ok := w.call(req).(*wire.Scores)
-		if !ok || s.ReqID != 4 || len(s.Data) != len(want) {
-			t.Fatalf("got %#v; want SCORES req_id 4 with %d scores", s, len(want))
+		if !ok || s.ReqID != 19 || len(s.Data) != len(want) {
+			t.Fatalf("got %#v; want SCORES req_id 19 with %d scores", s, len(want))
 		}
 		for i := range want {
 			if math.Abs(float64(s.Data[i]-want[i])) > 0.02 {
@@ -269,7 +310,8 @@ func TestWorkerRequests(t *testing.T) {
 		}
 	})
 	t.Run("TOKENIZE and GENERATE with a grammar", func(t *testing.T) {
-		gen := w.load(5, "llama-2-tiny-random.gguf", genConfig)
+		gen := w.load(5, genLlama, genConfig)
+		loaded = append(loaded, gen.ModelRef)
 		tk, ok := w.call(&wire.Tokenize{ReqID: 6, ModelRef: gen.ModelRef, Text: "Answer yes or no:", AddSpecial: true}).(*wire.Tokens)
 		if !ok || tk.ReqID != 6 || tk.N == 0 || tk.IDs[0] != 1 {
 			t.Fatalf("got %#v; want TOKENS req_id 6 starting with BOS 1", tk)
@@ -291,7 +333,7 @@ func TestWorkerRequests(t *testing.T) {
 		wantErr(t, msg, 9, wire.CodeUnknownType)
 	})
 	t.Run("LOAD errors", func(t *testing.T) {
-		path := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+		path := modelPath(t, genEmbed)
 		bad := &wire.Load{ReqID: 10, ArtifactPath: path, ArtifactDigest: "sha256:" + strings.Repeat("ab", 32), Format: "gguf", RuntimeConfig: embedConfig}
 		wantErr(t, w.call(bad), 10, wire.CodeArtifactInvalid)
 		cfg := &wire.Load{ReqID: 11, ArtifactPath: path, ArtifactDigest: fileDigest(t, path), Format: "gguf",
@@ -300,8 +342,9 @@ func TestWorkerRequests(t *testing.T) {
 	})
 	t.Run("PING, UNLOAD", func(t *testing.T) {
 		p, ok := w.call(&wire.Ping{ReqID: 12}).(*wire.Pong)
-		if !ok || p.ReqID != 12 || p.RSSMB <= 0 || len(p.ModelsLoaded) != 3 || !contains(p.ModelsLoaded, emb.ModelRef) {
-			t.Fatalf("got %#v; want PONG req_id 12, rss_mb > 0, 3 models loaded", p)
+		slices.Sort(loaded)
+		if !ok || p.ReqID != 12 || p.RSSMB <= 0 || !slices.Equal(slices.Sorted(slices.Values(p.ModelsLoaded)), loaded) {
+			t.Fatalf("got %#v; want PONG req_id 12, rss_mb > 0, models %v loaded", p, loaded)
 		}
 		if u, ok := w.call(&wire.Unload{ReqID: 13, ModelRef: emb.ModelRef}).(*wire.Unloaded); !ok || u.ReqID != 13 {
 			t.Fatalf("got %#v; want UNLOADED req_id 13", u)

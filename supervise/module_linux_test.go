@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/synapse-embed/synapse/wire"
+	"golang.org/x/sys/unix"
 )
 
 // TestModuleKilled SIGKILLs a module process (a helper that runs a pool of
@@ -23,8 +24,7 @@ import (
 // subreaper so that the orphaned worker is reparented to it and its exit
 // status (killed by SIGKILL) can be read. Where that request has no effect
 // (a sandbox may accept the prctl and still hand orphans to its own init),
-// the worker's death is observed in /proc instead: its entry is gone, a
-// zombie, or belongs to another process.
+// the worker's exit is observed through a pidfd instead.
 func TestModuleKilled(t *testing.T) {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, 36 /* PR_SET_CHILD_SUBREAPER */, 1, 0); errno != 0 {
 		t.Logf("prctl(PR_SET_CHILD_SUBREAPER): %v; observing the worker in /proc only", errno)
@@ -55,35 +55,16 @@ func TestModuleKilled(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("worker %d before the module is killed: %+v, %v; want a live child of module %d", pid, before, err, cmd.Process.Pid)
 	}
+	pidfd, err := unix.PidfdOpen(pid, 0) // pins the worker: its pid cannot be reused under us
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(pidfd)
 	cmd.Process.Kill()
 	cmd.Wait()
-
-	deadline := time.Now().Add(waitBound)
-	for {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if got == pid {
-			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Errorf("worker %d: status %v; want killed by SIGKILL", pid, ws)
-			}
-			break
-		}
-		if errors.Is(err, syscall.ECHILD) { // not reparented to this process
-			now, err := readProcStat(pid)
-			if err != nil || now.start != before.start || now.state == "Z" || now.state == "X" {
-				t.Logf("worker %d was not reparented to the test; it is gone (%+v, %v)", pid, now, err)
-				break
-			}
-		} else if err != nil {
-			t.Fatalf("wait4(%d): %v", pid, err)
-		}
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			syscall.Wait4(pid, nil, 0, nil)
-			t.Fatalf("worker %d outlived its killed module", pid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitExit(t, pid, pidfd)
 
 	// The dead module left its socket; the next pool in this directory
 	// sweeps it away.
@@ -152,6 +133,40 @@ func TestSpawnThreadExit(t *testing.T) {
 	}
 	if _, err := p.Do(context.Background(), &wire.Ping{}, time.Minute); err != nil {
 		t.Errorf("ping: %v", err)
+	}
+}
+
+// waitExit waits, at most waitBound, until the process behind pidfd exits.
+// If it was reparented to this process its status must say SIGKILL; else
+// another process reaps it and its exit is all there is to see.
+func waitExit(t *testing.T, pid, pidfd int) {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(waitBound.Milliseconds()))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("poll pidfd of worker %d: %v", pid, err)
+		}
+		if n == 0 {
+			unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+			t.Fatalf("worker %d outlived its killed module by %v", pid, waitBound)
+		}
+		break
+	}
+	var ws syscall.WaitStatus
+	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	switch {
+	case got == pid:
+		if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Errorf("worker %d: status %v; want killed by SIGKILL", pid, ws)
+		}
+	case errors.Is(err, syscall.ECHILD):
+		t.Logf("worker %d was not reparented to the test; it exited", pid)
+	default:
+		t.Fatalf("wait4(%d) after its exit: %d, %v", pid, got, err)
 	}
 }
 

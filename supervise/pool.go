@@ -228,12 +228,17 @@ func (p *Pool) acquire(ctx context.Context, want, possible func(*slot) bool) (*s
 var ErrModelUnavailable = errors.New("supervise: no worker has the model loaded")
 
 // release returns a slot after a call that did not crash. A worker that
-// was killed anyway (its deadline fired as the answer arrived) is
-// restarted without counting a crash.
+// was killed anyway (its deadline or its caller's context fired as the
+// answer arrived) is reaped while the slot is still busy, so that Close
+// waits for it, and restarted without counting a crash.
 func (p *Pool) release(s *slot, w *worker) {
+	alive := w.alive()
+	if !alive {
+		p.finishWorker(w)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w.alive() {
+	if alive {
 		s.state = StateReady
 		p.broadcast()
 		return

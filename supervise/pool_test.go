@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -505,14 +506,14 @@ func TestConcurrentDo(t *testing.T) {
 	}
 }
 
+// TestHealthPingLoop: the PING loop refreshes Health with each PONG (rss,
+// models, time) while the pool runs. Health is read between rounds, never
+// after Close: a round in flight when Close is called may end in a crash that
+// rightly clears the slot's rss and models (the worker is gone).
 func TestHealthPingLoop(t *testing.T) {
-	cfg := helperConfig(t, "worker", "exit-after=3")
+	cfg := helperConfig(t, "worker", "")
 	cfg.PingInterval = 5 * time.Millisecond
-	checkLeaks(t)
-	p, err := NewPool(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startPool(t, cfg)
 	pinged := make(chan struct{}, 1)
 	p.mu.Lock()
 	p.onPing = func() {
@@ -522,17 +523,34 @@ func TestHealthPingLoop(t *testing.T) {
 		}
 	}
 	p.mu.Unlock()
-	if _, err := p.Load(context.Background(), testLoad("pp")); err != nil {
+	loaded, err := p.Load(context.Background(), testLoad("pp"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	bounded(t, "first ping round", func() struct{} { <-pinged; return struct{}{} })
-	bounded(t, "second ping round", func() struct{} { <-pinged; return struct{}{} }) // after Load
-	p.Close()
-	w := p.Health().Workers[0]
-	if w.LastPong.IsZero() || w.RSSMB != 7 {
-		t.Errorf("health: got %+v; want a PONG with rss 7", w)
+	// Rounds that ran before or during Load found the worker busy; wait for
+	// one that reached it.
+	first := bounded(t, "a PONG after Load", func() WorkerHealth {
+		for {
+			<-pinged
+			if w := p.Health().Workers[0]; len(w.ModelsLoaded) > 0 {
+				return w
+			}
+		}
+	})
+	if first.LastPong.IsZero() || first.RSSMB != 7 || !slices.Equal(first.ModelsLoaded, []string{loaded.ModelRef}) {
+		t.Errorf("health after a PING round: got %+v; want a PONG with rss 7 and model %s", first, loaded.ModelRef)
 	}
-	checkNoSockets(t, cfg.RuntimeDir)
+	next := bounded(t, "a later PONG", func() WorkerHealth {
+		for {
+			<-pinged
+			if w := p.Health().Workers[0]; w.LastPong.After(first.LastPong) {
+				return w
+			}
+		}
+	})
+	if next.RSSMB != 7 || next.State != StateReady && next.State != StateBusy {
+		t.Errorf("health after a later round: got %+v; want rss 7, ready or busy", next)
+	}
 }
 
 func TestHealthSendsNothing(t *testing.T) {
@@ -644,5 +662,28 @@ func TestWorkersDirPrivate(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: got mode %v (%v); want 0700", d, fi.Mode().Perm(), err)
 		}
+	}
+}
+
+// TestReleaseReapsKilledWorker: a call whose context fired just as its
+// answer arrived returns a good answer from a worker that is being killed.
+// Releasing the slot reaps that worker, so that Close, which then finds the
+// slot closed, still returns only after every process is gone.
+func TestReleaseReapsKilledWorker(t *testing.T) {
+	p := startPool(t, helperConfig(t, "worker", ""))
+	s := p.slots[0]
+	w := p.tryAcquire(s)
+	if w == nil {
+		t.Fatal("the idle worker could not be acquired")
+	}
+	w.kill() // as the call's context.AfterFunc does when the context ends
+	p.release(s, w)
+	select {
+	case <-w.exited:
+	default:
+		t.Errorf("worker %d: not reaped when its slot was released", w.pid)
+	}
+	if h := p.Health().Workers[0]; h.PID == w.pid {
+		t.Errorf("health after the release: got pid %d; want the killed worker gone from the slot", h.PID)
 	}
 }

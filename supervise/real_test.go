@@ -4,47 +4,26 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/wire"
 )
 
-// The real worker (`synapse worker`) on ref-bert-embed.gguf with the
-// SYNAPSE_CHAOS drills: the same story as the helper tests.
+// The real worker (`synapse worker`) on a generated BERT embedder
+// (testmodels.Embedder) with the SYNAPSE_CHAOS drills: the same story as
+// the helper tests.
 
-var (
-	probeOnce sync.Once
-	probeErr  error
-	probeOut  []byte
-)
-
-// realConfig returns a pool config for `synapse worker`, or skips when the
-// command does not build or the llama.cpp libraries or fixtures are absent.
+// realConfig returns a pool config for `synapse worker`; it fails the test
+// when synapse does not build.
 func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 	t.Helper()
 	lib := testenv.LlamaLib(t)
-	model := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
-	if _, err := os.Stat(model); err != nil {
-		t.Skipf("fixture: %v", err)
-	}
-	probeOnce.Do(func() { // testenv.Binary fails the test on a broken build; skip instead
-		cmd := exec.Command("go", "list", "-export", "-f", "{{.Export}}", ".") // compiles, does not link
-		cmd.Dir = ".."
-		probeOut, probeErr = cmd.CombinedOutput()
-	})
-	if probeErr != nil {
-		t.Skipf("synapse does not build right now (another package in progress?): %v\n%s", probeErr, probeOut)
-	}
-	bin := testenv.Binary(t)
-	if out, err := exec.Command(bin, "worker", "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "--nonce") {
-		t.Skipf("`synapse worker` is not available: %v\n%s", err, out)
-	}
+	model := testmodels.Embedder(t)
+	bin := testenv.Binary(t) // a build failure fails the test
 	_, digest, err := gguf.Digest(model)
 	if err != nil {
 		t.Fatal(err)
@@ -63,9 +42,12 @@ func realConfig(t testing.TB, chaos string) (Config, wire.Load) {
 	return cfg, load
 }
 
-// poison is the token the drills react to; ref-bert-embed's vocabulary
-// holds it.
-const poison = 7777
+// poison is the token the drills react to and word a token they do not;
+// the generated vocabulary (about 1,800 tokens) holds both.
+const (
+	poison = 1500
+	word   = 1000
+)
 
 func TestRealWorkerDrills(t *testing.T) {
 	tests := []struct {
@@ -77,8 +59,8 @@ func TestRealWorkerDrills(t *testing.T) {
 		status  int
 		tail    string
 	}{
-		{"abort", "abort-on-token=7777", time.Minute, []string{"recv"}, "SIGABRT", -1, ""},
-		{"hang", "hang-on-token=7777", 500 * time.Millisecond, []string{"timeout"}, "SIGKILL", -1, ""},
+		{"abort", "abort-on-token=1500", time.Minute, []string{"recv"}, "SIGABRT", -1, ""},
+		{"hang", "hang-on-token=1500", 500 * time.Millisecond, []string{"timeout"}, "SIGKILL", -1, ""},
 		{"exit-after", "exit-after=3", time.Minute, []string{"send", "recv"}, "", 1, ""}, // LOAD, 2×embed, then exit
 	}
 	for _, tt := range tests {
@@ -94,7 +76,7 @@ func TestRealWorkerDrills(t *testing.T) {
 				t.Fatalf("Load: got dims %d", loaded.Dims)
 			}
 			for range 2 { // requests 2 and 3
-				if _, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, 2000, 102}), time.Minute); err != nil {
+				if _, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, word, 102}), time.Minute); err != nil {
 					t.Fatalf("embed: %v", err)
 				}
 			}
@@ -115,7 +97,7 @@ func TestRealWorkerDrills(t *testing.T) {
 			}
 			checkGone(t, ce.PID)
 			// Restarted with the model reloaded, the worker serves again.
-			resp, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, 2000, 102}), time.Minute)
+			resp, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, word, 102}), time.Minute)
 			if err != nil {
 				t.Fatalf("embed after restart: %v", err)
 			}
@@ -141,7 +123,7 @@ func TestRealWorkerDrills(t *testing.T) {
 }
 
 func TestRealWorkerQuarantine(t *testing.T) {
-	cfg, load := realConfig(t, "abort-on-token=7777")
+	cfg, load := realConfig(t, "abort-on-token=1500")
 	cfg.QuarantineCrashes = 2
 	p := startPool(t, cfg)
 	ctx := context.Background()
@@ -165,4 +147,11 @@ func TestRealWorkerQuarantine(t *testing.T) {
 	if _, err := p.Do(ctx, embed(loaded.ModelRef, []int32{101, 102}), time.Minute); err != nil {
 		t.Errorf("after Reprobe: %v", err)
 	}
+}
+
+// TestMain removes the generated models.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testmodels.RemoveAll()
+	os.Exit(code)
 }

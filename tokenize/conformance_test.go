@@ -38,7 +38,7 @@ func vocabFiles(t testing.TB) []string {
 		}
 	}
 	if len(names) == 0 {
-		t.Skipf("no ggml-vocab-*.gguf with test cases in %s", dir)
+		testenv.MissingFixture(t, "no ggml-vocab-*.gguf with test cases in %s", dir)
 	}
 	return names
 }

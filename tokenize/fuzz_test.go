@@ -27,7 +27,7 @@ func FuzzTokenize(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	_, toks := supportedVocabs(f)
+	toks := fuzzTokenizers(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := string(data)
 		for _, tok := range toks {

@@ -19,7 +19,11 @@ import (
 // spTestVocab loads a vocabulary GGUF from the shared fixtures.
 func spTestVocab(t testing.TB, name string) *Vocab {
 	t.Helper()
-	f, err := gguf.Open(testenv.Fixture(t, "vocab", name))
+	path := generatedSPM(t)
+	if name != genSPM {
+		path = testenv.Fixture(t, "vocab", name)
+	}
+	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,12 +282,12 @@ func TestSPMAddSpacePrefix(t *testing.T) {
 // TestSPMByteFallback checks characters outside the vocabulary: each byte
 // becomes its <0xXX> token with its own one-byte span.
 func TestSPMByteFallback(t *testing.T) {
-	v := spTestVocab(t, "ggml-vocab-llama-spm.gguf")
+	v := spTestVocab(t, genSPM)
 	f, err := newSPMFragmenter(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := "\U0001F999" // not in the llama vocabulary
+	text := "\U0001F999" // not in the vocabulary
 	toks := f.appendTokens(nil, text, 0, false)
 	want := []Token{{ID: 3 + 0xF0, Start: 0, End: 1}, {ID: 3 + 0x9F, Start: 1, End: 2},
 		{ID: 3 + 0xA6, Start: 2, End: 3}, {ID: 3 + 0x99, Start: 3, End: 4}}
@@ -295,7 +299,7 @@ func TestSPMByteFallback(t *testing.T) {
 // TestSPMInvalidUTF8 feeds bytes that are not UTF-8: no panic, ids in the
 // vocabulary, ordered spans.
 func TestSPMInvalidUTF8(t *testing.T) {
-	v := spTestVocab(t, "ggml-vocab-llama-spm.gguf")
+	v := spTestVocab(t, genSPM)
 	f, err := newSPMFragmenter(v)
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +319,7 @@ func TestSPMInvalidUTF8(t *testing.T) {
 // FuzzSPM: arbitrary bytes never panic, and give in-vocabulary ids with
 // ordered spans inside the fragment.
 func FuzzSPM(f *testing.F) {
-	v := spTestVocab(f, "ggml-vocab-llama-spm.gguf")
+	v := spTestVocab(f, genSPM)
 	fr, err := newSPMFragmenter(v)
 	if err != nil {
 		f.Fatal(err)

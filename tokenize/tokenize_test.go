@@ -29,7 +29,7 @@ func scifactDocs(t testing.TB, n int) []string {
 	t.Helper()
 	f, err := os.Open(testenv.Fixture(t, "corpora", "scifact", "corpus.jsonl"))
 	if err != nil {
-		t.Skipf("scifact corpus: %v", err)
+		testenv.MissingFixture(t, "scifact corpus: %v", err)
 	}
 	defer f.Close()
 	var docs []string

@@ -139,39 +139,49 @@ func TestLlamaCppRunsGeneratedModels(t *testing.T) {
 			{BertCLS, n - 1, n - 2, BertSEP, n - 5, n - 6, BertSEP},
 		}
 	}
-	llamaSeqs := [][]llama.Token{{SPMBOS, 300, 301, 302}, {SPMBOS, 310}, {SPMBOS, 320, 330, 340, 350, 360}}
-	demo := WordPieceVocab(DemoWords)
+	llamaSeqs := func(Vocab) [][]llama.Token {
+		return [][]llama.Token{{SPMBOS, 300, 301, 302}, {SPMBOS, 310}, {SPMBOS, 320, 330, 340, 350, 360}}
+	}
+	// The fixture vocabularies (bge, llama-spm) need the shared fixtures;
+	// the generated ones run anywhere.
+	demo := func(testing.TB) Vocab { return WordPieceVocab(DemoWords) }
+	spmDemo := func(testing.TB) Vocab { return SPMVocab(DemoWords) }
 	tests := []struct {
 		name    string
-		write   func(string) error
+		vocab   func(testing.TB) Vocab
+		write   func(v Vocab, path string) error
 		pooling llama.PoolingType
 		width   int
-		seqs    [][]llama.Token
+		seqs    func(Vocab) [][]llama.Token
 	}{
-		{"bert-embed/bge", TinyEmbedder(bgeVocab(t)).Write, llama.PoolingTypeMean, 128, bertSeqs(bgeVocab(t))},
-		{"bert-embed/cls-f32-wordpiece", func(p string) error {
-			c := TinyEmbedder(demo)
+		{"bert-embed/bge", bgeVocab, func(v Vocab, p string) error { return TinyEmbedder(v).Write(p) }, llama.PoolingTypeMean, 128, bertSeqs},
+		{"bert-embed/wordpiece", demo, func(v Vocab, p string) error { return TinyEmbedder(v).Write(p) }, llama.PoolingTypeMean, 128, bertSeqs},
+		{"bert-embed/cls-f32-wordpiece", demo, func(v Vocab, p string) error {
+			c := TinyEmbedder(v)
 			c.Pooling, c.WeightType, c.Layers = PoolingCLS, 0, 3
 			return c.Write(p)
-		}, llama.PoolingTypeCLS, 128, bertSeqs(demo)},
-		{"bert-embed/q8_0", func(p string) error {
-			c := TinyEmbedder(demo)
+		}, llama.PoolingTypeCLS, 128, bertSeqs},
+		{"bert-embed/q8_0", demo, func(v Vocab, p string) error {
+			c := TinyEmbedder(v)
 			c.WeightType = 8
 			return c.Write(p)
-		}, llama.PoolingTypeMean, 128, bertSeqs(demo)},
-		{"bert-rerank/bge", TinyReranker(bgeVocab(t)).Write, llama.PoolingTypeRank, 1, bertSeqs(bgeVocab(t))},
-		{"demo-embedder", func(p string) error { return WriteDemoEmbedder(p, nil) }, llama.PoolingTypeMean, 128, bertSeqs(demo)},
-		{"minilm/bge", MiniLM(bgeVocab(t)).Write, llama.PoolingTypeMean, 384, bertSeqs(bgeVocab(t))},
-		{"llama/spm-fixture", TinyLlama(spmVocab(t)).Write, llama.PoolingTypeMean, 64, llamaSeqs},
-		{"llama/spm-generated", TinyLlama(SPMVocab(DemoWords)).Write, llama.PoolingTypeLast, 64, llamaSeqs},
+		}, llama.PoolingTypeMean, 128, bertSeqs},
+		{"bert-rerank/bge", bgeVocab, func(v Vocab, p string) error { return TinyReranker(v).Write(p) }, llama.PoolingTypeRank, 1, bertSeqs},
+		{"bert-rerank/wordpiece", demo, func(v Vocab, p string) error { return TinyReranker(v).Write(p) }, llama.PoolingTypeRank, 1, bertSeqs},
+		{"demo-embedder", demo, func(_ Vocab, p string) error { return WriteDemoEmbedder(p, nil) }, llama.PoolingTypeMean, 128, bertSeqs},
+		{"minilm/bge", bgeVocab, func(v Vocab, p string) error { return MiniLM(v).Write(p) }, llama.PoolingTypeMean, 384, bertSeqs},
+		{"minilm/wordpiece", demo, func(v Vocab, p string) error { return MiniLM(v).Write(p) }, llama.PoolingTypeMean, 384, bertSeqs},
+		{"llama/spm-fixture", spmVocab, func(v Vocab, p string) error { return TinyLlama(v).Write(p) }, llama.PoolingTypeMean, 64, llamaSeqs},
+		{"llama/spm-generated", spmDemo, func(v Vocab, p string) error { return TinyLlama(v).Write(p) }, llama.PoolingTypeLast, 64, llamaSeqs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			v := tt.vocab(t)
 			path := filepath.Join(t.TempDir(), "m.gguf")
-			if err := tt.write(path); err != nil {
+			if err := tt.write(v, path); err != nil {
 				t.Fatal(err)
 			}
-			r := evaluate(t, path, tt.pooling, tt.seqs)
+			r := evaluate(t, path, tt.pooling, tt.seqs(v))
 			if int(r.nEmbd) != tt.width && tt.pooling != llama.PoolingTypeRank {
 				t.Errorf("n_embd = %d; want %d", r.nEmbd, tt.width)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -60,17 +59,12 @@ func TestWorkerParity(t *testing.T) {
 	}
 }
 
-// newPool starts `synapse worker` processes, or skips when the command does
-// not build right now or llama.cpp is absent.
+// newPool starts `synapse worker` processes (testenv.Binary fails the test
+// when synapse does not build).
 func newPool(t *testing.T) *supervise.Pool {
 	t.Helper()
 	lib := testenv.LlamaLib(t)
 	testenv.Fixtures(t)
-	probe := exec.Command("go", "list", "-export", "-f", "{{.Export}}", ".") // compiles, does not link
-	probe.Dir = "../.."
-	if out, err := probe.CombinedOutput(); err != nil {
-		t.Skipf("synapse does not build right now (another package in progress?): %v\n%s", err, out)
-	}
 	dir, err := os.MkdirTemp("", "par") // socket paths must stay short
 	if err != nil {
 		t.Fatal(err)

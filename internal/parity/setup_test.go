@@ -44,7 +44,7 @@ func targets(t testing.TB) []target {
 		t.Fatal(err)
 	}
 	if len(paths) == 0 {
-		t.Skip("no vocabulary fixtures")
+		testenv.MissingFixture(t, "no vocabulary fixtures in vocab/")
 	}
 	var out []target
 	for _, p := range paths {

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -18,16 +19,46 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// RequireFixturesEnv names the variable that, set to 1, turns a missing
+// fixture into a test failure instead of a skip: CI sets it, so that a run
+// that was meant to compare with the references cannot pass without them.
+const RequireFixturesEnv = "SYNAPSE_REQUIRE_FIXTURES"
+
+// fixturesDir is $SYNAPSE_FIXTURES, else ../shared/fixtures beside the
+// repository.
+func fixturesDir() string {
+	if dir := os.Getenv("SYNAPSE_FIXTURES"); dir != "" {
+		return dir
+	}
+	return filepath.Join(repoRoot(), "..", "shared", "fixtures")
+}
+
+// HaveFixtures reports whether the shared fixtures directory exists.
+func HaveFixtures() bool {
+	_, err := os.Stat(fixturesDir())
+	return err == nil
+}
+
+// MissingFixture skips the test because a fixture it needs is absent, or
+// fails it when SYNAPSE_REQUIRE_FIXTURES=1. The message starts with
+// "needs fixtures:", which the skip summary of `make test` counts.
+func MissingFixture(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := "needs fixtures: " + fmt.Sprintf(format, args...)
+	if os.Getenv(RequireFixturesEnv) == "1" {
+		t.Fatalf("%s (%s=1)", msg, RequireFixturesEnv)
+	}
+	t.Skip(msg)
+}
+
 // Fixtures returns the shared fixtures directory ($SYNAPSE_FIXTURES, else
-// ../shared/fixtures beside the repository) or skips the test.
+// ../shared/fixtures beside the repository), or skips the test
+// (MissingFixture).
 func Fixtures(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("SYNAPSE_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join(repoRoot(), "..", "shared", "fixtures")
-	}
+	dir := fixturesDir()
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared fixtures not found at %s (set SYNAPSE_FIXTURES): %v", dir, err)
+		MissingFixture(t, "the shared fixtures are not at %s (set SYNAPSE_FIXTURES): %v", dir, err)
 	}
 	return dir
 }
@@ -38,16 +69,22 @@ func Fixture(t testing.TB, rel ...string) string {
 	return filepath.Join(append([]string{Fixtures(t)}, rel...)...)
 }
 
-// LlamaLib returns the llama.cpp library directory ($SYNAPSE_LLAMA_LIB, else
-// the cache that `make setup` fills) or skips the test.
+// LlamaLib returns the llama.cpp library directory: $SYNAPSE_LLAMA_LIB,
+// which must then hold the libraries (else the test fails), or the cache
+// that `make setup` fills, without which the test skips (fails with
+// SYNAPSE_REQUIRE_FIXTURES=1).
 func LlamaLib(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("SYNAPSE_LLAMA_LIB")
-	if dir == "" {
+	explicit := dir != ""
+	if !explicit {
 		dir = filepath.Join(repoRoot(), ".cache", "llama", "v0.5.0")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "libllama.so")); err != nil {
-		t.Skipf("llama.cpp libraries not found in %s (run `make setup` or set SYNAPSE_LLAMA_LIB): %v", dir, err)
+		if explicit {
+			t.Fatalf("SYNAPSE_LLAMA_LIB=%s: %v", dir, err)
+		}
+		MissingFixture(t, "llama.cpp libraries not found in %s (run `make setup` or set SYNAPSE_LLAMA_LIB): %v", dir, err)
 	}
 	return dir
 }
@@ -59,7 +96,9 @@ var (
 	buildOut  []byte
 )
 
-// Binary builds the synapse command once per test process and returns its path.
+// Binary builds the synapse command once per test process and returns its
+// path. A build failure fails the test (and every later caller): a test
+// that needs synapse never skips because synapse does not compile.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -69,14 +108,24 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "synapse")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Dir = repoRoot()
-		buildOut, buildErr = cmd.CombinedOutput()
+		buildOut, buildErr = goBuild(repoRoot(), binPath)
 	})
-	if buildErr != nil {
-		t.Fatalf("building synapse: %v\n%s", buildErr, buildOut)
-	}
+	failBuild(t, buildErr, buildOut)
 	return binPath
+}
+
+// failBuild fails the test when the build failed.
+func failBuild(t testing.TB, err error, out []byte) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("building synapse: %v\n%s", err, out)
+	}
+}
+
+func goBuild(dir, out string) ([]byte, error) {
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
 }
 
 // Cosine is the cosine similarity of two vectors of the same length.

@@ -1,6 +1,8 @@
-// Package testmodels writes the generated models that tests and benchmarks
-// of several packages share, once per test process, with the bert-bge
-// fixture vocabulary.
+// Package testmodels writes the generated models and corpora that tests and
+// benchmarks of several packages share, once per test process. Tests use
+// the generated WordPiece vocabulary of Words, which covers every text they
+// embed, so they run in a fresh clone; benchmarks over SciFact use the
+// bert-bge fixture vocabulary (BGE), as real models would.
 package testmodels
 
 import (
@@ -19,17 +21,20 @@ var (
 	written = map[string]error{}
 )
 
-// BGE returns the path of the model name, written by build from the bert-bge
-// vocabulary the first time it is asked for in this process. Call
-// RemoveAll from TestMain.
-func BGE(tb testing.TB, name string, build func(modelgen.Vocab) modelgen.BERT) string {
+// File returns the path of the model name, written by write the first time
+// it is asked for in this process. Call RemoveAll from TestMain.
+func File(tb testing.TB, name string, write func(path string) error) string {
 	tb.Helper()
-	vocab := testenv.Fixture(tb, "vocab", "ggml-vocab-bert-bge.gguf")
 	mu.Lock()
 	defer mu.Unlock()
 	err, done := written[name]
 	if !done {
-		err = write(vocab, name, build)
+		if dir == "" {
+			dir, err = os.MkdirTemp("", "synapse-test-models-")
+		}
+		if err == nil {
+			err = write(filepath.Join(dir, name+".gguf"))
+		}
 		written[name] = err
 	}
 	if err != nil {
@@ -38,20 +43,46 @@ func BGE(tb testing.TB, name string, build func(modelgen.Vocab) modelgen.BERT) s
 	return filepath.Join(dir, name+".gguf")
 }
 
-func write(vocab, name string, build func(modelgen.Vocab) modelgen.BERT) error {
-	v, err := modelgen.VocabFromGGUF(vocab)
-	if err != nil {
-		return err
-	}
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "synapse-test-models-"); err != nil {
-			return err
-		}
-	}
-	return build(v).Write(filepath.Join(dir, name+".gguf"))
+// Model returns the path of the BERT model name, built by build from the
+// generated vocabulary (Vocab).
+func Model(tb testing.TB, name string, build func(modelgen.Vocab) modelgen.BERT) string {
+	tb.Helper()
+	return File(tb, name, func(path string) error { return build(Vocab()).Write(path) })
 }
 
-// MiniLM is the MiniLM-L6-shaped F16 benchmark model (modelgen.MiniLM).
+// Embedder is modelgen.TinyEmbedder (2 layers, 128 wide, F16, mean pooling)
+// with the generated vocabulary.
+func Embedder(tb testing.TB) string { return Model(tb, "tiny-embed", modelgen.TinyEmbedder) }
+
+// Reranker is modelgen.TinyReranker with the generated vocabulary.
+func Reranker(tb testing.TB) string { return Model(tb, "tiny-rerank", modelgen.TinyReranker) }
+
+// Llama is modelgen.TinyLlama (2 layers, 64 wide, 8 dims per head) with a
+// generated SentencePiece vocabulary of Words.
+func Llama(tb testing.TB) string {
+	tb.Helper()
+	return File(tb, "tiny-llama", func(path string) error {
+		return modelgen.TinyLlama(modelgen.SPMVocab(Words())).Write(path)
+	})
+}
+
+// BGE returns the path of the model name, written by build from the
+// bert-bge fixture vocabulary (for benchmarks over SciFact); it skips
+// without the fixtures.
+func BGE(tb testing.TB, name string, build func(modelgen.Vocab) modelgen.BERT) string {
+	tb.Helper()
+	vocab := testenv.Fixture(tb, "vocab", "ggml-vocab-bert-bge.gguf")
+	return File(tb, name, func(path string) error {
+		v, err := modelgen.VocabFromGGUF(vocab)
+		if err != nil {
+			return err
+		}
+		return build(v).Write(path)
+	})
+}
+
+// MiniLM is the MiniLM-L6-shaped F16 benchmark model (modelgen.MiniLM) with
+// the bert-bge vocabulary.
 func MiniLM(tb testing.TB) string { return BGE(tb, "minilm", modelgen.MiniLM) }
 
 // RemoveAll removes the models written by this process.
