@@ -78,14 +78,6 @@ type specialToken struct {
 	Text string `json:"text"` // empty when the id is outside the vocabulary
 }
 
-// ftypeNames names the common llama_ftype values (llama.h).
-var ftypeNames = map[int64]string{
-	0: "ALL_F32", 1: "MOSTLY_F16", 2: "MOSTLY_Q4_0", 3: "MOSTLY_Q4_1", 7: "MOSTLY_Q8_0",
-	8: "MOSTLY_Q5_0", 9: "MOSTLY_Q5_1", 10: "MOSTLY_Q2_K", 11: "MOSTLY_Q3_K_S", 12: "MOSTLY_Q3_K_M",
-	13: "MOSTLY_Q3_K_L", 14: "MOSTLY_Q4_K_S", 15: "MOSTLY_Q4_K_M", 16: "MOSTLY_Q5_K_S",
-	17: "MOSTLY_Q5_K_M", 18: "MOSTLY_Q6_K", 32: "MOSTLY_BF16",
-}
-
 // inspect describes the GGUF file at path on w, as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
 	info, err := describeModel(path)
@@ -116,8 +108,9 @@ func describeModel(path string) (*modelInfo, error) {
 	arch := f.Architecture()
 	info := &modelInfo{Path: path, FileSize: size, Digest: digest, GGUFVersion: f.Version, Architecture: arch, Tensors: len(f.Tensors)}
 	info.Name, _ = f.String("general.name")
-	if ft, ok := f.Int("general.file_type"); ok {
-		info.FileType, info.FileTypeName = &ft, ftypeNames[ft]
+	if ft, ok := f.FileType(); ok {
+		n := int64(ft)
+		info.FileType, info.FileTypeName = &n, ft.LlamaName()
 	}
 	info.EmbeddingLength, _ = f.Uint(arch + ".embedding_length")
 	info.Layers, _ = f.Uint(arch + ".block_count")
