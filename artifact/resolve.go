@@ -83,3 +83,10 @@ func degradedError(ref string, s *modelcache.Store, e modelcache.Entry) error {
 	return fmt.Errorf("model %s: %w: %s is %s quantized from %s, and its vectors' cosine to the source's is %.4f at worst (mean %.4f over %d texts), below the %.4g it was made with; use %s, or pass --allow-degraded to use it anyway",
 		ref, ErrDegraded, e.Name, e.Quantization, src, q.MinCosine, q.MeanCosine, q.Texts, q.MinCosineRequired, src)
 }
+
+// OpenKnown opens the GGUF file at path whose size and digest the caller
+// has just computed (a file being added to the cache), without hashing it
+// again or resolving it.
+func OpenKnown(path string, size int64, digest string) (*Artifact, error) {
+	return openGGUF(path, func(string) (int64, string, error) { return size, digest, nil })
+}
