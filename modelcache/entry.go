@@ -52,7 +52,7 @@ const (
 type Quality struct {
 	Sample string `json:"sample"` // "built-in" or the --sample file
 	Texts  int    `json:"texts"`
-	Tokens int    `json:"tokens"` // per pass, special tokens included
+	Tokens int    `json:"tokens"` // in the sample, special tokens included
 	// MinCosine and MeanCosine compare each text's quantized vector with its
 	// source vector.
 	MinCosine  float64 `json:"min_cosine"`
@@ -63,8 +63,9 @@ type Quality struct {
 	MinCosineRequired float64 `json:"min_cosine_required"`
 	Degraded          bool    `json:"degraded"`
 	// Speed: tokens per second of each variant (the median of Rounds
-	// alternating passes over the sample) with Threads llama.cpp threads,
-	// and their ratio, quantized over source.
+	// alternating passes over the sample, repeated to at least 4096 tokens
+	// per pass) with Threads llama.cpp threads, and their ratio, quantized
+	// over source.
 	SourceTokensPerSec float64 `json:"source_tokens_per_s"`
 	TokensPerSec       float64 `json:"tokens_per_s"`
 	SpeedRatio         float64 `json:"speed_ratio"`
