@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/artifact"
-
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 )
@@ -20,7 +19,7 @@ func init() {
 	register(&cli.Command{
 		Name:      "inspect",
 		Usage:     "show a GGUF model's architecture, tokenizer, size and digest",
-		ArgsUsage: "MODEL.gguf",
+		ArgsUsage: "MODEL.gguf (or a cached model's name or digest prefix)",
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -95,13 +94,19 @@ func inspect(w io.Writer, path string, asJSON bool) error {
 	return printModelInfo(w, info)
 }
 
-// describeModel reads the metadata of the file at path and hashes it.
-func describeModel(path string) (*modelInfo, error) {
+// describeModel reads the metadata of the model ref names (a file, or a
+// cached model's name or digest prefix) and its digest (hashed, unless the
+// model cache knows it).
+func describeModel(ref string) (*modelInfo, error) {
+	path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: true}) // inspecting runs nothing
+	if err != nil {
+		return nil, err
+	}
 	f, err := artifact.ReadGGUF(path)
 	if err != nil {
 		return nil, err // names the path
 	}
-	size, digest, err := gguf.Digest(path)
+	size, digest, err := artifact.Digest(path, artifact.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,23 @@ type Options struct {
 // quality.
 var ErrDegraded = errors.New("degraded quantized variant")
 
+// Resolve returns the file a model reference names (OpenWith's rules)
+// without opening it, for commands that read only part of a model (its
+// vocabulary, its metadata).
+func Resolve(ref string, o Options) (string, error) {
+	path, _, err := o.resolve(ref)
+	return path, err
+}
+
+// Digest returns the size and digest of the model file at path, from the
+// model cache when it knows them (o.Store, else the default store).
+func Digest(path string, o Options) (int64, string, error) {
+	if s := o.store(); s != nil {
+		return s.Digest(path)
+	}
+	return gguf.Digest(path)
+}
+
 // digestFunc returns a file's size and digest.
 type digestFunc func(path string) (int64, string, error)
 
