@@ -73,7 +73,9 @@ func (m *modelsEnv) must(code int, args ...string) (stdout, stderr string) {
 
 type lsEntry struct {
 	Name, Digest, Path, Quantization, Of string
-	Quality                              *struct{ MinCosine float64 `json:"min_cosine"` }
+	Quality                              *struct {
+		MinCosine float64 `json:"min_cosine"`
+	}
 }
 
 // ls returns the cache's entries.
