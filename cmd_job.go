@@ -24,7 +24,7 @@ import (
 // jobFlags are the flags of every job command; what decides its records
 // (text fields, ids) is the command's own.
 func jobFlags() []cli.Flag {
-	return []cli.Flag{
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE` (GGUF) (required)"},
 		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines (default: OUTPUT.errors.jsonl)"},
 		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker (default: the command's)"},
@@ -40,6 +40,7 @@ func jobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
 	}
+	return append(flags, modelCacheFlags()...) // --quantize, --min-cosine, --allow-degraded (cmd_models.go)
 }
 
 // readFlags are the flags that make documents out of input rows.
@@ -108,7 +109,12 @@ func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
 			o.Errors = shardPath(o.Errors, i, n)
 		}
 	}
-	return o, workerCommand(c, &o)
+	if err := workerCommand(c, &o); err != nil {
+		return o, err
+	}
+	var err error
+	o.Model, err = modelForRun(c, o.Model, o.Worker, o.Env) // the model cache (cmd_models.go)
+	return o, err
 }
 
 // readOptionsFrom fills the options that make documents out of rows.

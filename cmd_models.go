@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/artifact"
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/ingest"
 	"github.com/synapse-embed/synapse/modelcache"
@@ -332,4 +333,58 @@ func modelsVerify(c *cli.Context) error {
 		return fmt.Errorf("models verify: %d of %d cached models failed verification (remove them with `synapse models rm` and add them again)", bad, len(entries))
 	}
 	return nil
+}
+
+// modelCacheFlags are the model cache's flags of commands that run a model
+// (embed; rerank and generate to come).
+func modelCacheFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` (q8_0, q4_k_m, …) variant of -m, made and measured on first use and cached (see `synapse models`)"},
+		&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded"},
+		&cli.BoolFlag{Name: "allow-degraded", Usage: "run a quantized variant even though its measured quality is below its threshold"},
+	}
+}
+
+// modelForRun applies --quantize and --allow-degraded to a command's -m: it
+// returns the file to run. With --quantize the model is added to the cache
+// and quantized if the cache does not have that variant yet (workers from
+// worker and env); a degraded variant, by --quantize or by name, is a usage
+// error unless --allow-degraded. Other references are returned unchanged,
+// for the job to open.
+func modelForRun(c *cli.Context, ref string, worker, env []string) (string, error) {
+	allow := c.Bool("allow-degraded")
+	if c.String("quantize") == "" {
+		path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: allow})
+		if errors.Is(err, artifact.ErrDegraded) {
+			return "", usageError{err}
+		}
+		if err != nil || !allow {
+			return ref, nil
+		}
+		return path, nil
+	}
+	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine")}
+	if _, err := gguf.ParseFileType(q.FType); err != nil {
+		return "", usagef("--quantize: %v", err)
+	}
+	s, err := modelcache.Open("")
+	if err != nil {
+		return "", err
+	}
+	o := ingest.Options{Store: s, Worker: worker, Env: env, Threads: c.Int("threads"), Version: version,
+		Progress: func(line string) { fmt.Fprintf(c.App.ErrWriter, "synapse: %s\n", line) }}
+	res, err := ingest.EnsureQuantized(c.Context, ref, q, o)
+	if err != nil {
+		return "", addError(err)
+	}
+	v := res.Variant
+	if qa := v.Quality; qa != nil {
+		fmt.Fprintf(c.App.ErrWriter, "synapse: running %s (%s of %s, sha256:%s): cosine to the source min %.6f, mean %.6f; %.2f× its tokens/s when measured\n",
+			v.Name, v.Quantization, res.Source.Name, v.Short(), qa.MinCosine, qa.MeanCosine, qa.SpeedRatio)
+	}
+	if v.Degraded() && !allow {
+		return "", usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
+			v.Name, res.Source.Name, v.Quality.MinCosine, v.Quality.MinCosineRequired)
+	}
+	return v.Path(), nil
 }

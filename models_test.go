@@ -73,9 +73,6 @@ func (m *modelsEnv) must(code int, args ...string) (stdout, stderr string) {
 
 type lsEntry struct {
 	Name, Digest, Path, Quantization, Of string
-	Quality                              *struct {
-		MinCosine float64 `json:"min_cosine"`
-	}
 }
 
 // ls returns the cache's entries.
@@ -327,4 +324,42 @@ func TestModelsQuantizeInterrupted(t *testing.T) {
 	if !strings.Contains(out, "quantized synapse-tiny-embed:q8_0") || !strings.Contains(out, "quality   cosine to F16: min ") {
 		t.Errorf("quantize after the interruptions: got %q", out)
 	}
+}
+
+// embed --quantize adds and quantizes on first use, reuses the variant
+// afterwards, and runs a degraded one only with --allow-degraded.
+func TestEmbedQuantize(t *testing.T) {
+	m := newModelsEnv(t)
+	model := genTiny(t)
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "c.jsonl")
+	os.WriteFile(corpus, []byte("{\"id\":\"1\",\"text\":\"the model embeds text\"}\n{\"id\":\"2\",\"text\":\"a query\"}\n"), 0o644)
+	embed := func(code int, out string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"embed", corpus, "-m", model, "-o", filepath.Join(dir, out), "--workers", "1", "--threads", "1", "-q"}, extra...)
+		_, errOut := m.must(code, args...)
+		return errOut
+	}
+	errOut := embed(0, "a.arrow", "--quantize", "q8_0", "--min-cosine", "0.99")
+	if !strings.Contains(errOut, "quantizing synapse-tiny-embed to Q8_0") || !strings.Contains(errOut, "running synapse-tiny-embed:q8_0 (Q8_0 of synapse-tiny-embed") {
+		t.Errorf("first embed --quantize: stderr %q; want it quantizing, then running the variant", errOut)
+	}
+	errOut = embed(0, "b.arrow", "--quantize", "q8_0")
+	if strings.Contains(errOut, "quantizing") || strings.Contains(errOut, "validating") || !strings.Contains(errOut, "running synapse-tiny-embed:q8_0") {
+		t.Errorf("second embed --quantize: stderr %q; want the cached variant, no worker work before the job", errOut)
+	}
+	if entries := m.ls(); len(entries) != 2 {
+		t.Errorf("entries: got %d; want the source and one variant", len(entries))
+	}
+	// A variant measured against an unreachable threshold is degraded.
+	errOut = embed(exitUsage, "c.arrow", "--quantize", "q4_0", "--min-cosine", "0.9999999")
+	if !strings.Contains(errOut, "synapse-tiny-embed:q4_0 is degraded") || !strings.Contains(errOut, "--allow-degraded") {
+		t.Errorf("degraded variant: stderr %q; want a refusal naming the flag", errOut)
+	}
+	embed(0, "d.arrow", "--quantize", "q4_0", "--allow-degraded")
+	_, errOut = m.must(exitUsage, "embed", corpus, "-m", "synapse-tiny-embed:q4_0", "-o", filepath.Join(dir, "e.arrow"), "-q")
+	if !strings.Contains(errOut, "degraded quantized variant") {
+		t.Errorf("-m NAME of a degraded variant: stderr %q; want it refused", errOut)
+	}
+	m.must(0, "embed", corpus, "-m", "synapse-tiny-embed:q4_0", "--allow-degraded", "-o", filepath.Join(dir, "f.arrow"), "--workers", "1", "--threads", "1", "-q")
 }
