@@ -257,9 +257,9 @@ func qualityColumn(e modelcache.Entry) string {
 	case q == nil:
 		return "-"
 	case q.Degraded:
-		return fmt.Sprintf("DEGRADED min %.4f", q.MinCosine)
+		return fmt.Sprintf("DEGRADED min %.6f", q.MinCosine)
 	}
-	return fmt.Sprintf("min %.4f, %.2f×", q.MinCosine, q.SpeedRatio)
+	return fmt.Sprintf("min %.6f, %.2f×", q.MinCosine, q.SpeedRatio)
 }
 
 func modelsRmCommand() *cli.Command {
