@@ -107,6 +107,9 @@ func modelsAdd(c *cli.Context) error {
 			return addError(err)
 		}
 		printAdded(w, e, existed)
+		if existed && c.IsSet("name") && e.Name != c.String("name") {
+			fmt.Fprintf(c.App.ErrWriter, "synapse: %s is cached already as %s; --name %s is not used (`synapse models rm %s` first to rename it)\n", ref, e.Name, c.String("name"), e.Name)
+		}
 		return nil
 	}
 	q, err := quantizeOptions(c)

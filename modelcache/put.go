@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/synapse-embed/synapse/gguf"
 )
@@ -27,6 +28,10 @@ var ErrChanged = errors.New("changed while being added")
 // A file that no longer matches digest is ErrChanged.
 func (st *Staging) Put(src string, key FileKey, digest string) (stored string, err error) {
 	dst := st.File()
+	src, err = filepath.EvalSymlinks(src) // link the file, not a symbolic link to it
+	if err != nil {
+		return "", fmt.Errorf("modelcache: %w", err)
+	}
 	if os.Link(src, dst) == nil {
 		got, err := KeyOf(dst)
 		if err != nil {

@@ -297,3 +297,28 @@ func TestVerifyCorrupt(t *testing.T) {
 		t.Errorf("Verify of a changed file: got %v; want *CorruptError", err)
 	}
 }
+
+// A symbolic link is followed: the store links (or copies) the file itself.
+func TestPutFollowsSymlinks(t *testing.T) {
+	s := newStore(t)
+	path, _, digest := writeFile(t, "linked model")
+	link := filepath.Join(t.TempDir(), "rel.gguf")
+	rel, err := filepath.Rel(filepath.Dir(link), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rel, link); err != nil {
+		t.Fatal(err)
+	}
+	key, err := KeyOf(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := add(t, s, link, key, digest, "via-link")
+	if fi, err := os.Lstat(e.Path()); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+		t.Fatalf("cached file: %v, mode %v; want a regular file", err, fi.Mode())
+	}
+	if err := s.Verify(e); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+}
