@@ -66,11 +66,11 @@ func (s *session) add(ctx context.Context, path, name string) (modelcache.Entry,
 	}
 	kind := kindOf(a)
 	s.o.progress("validating %s (%s) in a worker", path, kind)
-	loaded, n, err := s.validate(ctx, stg.File(), a, kind)
+	loaded, err := s.validate(ctx, stg.File(), a, kind)
 	if err != nil {
 		return modelcache.Entry{}, false, fmt.Errorf("add %s: %w", path, err)
 	}
-	e := describe(a, kind, loaded, n)
+	e := describe(a, kind, loaded.Dims)
 	e.Name, e.SourcePath, e.Stored, e.SynapseVersion = name, key.Path, stored, s.o.Version
 	return stg.Commit(e)
 }
@@ -145,22 +145,22 @@ func runtimeConfig(kind string, n, threads int) wire.RuntimeConfig {
 }
 
 // validate has a worker LOAD the file at path and run one request of the
-// model's kind; it returns LOADED and the context it used.
-func (s *session) validate(ctx context.Context, path string, a *artifact.Artifact, kind string) (wire.Loaded, int, error) {
+// model's kind; it returns LOADED.
+func (s *session) validate(ctx context.Context, path string, a *artifact.Artifact, kind string) (wire.Loaded, error) {
 	n := min(a.ContextLength, maxProbeContext)
 	loaded, err := s.load(ctx, path, a.Digest, runtimeConfig(kind, n, s.o.threads()))
 	if err != nil {
-		return wire.Loaded{}, 0, err
+		return wire.Loaded{}, err
 	}
 	pool, _ := s.workers(ctx)
 	resp, err := pool.Do(ctx, probe(kind, a, n, loaded.ModelRef), s.o.RequestTimeout)
 	if err != nil {
-		return wire.Loaded{}, 0, workerError(ctx, kind, err)
+		return wire.Loaded{}, workerError(ctx, kind, err)
 	}
 	if err := checkProbe(resp, loaded.Dims); err != nil {
-		return wire.Loaded{}, 0, fmt.Errorf("%w: %s: %w", ErrInvalid, kind, err)
+		return wire.Loaded{}, fmt.Errorf("%w: %s: %w", ErrInvalid, kind, err)
 	}
-	return loaded, n, nil
+	return loaded, nil
 }
 
 // load has the session's worker LOAD a file.

@@ -22,7 +22,6 @@ import (
 	"github.com/synapse-embed/synapse/artifact"
 	"github.com/synapse-embed/synapse/modelcache"
 	"github.com/synapse-embed/synapse/supervise"
-	"github.com/synapse-embed/synapse/wire"
 )
 
 // Options configures the workers and where entries go.
@@ -128,12 +127,13 @@ func Add(ctx context.Context, path, name string, o Options) (e modelcache.Entry,
 	return s.add(ctx, path, name)
 }
 
-// describe fills the entry fields that come from the model's metadata.
-func describe(a *artifact.Artifact, kind string, loaded wire.Loaded, ctxLen int) modelcache.Entry {
+// describe fills the entry fields that come from the model's metadata and
+// its width.
+func describe(a *artifact.Artifact, kind string, dims int) modelcache.Entry {
 	q := "unknown"
 	if ft, ok := a.GGUF.FileType(); ok {
 		q = ft.String()
 	}
 	return modelcache.Entry{Digest: a.Digest, Size: a.Size, File: modelcache.ModelFile, Architecture: a.Arch,
-		Kind: kind, Dims: loaded.Dims, Context: ctxLen, Quantization: q, Added: time.Now().UTC()}
+		Kind: kind, Dims: dims, Context: a.ContextLength, Quantization: q, Added: time.Now().UTC()}
 }

@@ -111,7 +111,7 @@ func (s *session) quantize(ctx context.Context, src modelcache.Entry, q Quantize
 		return modelcache.Entry{}, false, err
 	}
 	quality.QuantizeMS = res.MS
-	e := describe(out, src.Kind, wire.Loaded{Dims: src.Dims}, src.Context)
+	e := describe(out, src.Kind, src.Dims)
 	e.Name, e.SourcePath, e.Stored, e.Of, e.Quality, e.SynapseVersion = name, src.Path(), modelcache.StoredQuantized, src.Digest, quality, s.o.Version
 	return stg.Commit(e)
 }
