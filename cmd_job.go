@@ -113,7 +113,7 @@ func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
 		return o, err
 	}
 	var err error
-	o.Model, err = modelForRun(c, o.Model, o.Worker, o.Env) // the model cache (cmd_models.go)
+	o.Model, err = modelForRun(c, o.Model, o.Worker, o.Env, o.Chaos) // the model cache (cmd_models.go)
 	return o, err
 }
 

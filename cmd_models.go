@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/artifact"
+	"github.com/synapse-embed/synapse/engine"
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/ingest"
 	"github.com/synapse-embed/synapse/modelcache"
@@ -60,6 +61,7 @@ func modelsAddCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads in the worker (default: all cores)"},
 			modelsDirFlag(),
 			&cli.StringFlag{Name: "llama-lib", Usage: "directory of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+			&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
 		},
 		Action: modelsAdd,
 	}
@@ -72,7 +74,13 @@ func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (inges
 		return ingest.Options{}, fmt.Errorf("models: find the synapse executable for workers: %w", err)
 	}
 	o := ingest.Options{Store: s, Worker: []string{self, "worker"}, Threads: c.Int("threads"), Version: version,
-		Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}
+		Chaos: c.String("chaos"), Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}
+	if o.Chaos != "" {
+		if _, err := engine.ParseChaos(o.Chaos); err != nil {
+			return o, usageError{fmt.Errorf("models add: --chaos: %w", err)}
+		}
+		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", o.Chaos)
+	}
 	if lib := llamaLibDir(c.String("llama-lib"), self); lib != "" {
 		o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib)
 	}
@@ -151,10 +159,11 @@ func quantizeOptions(c *cli.Context) (ingest.QuantizeOptions, error) {
 	return q, nil
 }
 
-// addError marks the user's mistakes (a name taken, a model that cannot be
-// quantized, a missing file) as usage errors.
+// addError marks what running again unchanged cannot fix as a usage error
+// (exit 2): a name taken, a missing, unusable or unquantizable model.
 func addError(err error) error {
-	if errors.Is(err, modelcache.ErrNameTaken) || errors.Is(err, ingest.ErrCannotQuantize) || errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, modelcache.ErrNameTaken) || errors.Is(err, ingest.ErrCannotQuantize) || errors.Is(err, ingest.ErrInvalid) ||
+		artifact.Unusable(err) {
 		return usageError{err}
 	}
 	return err
@@ -282,7 +291,7 @@ func modelsRmCommand() *cli.Command {
 			for _, ref := range c.Args().Slice() {
 				e, err := s.Lookup(ref)
 				if err != nil {
-					return fmt.Errorf("models rm: %w", err)
+					return lookupError("models rm", err)
 				}
 				if err := s.Remove(e); err != nil {
 					return fmt.Errorf("models rm: %w", err)
@@ -292,6 +301,16 @@ func modelsRmCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// lookupError makes an unknown name or an ambiguous digest prefix a usage
+// error.
+func lookupError(cmd string, err error) error {
+	var ae *modelcache.AmbiguousError
+	if errors.Is(err, modelcache.ErrNotFound) || errors.As(err, &ae) {
+		return usageError{fmt.Errorf("%s: %w", cmd, err)}
+	}
+	return fmt.Errorf("%s: %w", cmd, err)
 }
 
 func modelsVerifyCommand() *cli.Command {
@@ -315,7 +334,7 @@ func modelsVerify(c *cli.Context) error {
 		for _, ref := range c.Args().Slice() {
 			e, err := s.Lookup(ref)
 			if err != nil {
-				return fmt.Errorf("models verify: %w", err)
+				return lookupError("models verify", err)
 			}
 			entries = append(entries, e)
 		}
@@ -351,10 +370,10 @@ func modelCacheFlags() []cli.Flag {
 // modelForRun applies --quantize and --allow-degraded to a command's -m: it
 // returns the file to run. With --quantize the model is added to the cache
 // and quantized if the cache does not have that variant yet (workers from
-// worker and env); a degraded variant, by --quantize or by name, is a usage
+// worker and env, armed with chaos); a degraded variant, by --quantize or by name, is a usage
 // error unless --allow-degraded. Other references are returned unchanged,
 // for the job to open.
-func modelForRun(c *cli.Context, ref string, worker, env []string) (string, error) {
+func modelForRun(c *cli.Context, ref string, worker, env []string, chaos string) (string, error) {
 	allow := c.Bool("allow-degraded")
 	if c.String("quantize") == "" {
 		path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: allow})
@@ -374,7 +393,7 @@ func modelForRun(c *cli.Context, ref string, worker, env []string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	o := ingest.Options{Store: s, Worker: worker, Env: env, Threads: c.Int("threads"), Version: version,
+	o := ingest.Options{Store: s, Worker: worker, Env: env, Chaos: chaos, Threads: c.Int("threads"), Version: version,
 		Progress: func(line string) { fmt.Fprintf(c.App.ErrWriter, "synapse: %s\n", line) }}
 	res, err := ingest.EnsureQuantized(c.Context, ref, q, o)
 	if err != nil {

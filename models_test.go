@@ -31,7 +31,7 @@ func newModelsEnv(t *testing.T) *modelsEnv {
 	t.Helper()
 	lib := testenv.LlamaLib(t)
 	store := filepath.Join(t.TempDir(), "models")
-	return &modelsEnv{t: t, store: store, env: []string{"SYNAPSE_LLAMA_LIB=" + lib, "SYNAPSE_MODELS=" + store, "SYNAPSE_CHAOS="}}
+	return &modelsEnv{t: t, store: store, env: []string{"SYNAPSE_LLAMA_LIB=" + lib, "SYNAPSE_MODELS=" + store}}
 }
 
 // cmd is a synapse command with the env's cache and libraries, plus env.
@@ -136,7 +136,7 @@ func TestModelsRoundTrip(t *testing.T) {
 	}
 	corpus := filepath.Join(t.TempDir(), "c.jsonl")
 	os.WriteFile(corpus, []byte(`{"id":"1","text":"the model embeds text"}`+"\n"), 0o644)
-	_, errOut = m.must(1, "embed", corpus, "-m", "tiny", "-o", filepath.Join(t.TempDir(), "v.arrow"), "--workers", "1", "--threads", "1", "-q")
+	_, errOut = m.must(exitUsage, "embed", corpus, "-m", "tiny", "-o", filepath.Join(t.TempDir(), "v.arrow"), "--workers", "1", "--threads", "1", "-q")
 	if !strings.Contains(errOut, "artifact_invalid") || !strings.Contains(errOut, "digest") {
 		t.Errorf("embed with the corrupted model: got %q; want the worker's artifact_invalid digest refusal", errOut)
 	}
@@ -147,13 +147,13 @@ func TestModelsRoundTrip(t *testing.T) {
 	if entries := m.ls(); len(entries) != 0 {
 		t.Errorf("ls after rm: got %+v; want none", entries)
 	}
-	if _, errOut := m.must(1, "models", "rm", "tiny"); !strings.Contains(errOut, "not in the model cache") {
+	if _, errOut := m.must(exitUsage, "models", "rm", "tiny"); !strings.Contains(errOut, "not in the model cache") {
 		t.Errorf("rm of a removed model: got %q", errOut)
 	}
 	if _, err := os.Stat(model); err != nil {
 		t.Errorf("the added file after rm: %v; want it kept", err)
 	}
-	if _, errOut := m.must(1, "inspect", "no-such-model"); !strings.Contains(errOut, "neither a file nor") {
+	if _, errOut := m.must(exitUsage, "inspect", "no-such-model"); !strings.Contains(errOut, "neither a file nor") {
 		t.Errorf("inspect of an unknown name: got %q", errOut)
 	}
 }
@@ -191,6 +191,8 @@ func TestModelsUsage(t *testing.T) {
 		{"models", "ls", "extra"},
 		{"models", "ls", "--frob"},
 		{"models", "rm"},
+		{"models", "verify", "no-such-model"},
+		{"models", "add", model, "--chaos", "explode=1"},
 	} {
 		if _, errOut, code := m.run(nil, args...); code != exitUsage {
 			t.Errorf("synapse %s: exit %d; want %d (stderr %q)", strings.Join(args, " "), code, exitUsage, errOut)
@@ -212,7 +214,7 @@ func TestModelsConcurrentAdd(t *testing.T) {
 	var outs, errs [2]bytes.Buffer
 	var cmds [2]*exec.Cmd
 	for i := range cmds {
-		cmds[i] = m.cmd(ctx, []string{"SYNAPSE_CHAOS=delay=1s"}, "models", "add", model)
+		cmds[i] = m.cmd(ctx, nil, "models", "add", model, "--chaos", "delay=1s")
 		cmds[i].Stdout, cmds[i].Stderr = &outs[i], &errs[i]
 		if err := cmds[i].Start(); err != nil {
 			t.Fatal(err)
@@ -244,7 +246,7 @@ func TestModelsConcurrentAdd(t *testing.T) {
 // wait waits for the command (after its stderr is drained).
 func (m *modelsEnv) startQuantize(ctx context.Context, model string) (cmd *exec.Cmd, wait func() error) {
 	m.t.Helper()
-	cmd = m.cmd(ctx, []string{"SYNAPSE_CHAOS=hang-on-type=QUANTIZE"}, "models", "add", model, "--quantize", "q8_0")
+	cmd = m.cmd(ctx, nil, "models", "add", model, "--quantize", "q8_0", "--chaos", "hang-on-type=QUANTIZE")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		m.t.Fatal(err)
@@ -311,7 +313,7 @@ func TestModelsQuantizeInterrupted(t *testing.T) {
 		t.Errorf("staging after SIGKILL: empty; want the killed run's directory left for the next command to remove")
 	}
 
-	_, errOut, code := m.run([]string{"SYNAPSE_CHAOS=abort-on-type=QUANTIZE"}, "models", "add", model, "--quantize", "q8_0")
+	_, errOut, code := m.run(nil, "models", "add", model, "--quantize", "q8_0", "--chaos", "abort-on-type=QUANTIZE")
 	if code != exitFatal || !strings.Contains(errOut, "the worker crashed (killed by SIGABRT); nothing was added") {
 		t.Errorf("with a crashing quantizer: exit %d, %q; want 1 and a crash message", code, errOut)
 	}

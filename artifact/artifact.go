@@ -132,11 +132,14 @@ func ReadGGUF(path string) (*gguf.File, error) {
 }
 
 // Unusable reports an error of Open or ReadGGUF that says the model named
-// cannot be used as it is: it does not exist, may not be read, or is not a
-// usable model. Running again unchanged cannot succeed.
+// cannot be used as it is: it does not exist (no such file, no such cached
+// name), may not be read, is not a usable model, is a degraded cached
+// variant, or the digest prefix naming it is ambiguous. Running again
+// unchanged cannot succeed.
 func Unusable(err error) bool {
+	var ae *modelcache.AmbiguousError
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrInvalid) ||
-		errors.Is(err, tokenize.ErrUnsupported)
+		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae)
 }
 
 // classify keeps file-system errors as they are and marks format errors.

@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,9 +30,13 @@ import (
 type Options struct {
 	Store *modelcache.Store
 	// Worker is the worker command ("/path/to/synapse", "worker"); the
-	// pool appends --socket and --nonce. Env is added to its environment.
+	// pool appends --socket and --nonce. Env is added to its environment,
+	// which is the module's without SYNAPSE_CHAOS.
 	Worker []string
 	Env    []string
+	// Chaos arms the workers' fault drills (SYNAPSE_CHAOS syntax, see
+	// engine.ParseChaos): for tests and drills only.
+	Chaos string
 	// Threads is llama.cpp's thread count in the worker (0: all cores).
 	Threads int
 	// Version is the synapse version recorded in entries.
@@ -86,7 +92,11 @@ func (s *session) workers(ctx context.Context) (*supervise.Pool, error) {
 		return s.pool, nil
 	}
 	cfg := s.o.Pool
-	cfg.Command, cfg.Env, cfg.Workers = s.o.Worker, s.o.Env, 1
+	cfg.Command, cfg.Env, cfg.Workers = s.o.Worker, slices.Clone(s.o.Env), 1
+	cfg.BaseEnv = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SYNAPSE_CHAOS=") })
+	if s.o.Chaos != "" {
+		cfg.Env = append(cfg.Env, "SYNAPSE_CHAOS="+s.o.Chaos)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -24,8 +24,8 @@ import (
 // fixtures.
 
 // testOptions are ingest options for a new store with real workers, one
-// llama.cpp thread each, and env added to theirs.
-func testOptions(t *testing.T, env ...string) Options {
+// llama.cpp thread each, armed with chaos drills if any.
+func testOptions(t *testing.T, chaos string) Options {
 	t.Helper()
 	lib := testenv.LlamaLib(t)
 	s, err := modelcache.Open(filepath.Join(t.TempDir(), "models"))
@@ -33,7 +33,7 @@ func testOptions(t *testing.T, env ...string) Options {
 		t.Fatal(err)
 	}
 	return Options{Store: s, Worker: []string{testenv.Binary(t), "worker"},
-		Env: append([]string{"SYNAPSE_LLAMA_LIB=" + lib, "SYNAPSE_CHAOS="}, env...), Threads: 1, Version: "test",
+		Env: []string{"SYNAPSE_LLAMA_LIB=" + lib}, Chaos: chaos, Threads: 1, Version: "test",
 		Pool: supervise.Config{RestartBackoff: -1, PingInterval: -1}}
 }
 
@@ -73,7 +73,7 @@ func checkClean(t *testing.T, s *modelcache.Store) {
 }
 
 func TestAdd(t *testing.T) {
-	o := testOptions(t)
+	o := testOptions(t, "")
 	path := writeModel(t, "tiny", modelgen.TinyEmbedder)
 	e, existed, err := Add(context.Background(), path, "", o)
 	if err != nil {
@@ -127,17 +127,17 @@ func TestAddRefuses(t *testing.T) {
 	os.WriteFile(truncated, b[:len(b)-100], 0o644)
 	tests := []struct {
 		name, path string
-		env        []string
+		chaos      string
 		want       string
 	}{
-		{"not a GGUF", text, nil, "not a usable model"},
-		{"truncated tensor data", truncated, nil, "past the end of the file"},
-		{"llama.cpp refuses", brokenForLlama(t), nil, "the worker refused load: artifact_invalid"},
-		{"the worker crashes", good, []string{"SYNAPSE_CHAOS=abort-on-type=EMBED_BATCH"}, "the worker crashed during embed (killed by SIGABRT)"},
+		{"not a GGUF", text, "", "not a usable model"},
+		{"truncated tensor data", truncated, "", "past the end of the file"},
+		{"llama.cpp refuses", brokenForLlama(t), "", "the worker refused load: artifact_invalid"},
+		{"the worker crashes", good, "abort-on-type=EMBED_BATCH", "the worker crashed during embed (killed by SIGABRT)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := testOptions(t, tt.env...)
+			o := testOptions(t, tt.chaos)
 			_, _, err := Add(context.Background(), tt.path, "", o)
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Add: got %v; want ErrInvalid saying %q", err, tt.want)
@@ -151,7 +151,7 @@ func TestAddRefuses(t *testing.T) {
 }
 
 func TestQuantize(t *testing.T) {
-	o := testOptions(t)
+	o := testOptions(t, "")
 	path := writeModel(t, "tiny", modelgen.TinyEmbedder)
 	ctx := context.Background()
 	res, err := EnsureQuantized(ctx, path, QuantizeOptions{FType: "q8_0", Rounds: 1}, o)
@@ -182,7 +182,7 @@ func TestQuantize(t *testing.T) {
 
 // Quantizing refuses what it cannot measure or would redo.
 func TestQuantizeRefuses(t *testing.T) {
-	o := testOptions(t)
+	o := testOptions(t, "")
 	src, _, err := Add(context.Background(), writeModel(t, "tiny", modelgen.TinyEmbedder), "", o)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestQuantizeMiniLM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes and quantizes a 6-layer, 384-wide model")
 	}
-	o := testOptions(t)
+	o := testOptions(t, "")
 	res, err := EnsureQuantized(context.Background(), writeModel(t, "minilm", modelgen.MiniLM), QuantizeOptions{FType: "q8_0", Rounds: 1}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestQuantizeMiniLM(t *testing.T) {
 // A threshold above what was measured keeps the variant, marked degraded:
 // -m by name refuses it unless allowed.
 func TestQuantizeDegraded(t *testing.T) {
-	o := testOptions(t)
+	o := testOptions(t, "")
 	res, err := EnsureQuantized(context.Background(), writeModel(t, "tiny", modelgen.TinyEmbedder), QuantizeOptions{FType: "q4_0", MinCosine: 0.9999999, Rounds: 1}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -247,12 +247,12 @@ func TestQuantizeDegraded(t *testing.T) {
 // A worker that crashes in the quantizer costs that worker: Quantize fails
 // with a clear error and adds nothing; the source stays.
 func TestQuantizeWorkerCrash(t *testing.T) {
-	o := testOptions(t)
+	o := testOptions(t, "")
 	src, _, err := Add(context.Background(), writeModel(t, "tiny", modelgen.TinyEmbedder), "", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Env = append(o.Env, "SYNAPSE_CHAOS=abort-on-type=QUANTIZE")
+	o.Chaos = "abort-on-type=QUANTIZE"
 	_, _, err = Quantize(context.Background(), src, QuantizeOptions{FType: "q8_0"}, o)
 	var ce *supervise.CrashError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "the worker crashed (killed by SIGABRT); nothing was added") {
@@ -288,12 +288,12 @@ func (h *waitLog) WithGroup(string) slog.Handler      { return h }
 // Canceling (Ctrl-C) while the worker quantizes kills the worker and adds
 // nothing.
 func TestQuantizeInterrupted(t *testing.T) {
-	o := testOptions(t)
+	o := testOptions(t, "")
 	src, _, err := Add(context.Background(), writeModel(t, "tiny", modelgen.TinyEmbedder), "", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Env = append(o.Env, "SYNAPSE_CHAOS=hang-on-type=QUANTIZE")
+	o.Chaos = "hang-on-type=QUANTIZE"
 	h := &waitLog{want: "chaos: hang-on-type", seen: make(chan struct{})}
 	o.Pool.Logger = slog.New(h)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -318,4 +318,14 @@ func TestQuantizeInterrupted(t *testing.T) {
 		t.Error("a variant entry exists after the interrupted quantize")
 	}
 	checkClean(t, o.Store)
+}
+
+// Drills are armed only by Options.Chaos: SYNAPSE_CHAOS in the module's own
+// environment does not reach the workers.
+func TestChaosNotInherited(t *testing.T) {
+	t.Setenv("SYNAPSE_CHAOS", "abort-on-type=LOAD")
+	o := testOptions(t, "")
+	if _, _, err := Add(context.Background(), writeModel(t, "tiny", modelgen.TinyEmbedder), "", o); err != nil {
+		t.Fatalf("Add with a stray SYNAPSE_CHAOS: %v; want the drill ignored", err)
+	}
 }

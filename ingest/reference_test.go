@@ -28,7 +28,7 @@ func TestQuantizeReference(t *testing.T) {
 	if err := json.Unmarshal(b, &ref); err != nil {
 		t.Fatal(err)
 	}
-	o := testOptions(t)
+	o := testOptions(t, "")
 	ctx := context.Background()
 	res, err := EnsureQuantized(ctx, model, QuantizeOptions{FType: "q8_0", Rounds: 1}, o)
 	if err != nil {
