@@ -346,6 +346,16 @@ func TestEmbedQuantize(t *testing.T) {
 	if !strings.Contains(errOut, "quantizing synapse-tiny-embed to Q8_0") || !strings.Contains(errOut, "running synapse-tiny-embed:q8_0 (Q8_0 of synapse-tiny-embed") {
 		t.Errorf("first embed --quantize: stderr %q; want it quantizing, then running the variant", errOut)
 	}
+	sc, _ := readOutput(t, filepath.Join(dir, "a.arrow"))
+	meta := map[string]string{}
+	for i, k := range sc.Metadata().Keys() {
+		meta[k] = sc.Metadata().Values()[i]
+	}
+	if meta["synapse.model_name"] != "synapse-tiny-embed:q8_0" || meta["synapse.model_quantization"] != "Q8_0" ||
+		!strings.HasPrefix(meta["synapse.model_quantized_from"], "sha256:") || !strings.Contains(meta["synapse.model_quality"], "min 0.99") {
+		t.Errorf("output metadata: got name %q quantization %q from %q quality %q; want the Q8_0 variant's",
+			meta["synapse.model_name"], meta["synapse.model_quantization"], meta["synapse.model_quantized_from"], meta["synapse.model_quality"])
+	}
 	errOut = embed(0, "b.arrow", "--quantize", "q8_0")
 	if strings.Contains(errOut, "quantizing") || strings.Contains(errOut, "validating") || !strings.Contains(errOut, "running synapse-tiny-embed:q8_0") {
 		t.Errorf("second embed --quantize: stderr %q; want the cached variant, no worker work before the job", errOut)
