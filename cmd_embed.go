@@ -42,7 +42,7 @@ func embedFlags() []cli.Flag {
 
 // embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
 func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
-	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow")
+	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow", job.EmbedFormats)
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims")}
 	if err != nil {

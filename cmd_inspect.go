@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/artifact"
-
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 )
@@ -20,7 +19,7 @@ func init() {
 	register(&cli.Command{
 		Name:      "inspect",
 		Usage:     "show a GGUF model's architecture, tokenizer, size and digest",
-		ArgsUsage: "MODEL.gguf",
+		ArgsUsage: "MODEL.gguf (or a cached model's name or digest prefix)",
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -78,14 +77,6 @@ type specialToken struct {
 	Text string `json:"text"` // empty when the id is outside the vocabulary
 }
 
-// ftypeNames names the common llama_ftype values (llama.h).
-var ftypeNames = map[int64]string{
-	0: "ALL_F32", 1: "MOSTLY_F16", 2: "MOSTLY_Q4_0", 3: "MOSTLY_Q4_1", 7: "MOSTLY_Q8_0",
-	8: "MOSTLY_Q5_0", 9: "MOSTLY_Q5_1", 10: "MOSTLY_Q2_K", 11: "MOSTLY_Q3_K_S", 12: "MOSTLY_Q3_K_M",
-	13: "MOSTLY_Q3_K_L", 14: "MOSTLY_Q4_K_S", 15: "MOSTLY_Q4_K_M", 16: "MOSTLY_Q5_K_S",
-	17: "MOSTLY_Q5_K_M", 18: "MOSTLY_Q6_K", 32: "MOSTLY_BF16",
-}
-
 // inspect describes the GGUF file at path on w, as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
 	info, err := describeModel(path)
@@ -103,21 +94,28 @@ func inspect(w io.Writer, path string, asJSON bool) error {
 	return printModelInfo(w, info)
 }
 
-// describeModel reads the metadata of the file at path and hashes it.
-func describeModel(path string) (*modelInfo, error) {
+// describeModel reads the metadata of the model ref names (a file, or a
+// cached model's name or digest prefix) and its digest (hashed, unless the
+// model cache knows it).
+func describeModel(ref string) (*modelInfo, error) {
+	path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: true}) // inspecting runs nothing
+	if err != nil {
+		return nil, err
+	}
 	f, err := artifact.ReadGGUF(path)
 	if err != nil {
 		return nil, err // names the path
 	}
-	size, digest, err := gguf.Digest(path)
+	size, digest, err := artifact.Digest(path, artifact.Options{})
 	if err != nil {
 		return nil, err
 	}
 	arch := f.Architecture()
 	info := &modelInfo{Path: path, FileSize: size, Digest: digest, GGUFVersion: f.Version, Architecture: arch, Tensors: len(f.Tensors)}
 	info.Name, _ = f.String("general.name")
-	if ft, ok := f.Int("general.file_type"); ok {
-		info.FileType, info.FileTypeName = &ft, ftypeNames[ft]
+	if ft, ok := f.FileType(); ok {
+		n := int64(ft)
+		info.FileType, info.FileTypeName = &n, ft.LlamaName()
 	}
 	info.EmbeddingLength, _ = f.Uint(arch + ".embedding_length")
 	info.Layers, _ = f.Uint(arch + ".block_count")

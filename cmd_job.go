@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/engine"
 	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/pipeline"
@@ -24,7 +25,7 @@ import (
 // jobFlags are the flags of every job command; what decides its records
 // (text fields, ids) is the command's own.
 func jobFlags(batchDefault string) []cli.Flag {
-	return []cli.Flag{
+	flags := []cli.Flag{
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE` (GGUF) (required)"},
 		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines", DefaultText: "OUTPUT.errors.jsonl"},
 		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker", DefaultText: batchDefault},
@@ -40,6 +41,7 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
 	}
+	return append(flags, modelCacheFlags()...) // --quantize, --min-cosine, --allow-degraded (cmd_models.go)
 }
 
 // readFlags are the flags that make documents out of input rows.
@@ -54,7 +56,7 @@ func readFlags(what string) []cli.Flag {
 
 // jobOptionsFrom reads the common flags; name prefixes messages and defOut
 // is the default output's suffix (".vectors.arrow").
-func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
+func jobOptionsFrom(c *cli.Context, name, defOut string, formats []dataio.Format) (job.Options, error) {
 	o := job.Options{
 		Inputs: c.Args().Slice(), Model: c.String("model"), Out: c.String("output"), Errors: c.String("errors"),
 		BatchTokens: c.Int("batch-tokens"), Workers: c.Int("workers"), Threads: c.Int("threads"),
@@ -108,7 +110,16 @@ func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
 			o.Errors = shardPath(o.Errors, i, n)
 		}
 	}
-	return o, workerCommand(c, &o)
+	if err := workerCommand(c, &o); err != nil {
+		return o, err
+	}
+	// Outputs are checked before a model is quantized on first use.
+	if err := job.CheckOutputs(&o, formats); err != nil {
+		return o, err
+	}
+	var err error
+	o.Model, err = modelForRun(c, o.Model, o.Worker, o.Env, o.Chaos) // the model cache (cmd_models.go)
+	return o, err
 }
 
 // readOptionsFrom fills the options that make documents out of rows.

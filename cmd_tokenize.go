@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/artifact"
-
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -27,7 +26,7 @@ are skipped. A line that is not such an object is reported on stderr with its
 line number and produces no output line; the other lines are still processed
 and the command exits with status 3.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read)"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` (or cached model name or digest prefix) whose vocabulary to use (tensor data is not read)"},
 			&cli.BoolFlag{Name: "special", Usage: "add the model's BOS/CLS and EOS/SEP tokens as its GGUF flags say"},
 			&cli.BoolFlag{Name: "parse-special", Usage: "treat control-token text in the input (\"[CLS]\", \"<s>\") as those tokens"},
 			&cli.BoolFlag{Name: "pieces", Usage: "add each token's vocabulary string and byte offsets"},
@@ -39,6 +38,10 @@ and the command exits with status 3.`,
 			path := c.String("model")
 			if path == "" {
 				return usagef("tokenize: -m MODEL.gguf is required")
+			}
+			path, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true}) // its vocabulary only
+			if err != nil {
+				return usageError{fmt.Errorf("tokenize: %w", err)}
 			}
 			tok, err := loadTokenizer(path)
 			if artifact.Unusable(err) {

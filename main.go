@@ -118,7 +118,9 @@ func isCanceled(err error) bool { return errors.Is(err, context.Canceled) }
 
 // flagsFirst moves a subcommand's flags before its positional arguments, so
 // that `synapse embed corpus.jsonl -m model.gguf` works: the CLI library
-// stops parsing flags at the first argument. "--" ends the flags.
+// stops parsing flags at the first argument. "--" ends the flags. A
+// command with subcommands (`synapse models add`) has its subcommand's
+// flags moved.
 func flagsFirst(app *cli.App, args []string) []string {
 	if len(args) < 3 {
 		return args
@@ -126,6 +128,12 @@ func flagsFirst(app *cli.App, args []string) []string {
 	cmd := app.Command(args[1])
 	if cmd == nil {
 		return args
+	}
+	start := 2
+	for _, sub := range cmd.Subcommands {
+		if sub.HasName(args[2]) {
+			cmd, start = sub, 3
+		}
 	}
 	takesValue := map[string]bool{}
 	for _, f := range cmd.Flags {
@@ -135,7 +143,7 @@ func flagsFirst(app *cli.App, args []string) []string {
 		}
 	}
 	var flags, rest []string
-	for i := 2; i < len(args); i++ {
+	for i := start; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--":
@@ -152,7 +160,7 @@ func flagsFirst(app *cli.App, args []string) []string {
 			rest = append(rest, a)
 		}
 	}
-	out := append([]string{args[0], args[1]}, flags...)
+	out := append(append([]string(nil), args[:start]...), flags...)
 	return append(out, rest...)
 }
 

@@ -36,4 +36,9 @@ func TestFlagsFirst(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q; want %q", got, want)
 	}
+	got = flagsFirst(app, []string{"synapse", "models", "add", "m.gguf", "--name", "m", "--quantize=q8_0", "--json"})
+	want = []string{"synapse", "models", "add", "--name", "m", "--quantize=q8_0", "--json", "m.gguf"}
+	if !slices.Equal(got, want) {
+		t.Errorf("subcommand: got %q; want %q", got, want)
+	}
 }

@@ -2,9 +2,10 @@
 // needs from it without loading any weights: where the workers load it from,
 // its format and digest, its tokenizer, its context size and architecture.
 //
-// A GGUF file is the only format today; an ONNX model directory and the
-// model cache resolve through Open as well, so that jobs never look at a
-// model's files themselves.
+// A GGUF file is the only format today; an ONNX model directory will resolve
+// through Open as well, so that jobs never look at a model's files
+// themselves. A reference that is not a file is looked up in the model cache
+// (package modelcache) by name or digest prefix; see OpenWith.
 package artifact
 
 import (
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 
 	"github.com/synapse-embed/synapse/gguf"
+	"github.com/synapse-embed/synapse/modelcache"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -50,10 +52,23 @@ type Artifact struct {
 	Tokenizer tokenize.Tokenizer
 	// GGUF is the file's header and metadata (nil for other formats).
 	GGUF *gguf.File
+	// Entry is the model cache's entry when the model is a cached one
+	// (named by name, digest prefix or its path in a store), else nil.
+	Entry *modelcache.Entry
 }
 
-// Open reads the model at path: its metadata, its vocabulary and its digest.
-func Open(path string) (*Artifact, error) {
+// Open reads the model ref names, with default Options: its metadata, its
+// vocabulary and its digest. ref is a file, or a name or digest prefix in
+// the default model cache.
+func Open(ref string) (*Artifact, error) { return OpenWith(ref, Options{}) }
+
+// OpenWith reads the model ref names: a file, or else a name or digest
+// prefix in the model cache (o.Store).
+func OpenWith(ref string, o Options) (*Artifact, error) {
+	path, digest, err := o.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -61,10 +76,10 @@ func Open(path string) (*Artifact, error) {
 	if st.IsDir() {
 		return nil, fmt.Errorf("model %s: %w: a directory (want a GGUF file)", path, ErrInvalid)
 	}
-	return openGGUF(path)
+	return openGGUF(path, digest)
 }
 
-func openGGUF(path string) (*Artifact, error) {
+func openGGUF(path string, digest digestFunc) (*Artifact, error) {
 	f, err := ReadGGUF(path)
 	if err != nil {
 		return nil, err
@@ -77,13 +92,16 @@ func openGGUF(path string) (*Artifact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
 	}
-	size, digest, err := gguf.Digest(path)
+	size, sum, err := digest(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	a := &Artifact{Path: path, Format: FormatGGUF, Digest: digest, Size: size, Name: filepath.Base(path),
+	a := &Artifact{Path: path, Format: FormatGGUF, Digest: sum, Size: size, Name: filepath.Base(path),
 		Arch: f.Architecture(), ContextLength: 512, Tokenizer: tok, GGUF: f}
-	if n, ok := f.String("general.name"); ok && n != "" {
+	if e, ok := modelcache.EntryFor(path); ok {
+		a.Entry, a.Name = &e, e.Name
+	}
+	if n, ok := f.String("general.name"); ok && n != "" && a.Entry == nil {
 		a.Name = n
 	}
 	if n, ok := f.Uint(a.Arch + ".context_length"); ok && n > 0 {
@@ -114,11 +132,14 @@ func ReadGGUF(path string) (*gguf.File, error) {
 }
 
 // Unusable reports an error of Open or ReadGGUF that says the model named
-// cannot be used as it is: it does not exist, may not be read, or is not a
-// usable model. Running again unchanged cannot succeed.
+// cannot be used as it is: it does not exist (no such file, no such cached
+// name), may not be read, is not a usable model, is a degraded cached
+// variant, or the digest prefix naming it is ambiguous. Running again
+// unchanged cannot succeed.
 func Unusable(err error) bool {
+	var ae *modelcache.AmbiguousError
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrInvalid) ||
-		errors.Is(err, tokenize.ErrUnsupported)
+		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae)
 }
 
 // classify keeps file-system errors as they are and marks format errors.

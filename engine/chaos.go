@@ -16,6 +16,8 @@ import (
 type Chaos struct {
 	AbortOnToken *int32        // abort (SIGABRT, like a GGML_ASSERT) when a request's ids hold this token
 	HangOnToken  *int32        // block forever when a request's ids hold this token
+	AbortOnType  string        // abort on a request of this type ("QUANTIZE"); "" never
+	HangOnType   string        // block forever on a request of this type; "" never
 	ExitAfter    int           // exit(1) after this many requests have been answered (0: never)
 	Delay        time.Duration // sleep this long before each request
 }
@@ -24,6 +26,8 @@ type Chaos struct {
 //
 //	abort-on-token=ID   abort the process (SIGABRT) on a request whose ids hold ID
 //	hang-on-token=ID    block forever on a request whose ids hold ID
+//	abort-on-type=TYPE  abort the process on a request of TYPE (e.g. QUANTIZE, LOAD)
+//	hang-on-type=TYPE   block forever on a request of TYPE
 //	exit-after=N        exit with status 1 after answering N requests
 //	delay=DURATION      sleep DURATION (time.ParseDuration) before each request
 //
@@ -59,6 +63,15 @@ func (c *Chaos) set(k, v string) error {
 		} else {
 			c.HangOnToken = &tok
 		}
+	case "abort-on-type", "hang-on-type":
+		if v == "" || strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") != "" {
+			return fmt.Errorf("%q: want a message type such as QUANTIZE", v)
+		}
+		if k == "abort-on-type" {
+			c.AbortOnType = v
+		} else {
+			c.HangOnType = v
+		}
 	case "exit-after":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -72,14 +85,15 @@ func (c *Chaos) set(k, v string) error {
 		}
 		c.Delay = d
 	default:
-		return fmt.Errorf("unknown drill (want abort-on-token, hang-on-token, exit-after or delay)")
+		return fmt.Errorf("unknown drill (want abort-on-token, hang-on-token, abort-on-type, hang-on-type, exit-after or delay)")
 	}
 	return nil
 }
 
 // Active reports whether any drill is set.
 func (c Chaos) Active() bool {
-	return c.AbortOnToken != nil || c.HangOnToken != nil || c.ExitAfter > 0 || c.Delay > 0
+	return c.AbortOnToken != nil || c.HangOnToken != nil || c.AbortOnType != "" || c.HangOnType != "" ||
+		c.ExitAfter > 0 || c.Delay > 0
 }
 
 func (c Chaos) String() string {
@@ -89,6 +103,12 @@ func (c Chaos) String() string {
 	}
 	if c.HangOnToken != nil {
 		parts = append(parts, fmt.Sprintf("hang-on-token=%d", *c.HangOnToken))
+	}
+	if c.AbortOnType != "" {
+		parts = append(parts, "abort-on-type="+c.AbortOnType)
+	}
+	if c.HangOnType != "" {
+		parts = append(parts, "hang-on-type="+c.HangOnType)
 	}
 	if c.ExitAfter > 0 {
 		parts = append(parts, fmt.Sprintf("exit-after=%d", c.ExitAfter))

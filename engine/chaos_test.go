@@ -21,6 +21,9 @@ func TestParseChaos(t *testing.T) {
 		{"abort-on-token=x", Chaos{}, true},
 		{"explode=1", Chaos{}, true},
 		{"abort-on-token", Chaos{}, true},
+		{"abort-on-type=QUANTIZE,hang-on-type=LOAD", Chaos{AbortOnType: "QUANTIZE", HangOnType: "LOAD"}, false},
+		{"abort-on-type=quantize", Chaos{}, true},
+		{"hang-on-type=", Chaos{}, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseChaos(tt.in)
@@ -42,6 +45,8 @@ func FuzzParseChaos(f *testing.F) {
 	f.Add("delay=1h,,exit-after=1")                          // empty element
 	f.Add("abort-on-token=99999999999")                      // out of int32 range
 	f.Add("hang-on-token=-3,delay=0s,exit-after=2147483647") // edge values
+	f.Add("abort-on-type=QUANTIZE,hang-on-type=LOAD")        // type drills
+	f.Add("hang-on-type=Q,UANTIZE")                          // a type cut by a comma
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := ParseChaos(s)
 		if err != nil {

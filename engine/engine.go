@@ -60,6 +60,32 @@ type Stats struct {
 	ModelsLoaded []string // model refs, sorted
 }
 
+// QuantizeRequest asks an engine to write a quantized copy of a model artifact.
+type QuantizeRequest struct {
+	Path    string // source artifact
+	Digest  string // "sha256:<hex>" of the source; verified before quantizing
+	OutPath string // where to write the copy; must not exist
+	FType   string // target file type name ("q8_0", "q4_k_m": gguf.ParseFileType)
+	Threads int    // 0: the engine's default
+}
+
+// QuantizeResult describes the file Quantize wrote.
+type QuantizeResult struct {
+	Digest string // "sha256:<hex>" of the file at OutPath
+	Size   int64
+	Took   time.Duration
+}
+
+// Quantizer is an Engine that can quantize models (QUANTIZE, an extension).
+// The serve loop answers QUANTIZE with ERR unsupported for an engine that is
+// not one.
+type Quantizer interface {
+	// Quantize verifies the source and writes the quantized copy
+	// (artifact_invalid, bad_request, unsupported). A failed quantization
+	// leaves nothing at OutPath.
+	Quantize(ctx context.Context, req QuantizeRequest) (QuantizeResult, error)
+}
+
 // Engine runs models for one worker. The serve loop calls it from a single
 // goroutine, one request at a time; implementations need not be safe for
 // concurrent use. Every error returned is a *wire.Error (see wire.CodeOf).

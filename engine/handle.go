@@ -44,6 +44,9 @@ func (s *server) handle(ctx context.Context, msg wire.Message) (wire.Message, er
 		if err = s.eng.Unload(ctx, m.ModelRef); err == nil {
 			resp = &wire.Unloaded{ReqID: id}
 		}
+	case *wire.Quantize:
+		id = m.ReqID
+		resp, err = s.quantize(ctx, m)
 	case *wire.Ping:
 		st := s.eng.Stats()
 		resp = &wire.Pong{ReqID: m.ReqID, RSSMB: st.RSSMB, ModelsLoaded: st.ModelsLoaded}
@@ -117,4 +120,17 @@ func (s *server) rerank(ctx context.Context, m *wire.Rerank) (wire.Message, erro
 		return nil, err
 	}
 	return &wire.Scores{ReqID: m.ReqID, N: len(scores), Data: scores}, nil
+}
+
+func (s *server) quantize(ctx context.Context, m *wire.Quantize) (wire.Message, error) {
+	q, ok := s.eng.(Quantizer)
+	if !ok {
+		return nil, wire.Errorf(wire.CodeUnsupported, "engine %s cannot quantize models", s.eng.Info().Name)
+	}
+	res, err := q.Quantize(ctx, QuantizeRequest{Path: m.ArtifactPath, Digest: m.ArtifactDigest, OutPath: m.OutPath, FType: m.FType, Threads: m.Threads})
+	if err != nil {
+		return nil, err
+	}
+	s.opts.Log.Info("model quantized", "ftype", m.FType, "out_digest", res.Digest, "out_size", res.Size, "ms", res.Took.Milliseconds())
+	return &wire.Quantized{ReqID: m.ReqID, OutDigest: res.Digest, OutSize: res.Size, MS: res.Took.Milliseconds()}, nil
 }

@@ -53,6 +53,10 @@ type LlamaOptions struct {
 //	vocab_only  (extension) true: load the vocabulary alone (llama.cpp's vocab_only), with
 //	            every other field zero. Such a model serves TOKENIZE only; EMBED_BATCH,
 //	            RERANK and GENERATE answer unsupported. It loads vocabulary-only GGUFs.
+//
+// Llama is a Quantizer: QUANTIZE (extension) runs llama_model_quantize with
+// its default parameters (output and token-embedding tensors as the file
+// type decides, no importance matrix) and the request's ftype and threads.
 type Llama struct {
 	info   wire.EngineInfo
 	models map[string]*llamaModel // by ref

@@ -32,8 +32,9 @@ var nonCausal = map[string]bool{
 	"modern-bert": true, "neo-bert": true, "t5encoder": true, "eurobert": true,
 }
 
-// isCausal reports whether the model's attention is causal (a decoder).
-func isCausal(meta *gguf.File) bool {
+// IsCausal reports whether the model's attention is causal (a decoder):
+// <arch>.attention.causal, else false for the known bidirectional encoders.
+func IsCausal(meta *gguf.File) bool {
 	arch := meta.Architecture()
 	if c, ok := meta.Bool(arch + ".attention.causal"); ok {
 		return c
@@ -193,7 +194,7 @@ func resolveConfig(rc wire.RuntimeConfig, meta *gguf.File) (llamaConfig, error) 
 	case !cfg.embeddings && p != llama.PoolingTypeUnspecified && p != llama.PoolingTypeNone:
 		return bad("pooling %q needs embeddings: true (generation contexts do not pool)", rc.Pooling)
 	}
-	if cfg.embeddings && !isCausal(meta) && train > 0 && cfg.nCtx > train {
+	if cfg.embeddings && !IsCausal(meta) && train > 0 && cfg.nCtx > train {
 		return bad("n_ctx %d exceeds the model's training context %d (bidirectional model)", cfg.nCtx, train)
 	}
 	if cfg.nCtx == 0 {
@@ -274,7 +275,7 @@ func loadModel(path string, meta *gguf.File, cfg llamaConfig) (*llamaModel, erro
 	if cfg.vocabOnly {
 		return m, nil
 	}
-	m.encode = !isCausal(meta) || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
+	m.encode = !IsCausal(meta) || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
 	if err := m.init(); err != nil {
 		m.free()
 		return nil, err

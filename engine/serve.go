@@ -171,6 +171,13 @@ func (s *server) drillBefore(msg wire.Message) {
 		s.opts.Log.Warn("chaos: hang-on-token", "token", *c.HangOnToken)
 		call(s.opts.Hang, Hang)
 	}
+	if t := string(msg.Type()); t == c.AbortOnType {
+		s.opts.Log.Warn("chaos: abort-on-type", "type", t)
+		call(s.opts.Abort, Abort)
+	} else if t == c.HangOnType {
+		s.opts.Log.Warn("chaos: hang-on-type", "type", t)
+		call(s.opts.Hang, Hang)
+	}
 }
 
 func call(f, def func()) {

@@ -68,7 +68,7 @@ func BenchmarkServeRoundTrip(b *testing.B) {
 }
 
 // socketPair returns the two ends of a connected Unix stream socket.
-func socketPair(b *testing.B) (net.Conn, net.Conn) {
+func socketPair(b testing.TB) (net.Conn, net.Conn) {
 	dir := b.TempDir()
 	ln, err := net.Listen("unix", dir+"/s")
 	if err != nil {

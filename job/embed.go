@@ -125,7 +125,7 @@ func commonMetadata(o *Options, m *artifact.Artifact) map[string]string {
 	if idField == "" {
 		idField = "auto: id, else _id, else the row index"
 	}
-	return map[string]string{
+	meta := map[string]string{
 		"synapse.version":      o.Version,
 		"synapse.model":        filepath.Base(m.Path),
 		"synapse.model_name":   m.Name,
@@ -138,6 +138,14 @@ func commonMetadata(o *Options, m *artifact.Artifact) map[string]string {
 		"synapse.skip_empty":   strconv.FormatBool(o.Read.SkipEmpty),
 		"synapse.shard":        fmt.Sprintf("%d/%d", o.Read.Shard, max(o.Read.Shards, 1)),
 	}
+	if e := m.Entry; e != nil { // a cached model: which variant ran
+		meta["synapse.model_quantization"] = e.Quantization
+		if q := e.Quality; e.Of != "" && q != nil {
+			meta["synapse.model_quantized_from"] = e.Of
+			meta["synapse.model_quality"] = fmt.Sprintf("cosine to the source: min %.6f, mean %.6f over %d %s texts", q.MinCosine, q.MeanCosine, q.Texts, q.Sample)
+		}
+	}
+	return meta
 }
 
 // resumeGuard is what a resume must find unchanged beyond the output's

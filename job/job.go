@@ -153,7 +153,7 @@ func begin(o *Options, kind string, formats ...dataio.Format) (*runner, error) {
 	}
 	r.sum = Summary{Kind: kind, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos}
 	r.defaults()
-	if err := checkOutputs(o, formats); err != nil {
+	if err := CheckOutputs(o, formats); err != nil {
 		return nil, err
 	}
 	m, err := artifact.Open(o.Model)
@@ -195,10 +195,14 @@ func (r *runner) defaults() {
 	}
 }
 
-// checkOutputs refuses, before anything starts, an output the job cannot
-// write: an unknown or unsupported format, a missing or read-only
-// directory, an output that is one of the inputs.
-func checkOutputs(o *Options, formats []dataio.Format) error {
+// CheckOutputs refuses, before anything starts, an output the job cannot
+// write: an unknown or unsupported format (formats are the kind's), a
+// missing or read-only directory, an output that is one of the inputs.
+func CheckOutputs(o *Options, formats []dataio.Format) error {
+	errorsPath := o.Errors
+	if errorsPath == "" {
+		errorsPath = o.Out + ".errors.jsonl"
+	}
 	f, err := dataio.FormatOf(o.Out)
 	if err != nil {
 		return &ConfigError{err}
@@ -210,7 +214,7 @@ func checkOutputs(o *Options, formats []dataio.Format) error {
 		}
 		return configErrorf("output %s: this command writes %s, not .%s", o.Out, strings.Join(names, ", "), f)
 	}
-	for _, p := range []string{o.Out, o.Errors} {
+	for _, p := range []string{o.Out, errorsPath} {
 		dir := filepath.Dir(p)
 		st, err := os.Stat(dir)
 		switch {
@@ -226,7 +230,7 @@ func checkOutputs(o *Options, formats []dataio.Format) error {
 		}
 	}
 	for _, in := range o.Inputs {
-		if in != "-" && (sameFile(in, o.Out) || sameFile(in, o.Errors)) {
+		if in != "-" && (sameFile(in, o.Out) || sameFile(in, errorsPath)) {
 			return configErrorf("output %s would overwrite the input %s", o.Out, in)
 		}
 	}

@@ -236,8 +236,26 @@ func helperAnswer(m wire.Message, c chaos, models *[]string) wire.Message {
 		return v
 	case *wire.Ping:
 		return &wire.Pong{ReqID: m.ReqID, RSSMB: 7, ModelsLoaded: *models}
+	case *wire.Quantize:
+		return helperQuantize(m)
 	}
 	return &wire.Err{ReqID: requestID(m), Code: wire.CodeUnknownType, Msg: "helper: " + string(m.Type())}
+}
+
+// helperQuantize answers QUANTIZE, or behaves as its ftype says: "abort"
+// dies by SIGABRT, "hang" never answers, "old" answers as a worker without
+// the extension does (unknown_type).
+func helperQuantize(m *wire.Quantize) wire.Message {
+	switch m.FType {
+	case "abort":
+		helperAbort("quantize")
+	case "hang":
+		fmt.Fprintln(os.Stderr, "helper: hanging in quantize")
+		helperHang()
+	case "old":
+		return &wire.Err{ReqID: m.ReqID, Code: wire.CodeUnknownType, Msg: `unknown message type "QUANTIZE"`}
+	}
+	return &wire.Quantized{ReqID: m.ReqID, OutDigest: "sha256:" + m.FType, OutSize: int64(len(m.OutPath)), MS: 1}
 }
 
 // helperModule is a module process: it starts a pool of one sticky helper

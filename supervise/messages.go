@@ -79,6 +79,10 @@ func prepare(m wire.Message, id uint64, ref string) (wire.Message, error) {
 		c := *m
 		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
 		return &c, nil
+	case *wire.Quantize:
+		c := *m
+		c.ReqID = id
+		return &c, nil
 	case *wire.Ping:
 		return &wire.Ping{ReqID: id}, nil
 	case nil:
@@ -103,6 +107,7 @@ var replyType = map[wire.MsgType]wire.MsgType{
 	wire.TypeUnload:     wire.TypeUnloaded,
 	wire.TypePing:       wire.TypePong,
 	wire.TypeTokenize:   wire.TypeTokens,
+	wire.TypeQuantize:   wire.TypeQuantized,
 }
 
 // setReplyID gives a reply the caller's req_id back.
@@ -121,6 +126,8 @@ func setReplyID(m wire.Message, id uint64) {
 	case *wire.Pong:
 		m.ReqID = id
 	case *wire.Tokens:
+		m.ReqID = id
+	case *wire.Quantized:
 		m.ReqID = id
 	}
 }

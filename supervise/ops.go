@@ -197,7 +197,10 @@ func (p *Pool) loadOn(ctx context.Context, s *slot, m *model) (*wire.Loaded, err
 	p.mu.Unlock()
 	if have {
 		p.release(s, w)
-		return &wire.Loaded{ModelRef: ref}, nil
+		p.mu.Lock()
+		dims := m.dims
+		p.mu.Unlock()
+		return &wire.Loaded{ModelRef: ref, Dims: dims}, nil
 	}
 	req := m.load
 	resp, err := p.doOn(ctx, s, w, &req, m, p.cfg.LoadTimeout)
@@ -208,6 +211,7 @@ func (p *Pool) loadOn(ctx context.Context, s *slot, m *model) (*wire.Loaded, err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.loaded[m.key] = loaded.ModelRef
+	m.dims = loaded.Dims
 	if m.ref == "" {
 		m.ref = loaded.ModelRef
 		p.byRef[m.ref] = m

@@ -61,6 +61,7 @@ type model struct {
 	key  ModelKey
 	load wire.Load
 	ref  string // the model_ref callers use (the first worker's)
+	dims int    // LOADED's dims, returned again to a Load of a loaded model
 }
 
 // Pool supervises a fixed number of single-lane worker processes. Its

@@ -74,8 +74,12 @@ func TestLoadAndEmbed(t *testing.T) {
 	if loaded.ModelRef != "helper:sha256:aa" || loaded.Dims != 2 || loaded.ReqID != 77 {
 		t.Errorf("Load: got %+v; want model_ref helper:sha256:aa, dims 2, req_id 77", loaded)
 	}
-	if _, err := p.Load(ctx, load); err != nil { // already loaded: not sent again
+	again, err := p.Load(ctx, load) // already loaded: not sent again
+	if err != nil {
 		t.Fatalf("second Load: %v", err)
+	}
+	if again.ModelRef != loaded.ModelRef || again.Dims != loaded.Dims {
+		t.Errorf("second Load: got %+v; want model_ref %s, dims %d as the first", again, loaded.ModelRef, loaded.Dims)
 	}
 	req := embed(loaded.ModelRef, []int32{1, 2, 3}, []int32{10})
 	resp, err := p.Do(ctx, req, time.Minute)

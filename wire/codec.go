@@ -142,5 +142,8 @@ func validate(m Message) error {
 	if l, ok := m.(*Loaded); ok && l.Dims < 0 {
 		return protoErrorf("bad LOADED: negative dims %d", l.Dims)
 	}
+	if q, ok := m.(*Quantized); ok && q.OutSize < 0 {
+		return protoErrorf("bad QUANTIZED: negative out_size %d", q.OutSize)
+	}
 	return nil
 }

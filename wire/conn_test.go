@@ -39,6 +39,8 @@ func sampleMessages() []Message {
 		&Err{ReqID: 7, Code: CodeOOM, Msg: "cannot allocate 2 GiB"},
 		&Tokenize{ReqID: 8, ModelRef: "m1", Text: "Hello, world", AddSpecial: true, ParseSpecial: true},
 		&Tokens{ReqID: 8, N: 4, IDs: []int32{101, 7592, 1010, 102}},
+		&Quantize{ReqID: 9, ArtifactPath: "/models/minilm-f16.gguf", ArtifactDigest: "sha256:00ff", OutPath: "/cache/tmp-1/model.gguf", FType: "q8_0", Threads: 2},
+		&Quantized{ReqID: 9, OutDigest: "sha256:0a1b", OutSize: 25165824, MS: 1250},
 	}
 }
 
@@ -62,6 +64,8 @@ func edgeMessages() []Message {
 		&Hello{},
 		&Err{ReqID: 11, Code: "future_code"},
 		&Text{Text: "\x00\u2028\"'"},
+		&Quantize{},
+		&Quantized{ReqID: 12},
 	}
 }
 

@@ -74,7 +74,7 @@
 // broke the protocol) and *UnknownTypeError (the peer sent a type this
 // version does not know). Codes are stable strings: see Code.
 //
-// # Versioning and the TOKENIZE extension
+// # Versioning and the extensions
 //
 // Version is the protocol version byte; a module refuses a HELLO with
 // another major. Within v1, additions are new message types: a decoder
@@ -111,9 +111,29 @@
 // announces neither is served with RERANK per query, and a job that asks
 // for sampling is refused.
 //
+// QUANTIZE and QUANTIZED are another, for the module's model cache:
+//
+//	QUANTIZE {req_id, artifact_path, artifact_digest, out_path, ftype, threads}
+//	   → QUANTIZED {req_id, out_digest, out_size, ms} | ERR
+//
+// The worker verifies the source's digest, runs the engine's quantizer
+// (llama.cpp's llama_model_quantize) into out_path and hashes what it
+// wrote. It runs in a worker so that a quantizer crash costs that worker,
+// under the request's deadline, like any other request. A worker without
+// the extension answers ERR{code: unknown_type}, which the module reports as
+// "quantization needs a newer worker"; an engine that has no quantizer
+// answers ERR{code: unsupported}. The frames of QUANTIZE {req_id:9,
+// artifact_path:"/m/src.gguf", artifact_digest:"sha256:00ff",
+// out_path:"/m/tmp/out.gguf", ftype:"q8_0", threads:2}
+// (testdata/quantize.golden):
+//
+//	94 00 00 00                          control frame, 148 bytes, no raw frame:
+//	{"type":"QUANTIZE","req_id":9,"artifact_path":"/m/src.gguf",...}
+//
 // A decoder can only skip an unknown message whose raw frame, if any, it
 // knows about: an old peer would read the raw frame of an unknown type as a
 // control frame and fail with *ProtocolError. So a new type that carries a
-// raw frame is sent only to peers known to have it; TOKENIZE has none, and
-// only a worker that knows TOKENIZE answers with TOKENS.
+// raw frame is sent only to peers known to have it; TOKENIZE and QUANTIZE
+// have none, and only a worker that knows them answers with TOKENS or
+// QUANTIZED.
 package wire

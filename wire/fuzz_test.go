@@ -86,6 +86,13 @@ func FuzzRecv(f *testing.F) {
 	f.Add(jsonFrame(`{"type":["PING"]}`))
 	// Raw length mismatch: VECTORS announces 2×2 floats, sends 1.
 	f.Add(concat(jsonFrame(`{"type":"VECTORS","n":2,"dims":2}`), idsFrame(1)))
+	// QUANTIZE/QUANTIZED (extension): valid, truncated, a negative out_size,
+	// and a QUANTIZE among messages for a peer that skips it if unknown.
+	f.Add(concat(jsonFrame(`{"type":"QUANTIZE","req_id":5,"artifact_path":"/m/a.gguf","artifact_digest":"sha256:00","out_path":"/m/b.gguf","ftype":"q8_0","threads":1}`),
+		jsonFrame(`{"type":"QUANTIZED","req_id":5,"out_digest":"sha256:01","out_size":1024,"ms":3}`)))
+	f.Add(jsonFrame(`{"type":"QUANTIZE","req_id":5,"artifact_pa`)[:20])
+	f.Add(jsonFrame(`{"type":"QUANTIZED","req_id":5,"out_size":-1}`))
+	f.Add(concat(jsonFrame(`{"type":"QUANTIZE","req_id":6,"ftype":7}`), jsonFrame(`{"type":"PING","req_id":7}`)))
 	// Counts that overflow.
 	f.Add(jsonFrame(`{"type":"VECTORS","n":4294967296,"dims":4294967296}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -24,6 +24,9 @@ func TestGolden(t *testing.T) {
 		{"embed_batch.golden", &EmbedBatch{ReqID: 2, ModelRef: "m1", Pooling: "mean", Normalize: true,
 			Items: []Item{{ID: 0, NTokens: 2}, {ID: 1, NTokens: 1}}, IDs: []int32{101, -1, 102}}},
 		{"vectors.golden", &Vectors{ReqID: 2, Dims: 2, N: 1, Data: []float32{1, -0.5}}},
+		{"quantize.golden", &Quantize{ReqID: 9, ArtifactPath: "/m/src.gguf", ArtifactDigest: "sha256:00ff",
+			OutPath: "/m/tmp/out.gguf", FType: "q8_0", Threads: 2}},
+		{"quantized.golden", &Quantized{ReqID: 9, OutDigest: "sha256:0a1b", OutSize: 25165824, MS: 1250}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -4,7 +4,8 @@ package wire
 // exactly as protocol v1 writes it.
 type MsgType string
 
-// Message types of protocol v1, plus the TOKENIZE/TOKENS extension.
+// Message types of protocol v1, plus the TOKENIZE/TOKENS and
+// QUANTIZE/QUANTIZED extensions.
 const (
 	TypeHello      MsgType = "HELLO"
 	TypeHelloAck   MsgType = "HELLO_ACK"
@@ -24,6 +25,8 @@ const (
 	TypeErr        MsgType = "ERR"
 	TypeTokenize   MsgType = "TOKENIZE"
 	TypeTokens     MsgType = "TOKENS"
+	TypeQuantize   MsgType = "QUANTIZE"
+	TypeQuantized  MsgType = "QUANTIZED"
 	// TypeRerankGroups is an extension (see the package documentation).
 	TypeRerankGroups MsgType = "RERANK_GROUPS"
 )
@@ -294,6 +297,36 @@ type Tokens struct {
 	IDs   []int32 `json:"-"` // raw frame
 }
 
+// Quantize (extension) asks the worker to write a quantized copy of a model
+// artifact. JSON: {"type":"QUANTIZE", "req_id", "artifact_path",
+// "artifact_digest", "out_path", "ftype", "threads"}. No raw frame. The
+// worker verifies artifact_digest ("sha256:<hex>") as LOAD does, refuses an
+// out_path that exists, and writes the copy there with every weight matrix
+// it can quantize stored as FType, a file type name ("q8_0", "q4_k_m",
+// "f16": gguf.ParseFileType). Threads 0 means the engine's default.
+// Answered by QUANTIZED, or ERR (artifact_invalid, bad_request, unsupported
+// for an engine that cannot quantize, unknown_type from a worker without the
+// extension).
+type Quantize struct {
+	ReqID          uint64 `json:"req_id"`
+	ArtifactPath   string `json:"artifact_path"`
+	ArtifactDigest string `json:"artifact_digest"`
+	OutPath        string `json:"out_path"`
+	FType          string `json:"ftype"`
+	Threads        int    `json:"threads"`
+}
+
+// Quantized (extension) answers QUANTIZE.
+// JSON: {"type":"QUANTIZED", "req_id", "out_digest", "out_size", "ms"}. No
+// raw frame. OutDigest is "sha256:<hex>" of the file written, OutSize its
+// size in bytes, MS the time the quantizer took.
+type Quantized struct {
+	ReqID     uint64 `json:"req_id"`
+	OutDigest string `json:"out_digest"`
+	OutSize   int64  `json:"out_size"`
+	MS        int64  `json:"ms"`
+}
+
 func (*Hello) Type() MsgType        { return TypeHello }
 func (*HelloAck) Type() MsgType     { return TypeHelloAck }
 func (*Load) Type() MsgType         { return TypeLoad }
@@ -330,6 +363,10 @@ func (m *Err) RequestID() uint64          { return m.ReqID }
 func (m *Tokenize) RequestID() uint64     { return m.ReqID }
 func (m *Tokens) RequestID() uint64       { return m.ReqID }
 func (m *RerankGroups) RequestID() uint64 { return m.ReqID }
+func (*Quantize) Type() MsgType           { return TypeQuantize }
+func (*Quantized) Type() MsgType          { return TypeQuantized }
+func (m *Quantize) RequestID() uint64     { return m.ReqID }
+func (m *Quantized) RequestID() uint64    { return m.ReqID }
 
 // newMessage returns a zero message of a known type, or nil.
 func newMessage(t MsgType) Message {
@@ -372,6 +409,10 @@ func newMessage(t MsgType) Message {
 		return new(Tokens)
 	case TypeRerankGroups:
 		return new(RerankGroups)
+	case TypeQuantize:
+		return new(Quantize)
+	case TypeQuantized:
+		return new(Quantized)
 	}
 	return nil
 }

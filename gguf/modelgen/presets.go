@@ -34,6 +34,14 @@ func MiniLM(v Vocab) BERT {
 		Pooling: PoolingMean, WeightType: gguf.GGMLTypeF16, Seed: DefaultSeed, Vocab: v}
 }
 
+// BERTBase has the shape of bert-base / bge-base (12 layers, 768 wide, 12
+// heads, 3072 FFN, 512 context, F16, mean pooling; about 110M parameters with
+// a 30,522-token vocabulary), for benchmarks where the weights dominate.
+func BERTBase(v Vocab) BERT {
+	return BERT{Name: "synapse-bert-base-random", Layers: 12, Width: 768, Heads: 12, FFN: 3072, Context: 512,
+		Pooling: PoolingMean, WeightType: gguf.GGMLTypeF16, Seed: DefaultSeed, Vocab: v}
+}
+
 // DemoWords is the word list of the demo model's vocabulary when none is given.
 var DemoWords = []string{
 	"the", "a", "an", "of", "and", "or", "to", "in", "on", "for", "with", "is", "are", "was", "be", "by",

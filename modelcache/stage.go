@@ -1,0 +1,191 @@
+package modelcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// errLocked is flock's answer when the lock is held and waiting was not asked.
+var errLocked = errors.New("modelcache: locked")
+
+// ErrNameTaken is returned by Commit when another entry has the name.
+var ErrNameTaken = errors.New("name taken")
+
+func (s *Store) tmpDir() string { return filepath.Join(s.Root, "tmp") }
+
+// lockStore takes the store-wide lock that orders commits, removals and
+// staging against the clean-up of abandoned staging directories.
+func (s *Store) lockStore() (func(), error) {
+	if err := os.MkdirAll(s.tmpDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("modelcache: %w", err)
+	}
+	return flock(filepath.Join(s.Root, ".lock"), true)
+}
+
+// LockKey takes the lock named key (e.g. a digest) that serialises work on
+// one model across processes, waiting for it as long as ctx allows;
+// waiting, if not nil, is called once when another process holds it.
+func (s *Store) LockKey(ctx context.Context, key string, waiting func()) (unlock func(), err error) {
+	dir := filepath.Join(s.Root, "locks")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("modelcache: %w", err)
+	}
+	path := filepath.Join(dir, strings.NewReplacer(":", "-", "/", "-").Replace(key)+".lock")
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		unlock, err := flock(path, false)
+		if !errors.Is(err, errLocked) {
+			return unlock, err
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("modelcache: waiting for %s: %w", key, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Staging is an entry being written: a private directory under tmp/, locked
+// for as long as it is in use, renamed into place by Commit.
+type Staging struct {
+	s      *Store
+	dir    string
+	unlock func()
+}
+
+// Stage creates a staging directory, first removing those abandoned by
+// processes that died.
+func (s *Store) Stage() (*Staging, error) {
+	unlockStore, err := s.lockStore()
+	if err != nil {
+		return nil, err
+	}
+	defer unlockStore()
+	s.cleanLocked()
+	for {
+		dir := filepath.Join(s.tmpDir(), fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano()))
+		unlock, err := flock(dir+".lock", false)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+			unlock()
+			continue
+		} else if err != nil {
+			unlock()
+			return nil, fmt.Errorf("modelcache: %w", err)
+		}
+		return &Staging{s: s, dir: dir, unlock: unlock}, nil
+	}
+}
+
+// Dir is the staging directory.
+func (st *Staging) Dir() string { return st.dir }
+
+// File is where the staged model file goes (Put, or a quantizer's output).
+func (st *Staging) File() string { return filepath.Join(st.dir, ModelFile) }
+
+// Abort removes the staging directory. It is safe after Commit.
+func (st *Staging) Abort() {
+	if st.unlock == nil {
+		return
+	}
+	os.RemoveAll(st.dir)
+	os.Remove(st.dir + ".lock")
+	st.unlock()
+	st.unlock = nil
+}
+
+// Commit writes e's entry.json into the staging directory and renames the
+// directory into place as e's entry. If an entry with e's digest exists
+// already (another process was first), it is returned with existed true and
+// the staging directory is dropped. A name another digest has is
+// ErrNameTaken.
+func (st *Staging) Commit(e Entry) (got Entry, existed bool, err error) {
+	defer st.Abort()
+	if err := CheckName(e.Name); err != nil {
+		return Entry{}, false, err
+	}
+	if err := writeEntry(st.dir, e); err != nil {
+		return Entry{}, false, err
+	}
+	if err := syncDir(st.dir); err != nil {
+		return Entry{}, false, err
+	}
+	unlock, err := st.s.lockStore()
+	if err != nil {
+		return Entry{}, false, err
+	}
+	defer unlock()
+	if old, ok, err := st.s.Get(e.Digest); err != nil || ok {
+		return old, ok, err
+	}
+	entries, _ := st.s.Entries()
+	for _, o := range entries {
+		if o.Name == e.Name {
+			return Entry{}, false, fmt.Errorf("modelcache: %w: %q is %s (added from %s)", ErrNameTaken, e.Name, o.Digest, o.SourcePath)
+		}
+	}
+	dst := filepath.Join(st.s.Root, dirName(e.Digest))
+	if err := os.Rename(st.dir, dst); err != nil {
+		return Entry{}, false, fmt.Errorf("modelcache: commit %s: %w", e.Name, err)
+	}
+	if err := syncDir(st.s.Root); err != nil {
+		return Entry{}, false, err
+	}
+	e.dir = dst
+	return e, false, nil
+}
+
+// cleanLocked removes staging directories whose lock no process holds, and
+// their lock files. Call with the store lock held.
+func (s *Store) cleanLocked() {
+	des, err := os.ReadDir(s.tmpDir())
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		name := de.Name()
+		path := filepath.Join(s.tmpDir(), name)
+		if base, ok := strings.CutSuffix(name, ".lock"); ok {
+			if _, err := os.Lstat(filepath.Join(s.tmpDir(), base)); errors.Is(err, fs.ErrNotExist) {
+				if unlock, err := flock(path, false); err == nil {
+					os.Remove(path)
+					unlock()
+				}
+			}
+			continue
+		}
+		unlock, err := flock(path+".lock", false)
+		if err != nil {
+			continue // in use
+		}
+		os.RemoveAll(path)
+		os.Remove(path + ".lock")
+		unlock()
+	}
+}
+
+// syncDir makes a directory's entries durable.
+func syncDir(dir string) error {
+	fh, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("modelcache: %w", err)
+	}
+	defer fh.Close()
+	if err := fh.Sync(); err != nil {
+		return fmt.Errorf("modelcache: sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+// Package modelcache is synapse's content-addressed store of models: each
+// model file kept once under its SHA-256 with an entry describing it, names
+// and digest prefixes to find it by, and a small cache of file digests so
+// that a big model is hashed once rather than on every run.
+//
+// Layout of a store (Root):
+//
+//	sha256-<hex>/model.gguf    the model (a hard link to the added file, or a copy)
+//	sha256-<hex>/entry.json    its Entry
+//	digests.json               digests of files outside the store, by (path, size, mtime, inode)
+//	tmp/<id>, tmp/<id>.lock    entries being written; renamed into place when complete
+//	locks/<key>.lock           serialises concurrent additions of one model
+//	.lock                      held briefly while entries are committed or removed
+//
+// An entry directory appears by rename, complete, or not at all: an
+// interrupted addition leaves only a tmp/ directory, which the next writer
+// removes once its lock shows that its process is gone.
+package modelcache
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// File names inside a store.
+const (
+	EntryFile = "entry.json"
+	ModelFile = "model.gguf"
+)
+
+const digestPrefix = "sha256:"
+
+// ErrNotFound is returned for a name or digest prefix no entry has.
+var ErrNotFound = errors.New("not in the model cache")
+
+// AmbiguousError is returned for a digest prefix several entries share.
+type AmbiguousError struct {
+	Ref     string
+	Matches []Entry
+}
+
+func (e *AmbiguousError) Error() string {
+	var names []string
+	for _, m := range e.Matches {
+		names = append(names, m.Short()+" ("+m.Name+")")
+	}
+	return fmt.Sprintf("modelcache: digest prefix %q is ambiguous: %s; give more digits", e.Ref, strings.Join(names, ", "))
+}
+
+// Store is a model store rooted at a directory, which is created when the
+// first entry (or digest) is written.
+type Store struct {
+	Root string
+}
+
+// EnvDir is the environment variable that overrides the default store.
+const EnvDir = "SYNAPSE_MODELS"
+
+// DefaultRoot is $SYNAPSE_MODELS, else $XDG_CACHE_HOME/synapse/models, else
+// ~/.cache/synapse/models.
+func DefaultRoot() (string, error) {
+	if d := os.Getenv(EnvDir); d != "" {
+		return filepath.Abs(d)
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("modelcache: no cache directory (set %s or XDG_CACHE_HOME): %w", EnvDir, err)
+	}
+	return filepath.Join(base, "synapse", "models"), nil
+}
+
+// Open returns the store at root, or at DefaultRoot when root is "".
+func Open(root string) (*Store, error) {
+	if root == "" {
+		var err error
+		if root, err = DefaultRoot(); err != nil {
+			return nil, err
+		}
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("modelcache: %w", err)
+	}
+	return &Store{Root: abs}, nil
+}
+
+// dirName is an entry's directory name for a digest.
+func dirName(digest string) string {
+	return "sha256-" + strings.TrimPrefix(digest, digestPrefix)
+}
+
+// Entries returns the store's entries sorted by name. Entries that cannot be
+// read are left out and reported, joined, in the error; the others are still
+// returned. A store that does not exist yet is empty.
+func (s *Store) Entries() ([]Entry, error) {
+	des, err := os.ReadDir(s.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("modelcache: %w", err)
+	}
+	var out []Entry
+	var bad []error
+	for _, de := range des {
+		if !de.IsDir() || !strings.HasPrefix(de.Name(), "sha256-") {
+			continue
+		}
+		e, err := readEntry(filepath.Join(s.Root, de.Name()))
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(bad...)
+}
+
+// Get returns the entry of a full digest ("sha256:<hex>").
+func (s *Store) Get(digest string) (Entry, bool, error) {
+	e, err := readEntry(filepath.Join(s.Root, dirName(digest)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, err
+	}
+	return e, true, nil
+}
+
+// Lookup finds an entry by name, or by a digest prefix of at least four hex
+// digits, written bare, as "sha256:<hex>" or as "sha256-<hex>". A name wins
+// over a digest prefix. Unknown refs are ErrNotFound; a prefix several
+// entries share is *AmbiguousError.
+func (s *Store) Lookup(ref string) (Entry, error) {
+	entries, listErr := s.Entries()
+	for _, e := range entries {
+		if e.Name == ref {
+			return e, nil
+		}
+	}
+	if hexd, ok := digestPrefixOf(ref); ok {
+		var matches []Entry
+		for _, e := range entries {
+			if strings.HasPrefix(strings.TrimPrefix(e.Digest, digestPrefix), hexd) {
+				matches = append(matches, e)
+			}
+		}
+		switch len(matches) {
+		case 1:
+			return matches[0], nil
+		case 0:
+		default:
+			return Entry{}, &AmbiguousError{Ref: ref, Matches: matches}
+		}
+	}
+	err := fmt.Errorf("modelcache: %q: no model of that name or digest prefix %w at %s (see `synapse models ls`)", ref, ErrNotFound, s.Root)
+	if listErr != nil {
+		err = fmt.Errorf("%w; unreadable entries: %w", err, listErr)
+	}
+	return Entry{}, err
+}
+
+// digestPrefixOf returns the lower-case hex digits of a digest reference.
+func digestPrefixOf(ref string) (string, bool) {
+	h := strings.ToLower(ref)
+	h = strings.TrimPrefix(strings.TrimPrefix(h, "sha256:"), "sha256-")
+	if len(h) < 4 || len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return "", false
+	}
+	return h, true
+}
+
+// Variant returns the entry quantized from digest of to file type ftype
+// (a gguf.FileType name such as "Q8_0"), if there is one.
+func (s *Store) Variant(of, ftype string) (Entry, bool, error) {
+	entries, err := s.Entries()
+	for _, e := range entries {
+		if e.Of == of && strings.EqualFold(e.Quantization, ftype) {
+			return e, true, nil
+		}
+	}
+	return Entry{}, false, err
+}
+
+// Remove deletes an entry: its directory is renamed away under the store's
+// lock, so that readers see it whole or not at all, then removed. A hard
+// link's source file is not touched.
+func (s *Store) Remove(e Entry) error {
+	if filepath.Dir(e.dir) != s.Root {
+		return fmt.Errorf("modelcache: remove %s: not an entry of %s", e.dir, s.Root)
+	}
+	unlock, err := s.lockStore()
+	if err != nil {
+		return err
+	}
+	trash, err := os.MkdirTemp(s.tmpDir(), "rm-")
+	if err == nil {
+		err = os.Rename(e.dir, filepath.Join(trash, "entry"))
+	}
+	unlock()
+	if err != nil {
+		return fmt.Errorf("modelcache: remove %s: %w", e.Name, err)
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		return fmt.Errorf("modelcache: remove %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// EntryFor returns the entry whose model file path is, when path lies in an
+// entry directory of any store: its digest is then known without hashing.
+func EntryFor(path string) (Entry, bool) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Entry{}, false
+	}
+	dir := filepath.Dir(abs)
+	if !strings.HasPrefix(filepath.Base(dir), "sha256-") {
+		return Entry{}, false
+	}
+	e, err := readEntry(dir)
+	if err != nil || e.File != filepath.Base(abs) {
+		return Entry{}, false
+	}
+	return e, true
+}
