@@ -76,6 +76,10 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 		return err
 	}
 	defer eng.Close()
+	extensions := engine.Extensions(eng)
+	if chaos.OldWorker {
+		extensions = nil
+	}
 	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: cfg.socket, Net: "unix"})
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -83,7 +87,7 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 	defer nc.Close()
 	conn := wire.NewConn(nc)
 	nc.SetDeadline(time.Now().Add(handshakeTimeout))
-	if err := engine.Handshake(conn, cfg.nonce, eng.Info()); err != nil {
+	if err := engine.Handshake(conn, cfg.nonce, eng.Info(), extensions); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	nc.SetDeadline(time.Time{})

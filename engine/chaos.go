@@ -20,6 +20,9 @@ type Chaos struct {
 	HangOnType   string        // block forever on a request of this type; "" never
 	ExitAfter    int           // exit(1) after this many requests have been answered (0: never)
 	Delay        time.Duration // sleep this long before each request
+	// OldWorker plays a worker from before the extensions: it announces
+	// none in HELLO and answers extension requests with unknown_type.
+	OldWorker bool
 }
 
 // ParseChaos parses SYNAPSE_CHAOS: comma-separated drills
@@ -30,6 +33,8 @@ type Chaos struct {
 //	hang-on-type=TYPE   block forever on a request of TYPE
 //	exit-after=N        exit with status 1 after answering N requests
 //	delay=DURATION      sleep DURATION (time.ParseDuration) before each request
+//	old-worker=1        announce no extensions in HELLO (RERANK_GROUPS, GENERATE.sampling)
+//	                    and answer RERANK_GROUPS with unknown_type, as an older worker would
 //
 // An empty string runs no drill.
 func ParseChaos(s string) (Chaos, error) {
@@ -84,8 +89,13 @@ func (c *Chaos) set(k, v string) error {
 			return fmt.Errorf("%q: want a duration ≥ 0", v)
 		}
 		c.Delay = d
+	case "old-worker":
+		if v != "1" {
+			return fmt.Errorf("%q: want 1", v)
+		}
+		c.OldWorker = true
 	default:
-		return fmt.Errorf("unknown drill (want abort-on-token, hang-on-token, abort-on-type, hang-on-type, exit-after or delay)")
+		return fmt.Errorf("unknown drill (want abort-on-token, hang-on-token, abort-on-type, hang-on-type, exit-after, delay or old-worker)")
 	}
 	return nil
 }
@@ -93,7 +103,7 @@ func (c *Chaos) set(k, v string) error {
 // Active reports whether any drill is set.
 func (c Chaos) Active() bool {
 	return c.AbortOnToken != nil || c.HangOnToken != nil || c.AbortOnType != "" || c.HangOnType != "" ||
-		c.ExitAfter > 0 || c.Delay > 0
+		c.ExitAfter > 0 || c.Delay > 0 || c.OldWorker
 }
 
 func (c Chaos) String() string {
@@ -115,6 +125,9 @@ func (c Chaos) String() string {
 	}
 	if c.Delay > 0 {
 		parts = append(parts, "delay="+c.Delay.String())
+	}
+	if c.OldWorker {
+		parts = append(parts, "old-worker=1")
 	}
 	return strings.Join(parts, ",")
 }

@@ -29,6 +29,9 @@ const (
 const (
 	FinishStop   = "stop"   // the model produced an end-of-generation token
 	FinishLength = "length" // max_tokens or the context size was reached
+	// FinishGrammar: the grammar allowed nothing but the end, where the
+	// model's own most likely token would have gone on.
+	FinishGrammar = "grammar"
 )
 
 // LoadRequest asks an engine to load a model artifact.
@@ -51,7 +54,40 @@ type Generation struct {
 	Text         string
 	NPrompt      int    // prompt tokens evaluated
 	NGen         int    // tokens generated (the end-of-generation token is not counted)
-	FinishReason string // FinishStop or FinishLength
+	FinishReason string // FinishStop, FinishLength or FinishGrammar
+}
+
+// GenerateOptions shape one generation.
+type GenerateOptions struct {
+	MaxTokens int    // at most this many tokens
+	Grammar   string // a GBNF grammar with rule "root", "" for none
+	// Temperature 0 decodes greedily (deterministic). Above 0 the engine
+	// samples with this temperature from a generator seeded with Seed, so
+	// the same (prompt, options) give the same text.
+	Temperature float32
+	Seed        uint32
+}
+
+// RerankGroup is one query and its candidates.
+type RerankGroup struct {
+	Query      []int32
+	Candidates [][]int32
+}
+
+// Extender is an Engine that serves protocol extensions of its own; the
+// worker announces them in HELLO (wire.ExtSampling).
+type Extender interface {
+	Extensions() []string
+}
+
+// Extensions are the extensions a worker serving eng announces: those the
+// serve loop handles for every engine and the engine's own.
+func Extensions(eng Engine) []string {
+	ext := []string{wire.ExtRerankGroups}
+	if x, ok := eng.(Extender); ok {
+		ext = append(ext, x.Extensions()...)
+	}
+	return ext
 }
 
 // Stats is a snapshot of the engine's process.
@@ -96,12 +132,14 @@ type Engine interface {
 	// of len(seqs)*dims. pooling "" means the pooling the model was loaded with.
 	// The ids are embedded as given: the module adds any special tokens.
 	Embed(ctx context.Context, modelRef, pooling string, normalize bool, seqs [][]int32) (vecs []float32, dims int, err error)
-	// Rerank scores each candidate against the query; the engine builds each
-	// pair with the model's own special tokens from plain ids.
-	Rerank(ctx context.Context, modelRef string, query []int32, candidates [][]int32) ([]float32, error)
-	// Generate decodes greedily from prompt, constrained by a GBNF grammar
-	// when grammar is not empty.
-	Generate(ctx context.Context, modelRef string, prompt []int32, maxTokens int, grammar string) (Generation, error)
+	// Rerank scores each candidate against its group's query, groups in
+	// order; the engine builds each pair with the model's own special tokens
+	// from plain ids, and may evaluate pairs of several groups together.
+	Rerank(ctx context.Context, modelRef string, groups []RerankGroup) ([]float32, error)
+	// Generate completes prompt, constrained by a GBNF grammar when
+	// opt.Grammar is not empty; greedily unless opt.Temperature > 0 (an
+	// engine that cannot sample answers unsupported).
+	Generate(ctx context.Context, modelRef string, prompt []int32, opt GenerateOptions) (Generation, error)
 	// Tokenize runs the engine's own tokenizer (used to check the module's).
 	Tokenize(ctx context.Context, modelRef, text string, addSpecial, parseSpecial bool) ([]int32, error)
 	// Unload frees a model (model_not_loaded if unknown).

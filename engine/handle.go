@@ -26,11 +26,19 @@ func (s *server) handle(ctx context.Context, msg wire.Message) (wire.Message, er
 		resp, err = s.embed(ctx, m)
 	case *wire.Rerank:
 		id = m.ReqID
-		resp, err = s.rerank(ctx, m)
+		g := wire.RerankGroup{QueryNTokens: m.QueryNTokens, Candidates: m.Candidates}
+		resp, err = s.rerank(ctx, id, m.ModelRef, []wire.RerankGroup{g}, m.IDs)
+	case *wire.RerankGroups:
+		id = m.ReqID
+		if s.opts.Chaos.OldWorker {
+			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"RERANK_GROUPS\" (old-worker drill)"}, nil
+		}
+		resp, err = s.rerank(ctx, id, m.ModelRef, m.Groups, m.IDs)
 	case *wire.Generate:
 		id = m.ReqID
 		var g Generation
-		if g, err = s.eng.Generate(ctx, m.ModelRef, m.IDs, m.MaxTokens, m.Grammar); err == nil {
+		opt := GenerateOptions{MaxTokens: m.MaxTokens, Grammar: m.Grammar, Temperature: m.Temperature, Seed: m.Seed}
+		if g, err = s.eng.Generate(ctx, m.ModelRef, m.IDs, opt); err == nil {
 			resp = &wire.Text{ReqID: id, Text: g.Text, NPrompt: g.NPrompt, NGen: g.NGen, FinishReason: g.FinishReason}
 		}
 	case *wire.Tokenize:
@@ -100,26 +108,36 @@ func (s *server) embed(ctx context.Context, m *wire.EmbedBatch) (wire.Message, e
 	return &wire.Vectors{ReqID: m.ReqID, Dims: dims, N: len(seqs), Data: vecs}, nil
 }
 
-func (s *server) rerank(ctx context.Context, m *wire.Rerank) (wire.Message, error) {
-	total := m.QueryNTokens
-	for _, c := range m.Candidates {
-		total += c.NTokens
+// rerank splits ids into the groups' queries and candidates and scores them.
+func (s *server) rerank(ctx context.Context, id uint64, ref string, groups []wire.RerankGroup, ids []int32) (wire.Message, error) {
+	total := 0
+	for _, g := range groups {
+		total += g.QueryNTokens
+		for _, c := range g.Candidates {
+			total += c.NTokens
+		}
 	}
-	if total != len(m.IDs) {
-		return nil, wire.Errorf(wire.CodeBadRequest, "query and candidates announce %d ids; the raw frame holds %d", total, len(m.IDs))
+	if total != len(ids) {
+		return nil, wire.Errorf(wire.CodeBadRequest, "queries and candidates announce %d ids; the raw frame holds %d", total, len(ids))
 	}
-	query := m.IDs[:m.QueryNTokens:m.QueryNTokens]
-	cands := make([][]int32, len(m.Candidates))
-	off := m.QueryNTokens
-	for i, c := range m.Candidates {
-		cands[i] = m.IDs[off : off+c.NTokens : off+c.NTokens]
-		off += c.NTokens
+	take := func(n int) []int32 {
+		part := ids[:n:n]
+		ids = ids[n:]
+		return part
 	}
-	scores, err := s.eng.Rerank(ctx, m.ModelRef, query, cands)
+	gs := make([]RerankGroup, len(groups))
+	for i, g := range groups {
+		gs[i].Query = take(g.QueryNTokens)
+		gs[i].Candidates = make([][]int32, len(g.Candidates))
+		for j, c := range g.Candidates {
+			gs[i].Candidates[j] = take(c.NTokens)
+		}
+	}
+	scores, err := s.eng.Rerank(ctx, ref, gs)
 	if err != nil {
 		return nil, err
 	}
-	return &wire.Scores{ReqID: m.ReqID, N: len(scores), Data: scores}, nil
+	return &wire.Scores{ReqID: id, N: len(scores), Data: scores}, nil
 }
 
 func (s *server) quantize(ctx context.Context, m *wire.Quantize) (wire.Message, error) {

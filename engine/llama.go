@@ -151,6 +151,9 @@ func detectRelease(dir string) (string, error) {
 // Info names the engine: llama.cpp, its release and the CPU features it uses.
 func (e *Llama) Info() wire.EngineInfo { return e.info }
 
+// Extensions implements Extender: llama.cpp samples (GENERATE.sampling).
+func (e *Llama) Extensions() []string { return []string{wire.ExtSampling} }
+
 // Stats reports the process RSS and the loaded models.
 func (e *Llama) Stats() Stats {
 	refs := make([]string, 0, len(e.models))

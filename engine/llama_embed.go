@@ -239,11 +239,11 @@ func (m *llamaModel) checkIDs(s []int32, limit int) error {
 	return nil
 }
 
-// Rerank scores query–candidate pairs with rank pooling. Each pair is built
-// from the plain ids with the model's special tokens: BERT-style
-// [CLS] q [SEP] d [SEP] for WordPiece vocabularies, XLM-R-style
-// <s> q </s></s> d </s> otherwise.
-func (e *Llama) Rerank(ctx context.Context, ref string, query []int32, cands [][]int32) ([]float32, error) {
+// Rerank scores query–candidate pairs with rank pooling, the pairs of all
+// groups evaluated together. Each pair is built from the plain ids with the
+// model's special tokens: BERT-style [CLS] q [SEP] d [SEP] for WordPiece
+// vocabularies, XLM-R-style <s> q </s></s> d </s> otherwise.
+func (e *Llama) Rerank(ctx context.Context, ref string, groups []RerankGroup) ([]float32, error) {
 	m, err := e.runnable(ref, "rerank")
 	if err != nil {
 		return nil, err
@@ -255,10 +255,14 @@ func (e *Llama) Rerank(ctx context.Context, ref string, query []int32, cands [][
 	if err != nil {
 		return nil, err
 	}
-	pairs := make([][]int32, len(cands))
-	for i, d := range cands {
-		if pairs[i], err = m.pair(query, d); err != nil {
-			return nil, err
+	var pairs [][]int32
+	for _, g := range groups {
+		for _, d := range g.Candidates {
+			p, err := m.pair(g.Query, d)
+			if err != nil {
+				return nil, err
+			}
+			pairs = append(pairs, p)
 		}
 	}
 	dims := m.width(llama.PoolingTypeRank)

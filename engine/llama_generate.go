@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -26,11 +27,16 @@ func (e *tokenError) Error() string {
 	return fmt.Sprintf("token id %d outside the vocabulary [0,%d)", e.tok, e.nVocab)
 }
 
-// Generate decodes greedily (deterministic) from prompt until an
-// end-of-generation token (FinishStop), maxTokens tokens or a full context
-// (FinishLength). A non-empty grammar is a GBNF grammar with rule "root" that
-// constrains every token; one llama.cpp cannot parse is config_invalid.
-func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, maxTokens int, grammar string) (Generation, error) {
+// Generate decodes from prompt until an end-of-generation token
+// (FinishStop, or FinishGrammar when the grammar allowed nothing else while
+// the model alone would have gone on), opt.MaxTokens tokens or a full
+// context (FinishLength). It decodes greedily (deterministic) unless
+// opt.Temperature > 0: then it samples at that temperature from a generator
+// seeded with opt.Seed (the same for the same prompt and options). A
+// non-empty grammar is a GBNF grammar with rule "root" that constrains every
+// token; one llama.cpp cannot parse is config_invalid.
+func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, opt GenerateOptions) (Generation, error) {
+	maxTokens, grammar := opt.MaxTokens, opt.Grammar
 	m, err := e.runnable(ref, "generate")
 	if err != nil {
 		return Generation{}, err
@@ -41,10 +47,13 @@ func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, maxTok
 	if maxTokens < 0 {
 		return Generation{}, wire.Errorf(wire.CodeBadRequest, "max_tokens %d < 0", maxTokens)
 	}
+	if opt.Temperature < 0 || math.IsNaN(float64(opt.Temperature)) || math.IsInf(float64(opt.Temperature), 0) {
+		return Generation{}, wire.Errorf(wire.CodeBadRequest, "temperature %v: want 0 (greedy) or more", opt.Temperature)
+	}
 	if err := m.checkIDs(prompt, m.cfg.nCtx); err != nil {
 		return Generation{}, wire.Errorf(wire.CodeBadRequest, "prompt: %w", err)
 	}
-	chain, err := m.sampler(grammar)
+	chain, err := m.sampler(grammar, opt.Temperature, opt.Seed)
 	if err != nil {
 		return Generation{}, err
 	}
@@ -61,6 +70,9 @@ func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, maxTok
 		tok := llama.SamplerSample(chain, m.gen, -1)
 		if tok == llama.TokenNull || llama.VocabIsEOG(m.vocab, tok) {
 			g.FinishReason = FinishStop
+			if grammar != "" && !m.prefersEnd() {
+				g.FinishReason = FinishGrammar
+			}
 			break
 		}
 		out = append(out, tok)
@@ -76,8 +88,25 @@ func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, maxTok
 	return g, nil
 }
 
-// sampler builds the greedy chain, behind a grammar sampler when grammar is set.
-func (m *llamaModel) sampler(grammar string) (llama.Sampler, error) {
+// prefersEnd reports whether the model's own most likely next token (the
+// logits before any sampler) ends the generation.
+func (m *llamaModel) prefersEnd() bool {
+	logits, err := llama.GetLogitsIth(m.gen, -1, int(m.nVocab))
+	if err != nil || len(logits) == 0 {
+		return true
+	}
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	return llama.VocabIsEOG(m.vocab, llama.Token(best))
+}
+
+// sampler builds the chain: a grammar sampler when grammar is set, then
+// greedy choice, or temperature and a seeded draw when temp > 0.
+func (m *llamaModel) sampler(grammar string, temp float32, seed uint32) (llama.Sampler, error) {
 	if strings.IndexByte(grammar, 0) >= 0 {
 		return 0, wire.Errorf(wire.CodeConfigInvalid, "grammar contains a NUL byte")
 	}
@@ -90,6 +119,11 @@ func (m *llamaModel) sampler(grammar string) (llama.Sampler, error) {
 			return 0, wire.Errorf(wire.CodeConfigInvalid, "grammar rejected by llama.cpp's GBNF parser: %s", logs.takeErrors())
 		}
 		llama.SamplerChainAdd(chain, g)
+	}
+	if temp > 0 {
+		llama.SamplerChainAdd(chain, llama.SamplerInitTemp(temp))
+		llama.SamplerChainAdd(chain, llama.SamplerInitDist(seed))
+		return chain, nil
 	}
 	llama.SamplerChainAdd(chain, llama.SamplerInitGreedy())
 	return chain, nil

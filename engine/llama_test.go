@@ -317,7 +317,7 @@ func TestRerankReference(t *testing.T) {
 			}
 			cands = append(cands, d)
 		}
-		scores, err := testEngine(t).Rerank(context.Background(), info.Ref, q, cands)
+		scores, err := testEngine(t).Rerank(context.Background(), info.Ref, []RerankGroup{{Query: q, Candidates: cands}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,6 +332,43 @@ func TestRerankReference(t *testing.T) {
 
 var genConfig = wire.RuntimeConfig{ContextSize: 256, Threads: 1}
 
+// TestGenerateSampling: sampling at a temperature gives the same text for
+// the same seed, another for another seed, and stays within a grammar.
+func TestGenerateSampling(t *testing.T) {
+	e := testEngine(t)
+	info := loadFixture(t, genLlama, genConfig)
+	prompt, err := e.Tokenize(context.Background(), info.Ref, "Once upon a time", true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(seed uint32, grammar string) string {
+		g, err := e.Generate(context.Background(), info.Ref, prompt, GenerateOptions{MaxTokens: 12, Grammar: grammar, Temperature: 1.5, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Text
+	}
+	a, b := gen(1, ""), gen(1, "")
+	if a != b {
+		t.Errorf("seed 1 twice: %q then %q; want the same text", a, b)
+	}
+	differs := false
+	for seed := uint32(2); seed < 6 && !differs; seed++ {
+		differs = gen(seed, "") != a
+	}
+	if !differs {
+		t.Errorf("seeds 2-5 all gave %q: the seed is not used", a)
+	}
+	for seed := uint32(1); seed < 6; seed++ {
+		if s := gen(seed, `root ::= ("yes" | "no")`); s != "yes" && s != "no" {
+			t.Errorf("seed %d: %q breaks the grammar", seed, s)
+		}
+	}
+	if _, err := e.Generate(context.Background(), info.Ref, prompt, GenerateOptions{MaxTokens: 2, Temperature: -1}); wire.CodeOf(err) != wire.CodeBadRequest {
+		t.Errorf("temperature -1: %v; want bad_request", err)
+	}
+}
+
 func TestGenerate(t *testing.T) {
 	e := testEngine(t)
 	info := loadFixture(t, genLlama, genConfig)
@@ -345,13 +382,14 @@ func TestGenerate(t *testing.T) {
 		accept        func(string) bool
 		finish        string
 	}{
-		{"yes or no", `root ::= ("yes" | "no")`, 16, func(s string) bool { return s == "yes" || s == "no" }, FinishStop},
-		{"digits", `root ::= [0-9] [0-9] [0-9]`, 16, func(s string) bool { return len(s) == 3 && strings.Trim(s, "0123456789") == "" }, FinishStop},
+		// A random model does not prefer the end itself: the grammar ends it.
+		{"yes or no", `root ::= ("yes" | "no")`, 16, func(s string) bool { return s == "yes" || s == "no" }, FinishGrammar},
+		{"digits", `root ::= [0-9] [0-9] [0-9]`, 16, func(s string) bool { return len(s) == 3 && strings.Trim(s, "0123456789") == "" }, FinishGrammar},
 		{"no grammar, length", "", 5, func(string) bool { return true }, FinishLength},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, err := e.Generate(context.Background(), info.Ref, prompt, tt.max, tt.grammar)
+			g, err := e.Generate(context.Background(), info.Ref, prompt, GenerateOptions{MaxTokens: tt.max, Grammar: tt.grammar})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -364,7 +402,7 @@ func TestGenerate(t *testing.T) {
 			if tt.finish == FinishLength && g.NGen != tt.max {
 				t.Errorf("n_gen %d; want %d", g.NGen, tt.max)
 			}
-			again, err := e.Generate(context.Background(), info.Ref, prompt, tt.max, tt.grammar)
+			again, err := e.Generate(context.Background(), info.Ref, prompt, GenerateOptions{MaxTokens: tt.max, Grammar: tt.grammar})
 			if err != nil || again != g {
 				t.Errorf("second run %+v, %v; want %+v (greedy is deterministic)", again, err, g)
 			}
@@ -389,7 +427,7 @@ func TestGenerateErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Generate(context.Background(), tt.ref, tt.prompt, 4, tt.grammar)
+			_, err := e.Generate(context.Background(), tt.ref, tt.prompt, GenerateOptions{MaxTokens: 4, Grammar: tt.grammar})
 			if got := wire.CodeOf(err); got != tt.want {
 				t.Errorf("got %v (%q); want code %q", err, got, tt.want)
 			}

@@ -39,8 +39,8 @@ func TestVocabOnlyLoad(t *testing.T) {
 	}
 	ctx := context.Background()
 	_, _, errEmbed := e.Embed(ctx, info.Ref, "", true, [][]int32{{101, 102}})
-	_, errRerank := e.Rerank(ctx, info.Ref, []int32{101}, [][]int32{{102}})
-	_, errGen := e.Generate(ctx, info.Ref, []int32{101}, 1, "")
+	_, errRerank := e.Rerank(ctx, info.Ref, []RerankGroup{{Query: []int32{101}, Candidates: [][]int32{{102}}}})
+	_, errGen := e.Generate(ctx, info.Ref, []int32{101}, GenerateOptions{MaxTokens: 1})
 	for op, err := range map[string]error{"Embed": errEmbed, "Rerank": errRerank, "Generate": errGen} {
 		if got := wire.CodeOf(err); got != wire.CodeUnsupported {
 			t.Errorf("%s on a vocab_only model: code %q (%v); want %q", op, got, err, wire.CodeUnsupported)

@@ -36,7 +36,7 @@ func TestRerankPairLayouts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := tc.model(t)
-			scores, err := e.Rerank(context.Background(), ref, tc.q, [][]int32{tc.d})
+			scores, err := e.Rerank(context.Background(), ref, []RerankGroup{{Query: tc.q, Candidates: [][]int32{tc.d}}})
 			if err != nil {
 				t.Fatal(err)
 			}

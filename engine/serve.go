@@ -22,9 +22,9 @@ import (
 // HELLO_ACK and adopts the negotiated max frame (never above its own). A
 // refusal, another protocol version, any other message or the end of the
 // stream is an error.
-func Handshake(conn *wire.Conn, nonce string, info wire.EngineInfo) error {
+func Handshake(conn *wire.Conn, nonce string, info wire.EngineInfo, extensions []string) error {
 	ours := conn.MaxFrame()
-	hello := &wire.Hello{V: wire.Version, Nonce: nonce, Engine: info, PID: os.Getpid(), MaxFrame: ours}
+	hello := &wire.Hello{V: wire.Version, Nonce: nonce, Engine: info, PID: os.Getpid(), MaxFrame: ours, Extensions: extensions}
 	if err := conn.Send(hello); err != nil {
 		return fmt.Errorf("engine: handshake: %w", err)
 	}
@@ -194,6 +194,8 @@ func requestIDs(msg wire.Message) []int32 {
 	case *wire.EmbedBatch:
 		return m.IDs
 	case *wire.Rerank:
+		return m.IDs
+	case *wire.RerankGroups:
 		return m.IDs
 	case *wire.Generate:
 		return m.IDs

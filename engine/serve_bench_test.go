@@ -17,10 +17,10 @@ func (e echoEngine) Load(context.Context, LoadRequest) (ModelInfo, error) { retu
 func (e echoEngine) Embed(_ context.Context, _, _ string, _ bool, seqs [][]int32) ([]float32, int, error) {
 	return make([]float32, len(seqs)*e.dims), e.dims, nil
 }
-func (e echoEngine) Rerank(context.Context, string, []int32, [][]int32) ([]float32, error) {
+func (e echoEngine) Rerank(context.Context, string, []RerankGroup) ([]float32, error) {
 	return nil, nil
 }
-func (e echoEngine) Generate(context.Context, string, []int32, int, string) (Generation, error) {
+func (e echoEngine) Generate(context.Context, string, []int32, GenerateOptions) (Generation, error) {
 	return Generation{}, nil
 }
 func (e echoEngine) Tokenize(context.Context, string, string, bool, bool) ([]int32, error) {

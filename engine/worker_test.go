@@ -167,6 +167,9 @@ func TestWorkerHandshake(t *testing.T) {
 	if h.Engine.Name != "llama.cpp" || h.Engine.Version != LlamaRelease || h.Engine.BuildFlags == "" {
 		t.Errorf("HELLO engine %+v; want llama.cpp %s with build flags", h.Engine, LlamaRelease)
 	}
+	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling}) {
+		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling})
+	}
 	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
 	const small = 1 << 20
 	w.conn.SetMaxFrame(small)
@@ -281,6 +284,30 @@ func TestWorkerRequests(t *testing.T) {
 		if !ok || s.ReqID != 4 || len(s.Data) != len(docs) {
 			t.Fatalf("got %#v; want SCORES req_id 4 with %d scores", s, len(docs))
 		}
+		// RERANK_GROUPS: the same pairs, split over two queries (q, and q
+		// reversed), scored in one request; each group's scores are those
+		// of its own RERANK.
+		q2 := []int32{1200, 1000}
+		req2 := &wire.Rerank{ReqID: 5, ModelRef: rr.ModelRef, QueryNTokens: 2, Candidates: []wire.Candidate{{NTokens: 1}}, IDs: append(slices.Clone(q2), docs[1]...)}
+		s2, ok := w.call(req2).(*wire.Scores)
+		if !ok || len(s2.Data) != 1 {
+			t.Fatalf("got %#v; want SCORES with 1 score", s2)
+		}
+		groups := &wire.RerankGroups{ReqID: 6, ModelRef: rr.ModelRef, Groups: []wire.RerankGroup{
+			{QueryNTokens: 2, Candidates: req.Candidates}, {QueryNTokens: 2, Candidates: req2.Candidates}},
+			IDs: append(slices.Clone(req.IDs), req2.IDs...)}
+		sg, ok := w.call(groups).(*wire.Scores)
+		if !ok || sg.ReqID != 6 || len(sg.Data) != len(docs)+1 {
+			t.Fatalf("got %#v; want SCORES req_id 6 with %d scores", sg, len(docs)+1)
+		}
+		for i, want := range append(slices.Clone(s.Data), s2.Data...) {
+			if math.Abs(float64(sg.Data[i]-want)) > 1e-4 {
+				t.Errorf("RERANK_GROUPS score %d: %.6f; want its RERANK's %.6f", i, sg.Data[i], want)
+			}
+		}
+		if s.Data[1] == s2.Data[0] {
+			t.Errorf("queries q and reversed q score a document the same: the test does not tell groups apart")
+		}
 	})
 	t.Run("RERANK reference", func(t *testing.T) {
 		var rref rerankRef
@@ -317,8 +344,8 @@ func TestWorkerRequests(t *testing.T) {
 			t.Fatalf("got %#v; want TOKENS req_id 6 starting with BOS 1", tk)
 		}
 		txt, ok := w.call(&wire.Generate{ReqID: 7, ModelRef: gen.ModelRef, MaxTokens: 16, Grammar: `root ::= ("yes" | "no")`, IDs: tk.IDs}).(*wire.Text)
-		if !ok || txt.ReqID != 7 || (txt.Text != "yes" && txt.Text != "no") || txt.FinishReason != FinishStop || txt.NPrompt != tk.N {
-			t.Errorf("got %#v; want TEXT yes|no, finish stop, n_prompt %d", txt, tk.N)
+		if !ok || txt.ReqID != 7 || (txt.Text != "yes" && txt.Text != "no") || txt.FinishReason != FinishGrammar || txt.NPrompt != tk.N {
+			t.Errorf("got %#v; want TEXT yes|no, finish grammar, n_prompt %d", txt, tk.N)
 		}
 		wantErr(t, w.call(&wire.Generate{ReqID: 8, ModelRef: gen.ModelRef, MaxTokens: 4, Grammar: `root ::= (`, IDs: tk.IDs}), 8, wire.CodeConfigInvalid)
 	})

@@ -33,7 +33,7 @@ func TestHelperOldWorker(t *testing.T) {
 		os.Exit(1)
 	}
 	conn := wire.NewConn(nc)
-	if err := engine.Handshake(conn, nonce, wire.EngineInfo{Name: "old"}); err != nil {
+	if err := engine.Handshake(conn, nonce, wire.EngineInfo{Name: "old"}, nil); err != nil {
 		os.Exit(1)
 	}
 	for {

@@ -142,3 +142,22 @@ func (p *Pool) tryAcquire(s *slot) *worker {
 	p.broadcast()
 	return s.w
 }
+
+// Supports reports whether the pool's workers announced the protocol
+// extension ext in HELLO (every worker that has shaken hands; all are the
+// same program, so one that did not means none can be counted on).
+func (p *Pool) Supports(ext string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := false
+	for _, s := range p.slots {
+		if s.w == nil || s.w.hello == nil {
+			continue
+		}
+		seen = true
+		if !slices.Contains(s.w.hello.Extensions, ext) {
+			return false
+		}
+	}
+	return seen
+}

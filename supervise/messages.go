@@ -40,6 +40,8 @@ func modelRefOf(m wire.Message) (string, bool) {
 		return m.ModelRef, true
 	case *wire.Rerank:
 		return m.ModelRef, true
+	case *wire.RerankGroups:
+		return m.ModelRef, true
 	case *wire.Generate:
 		return m.ModelRef, true
 	case *wire.Unload:
@@ -64,6 +66,10 @@ func prepare(m wire.Message, id uint64, ref string) (wire.Message, error) {
 		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
 		return &c, nil
 	case *wire.Rerank:
+		c := *m
+		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
+		return &c, nil
+	case *wire.RerankGroups:
 		c := *m
 		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
 		return &c, nil
@@ -100,14 +106,15 @@ func pick(a, b string) string {
 
 // replyType is the answer a request expects besides ERR.
 var replyType = map[wire.MsgType]wire.MsgType{
-	wire.TypeLoad:       wire.TypeLoaded,
-	wire.TypeEmbedBatch: wire.TypeVectors,
-	wire.TypeRerank:     wire.TypeScores,
-	wire.TypeGenerate:   wire.TypeText,
-	wire.TypeUnload:     wire.TypeUnloaded,
-	wire.TypePing:       wire.TypePong,
-	wire.TypeTokenize:   wire.TypeTokens,
-	wire.TypeQuantize:   wire.TypeQuantized,
+	wire.TypeLoad:         wire.TypeLoaded,
+	wire.TypeEmbedBatch:   wire.TypeVectors,
+	wire.TypeRerank:       wire.TypeScores,
+	wire.TypeRerankGroups: wire.TypeScores,
+	wire.TypeGenerate:     wire.TypeText,
+	wire.TypeUnload:       wire.TypeUnloaded,
+	wire.TypePing:         wire.TypePong,
+	wire.TypeTokenize:     wire.TypeTokens,
+	wire.TypeQuantize:     wire.TypeQuantized,
 }
 
 // setReplyID gives a reply the caller's req_id back.
