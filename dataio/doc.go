@@ -100,20 +100,26 @@ type (
 	RowError  = record.RowError
 	FileError = record.FileError
 	Progress  = record.Progress
+	Query     = record.Query
+	Candidate = record.Candidate
 )
 
 // Reason codes of row-level errors; see the package documentation.
 const (
-	ReasonMalformedJSON = record.ReasonMalformedJSON
-	ReasonLineTooLong   = record.ReasonLineTooLong
-	ReasonTextTooLong   = record.ReasonTextTooLong
-	ReasonMissingField  = record.ReasonMissingField
-	ReasonNullText      = record.ReasonNullText
-	ReasonNotText       = record.ReasonNotText
-	ReasonInvalidUTF8   = record.ReasonInvalidUTF8
-	ReasonEmptyText     = record.ReasonEmptyText
-	ReasonBadID         = record.ReasonBadID
-	ReasonFileError     = record.ReasonFileError
+	ReasonMalformedJSON   = record.ReasonMalformedJSON
+	ReasonLineTooLong     = record.ReasonLineTooLong
+	ReasonTextTooLong     = record.ReasonTextTooLong
+	ReasonMissingField    = record.ReasonMissingField
+	ReasonNullText        = record.ReasonNullText
+	ReasonNotText         = record.ReasonNotText
+	ReasonInvalidUTF8     = record.ReasonInvalidUTF8
+	ReasonEmptyText       = record.ReasonEmptyText
+	ReasonBadID           = record.ReasonBadID
+	ReasonMissingDocument = record.ReasonMissingDocument
+	ReasonMissingQuery    = record.ReasonMissingQuery
+	ReasonBadScore        = record.ReasonBadScore
+	ReasonQueryTooLong    = record.ReasonQueryTooLong
+	ReasonFileError       = record.ReasonFileError
 )
 
 // rowErrorJSON is the errors-file form of a RowError.
@@ -126,12 +132,14 @@ type rowErrorJSON struct {
 	Reason    string `json:"reason"`
 	Detail    string `json:"detail,omitempty"`
 	Chunk     *int   `json:"chunk,omitempty"`
+	DocID     string `json:"doc_id,omitempty"`
+	Candidate *int   `json:"candidate,omitempty"`
 	WorkerLog string `json:"worker_log,omitempty"`
 }
 
 func rowErrorJSONOf(e *RowError) rowErrorJSON {
 	j := rowErrorJSON{Source: e.Source, Index: e.Index, ID: e.ID, Reason: e.Reason,
-		Detail: e.Detail, Chunk: e.Chunk, WorkerLog: e.WorkerLog}
+		Detail: e.Detail, Chunk: e.Chunk, DocID: e.DocID, Candidate: e.Candidate, WorkerLog: e.WorkerLog}
 	if e.Line > 0 {
 		line := e.Line
 		j.Line = &line

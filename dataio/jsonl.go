@@ -133,6 +133,10 @@ func (s *jsonlSource) parse(d Doc, line []byte) (Doc, error) {
 		}
 		return Doc{}, d.Error(ReasonMalformedJSON, jsonDetail(err))
 	}
+	if s.opts.Raw != nil {
+		d.Fields = obj
+		return d, nil
+	}
 	id, rerr := s.id(d, obj)
 	if rerr != nil {
 		return Doc{}, rerr
@@ -141,30 +145,42 @@ func (s *jsonlSource) parse(d Doc, line []byte) (Doc, error) {
 	parts := make([]string, len(s.opts.TextFields))
 	for i, f := range s.opts.TextFields {
 		raw, ok := obj[f]
-		switch {
-		case !ok:
+		if !ok {
 			return Doc{}, d.Error(ReasonMissingField, fmt.Sprintf("no field %q", f))
-		case raw[0] == 'n':
-			return Doc{}, d.Error(ReasonNullText, fmt.Sprintf("field %q is null", f))
-		case raw[0] != '"':
-			return Doc{}, d.Error(ReasonNotText, fmt.Sprintf("field %q is a JSON %s, not a string", f, jsonKind(raw)))
 		}
-		if !utf8.Valid(raw) {
-			return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("field %q: invalid UTF-8 at byte %d of the value", f, invalidAt(raw)))
-		}
-		if err := json.Unmarshal(raw, &parts[i]); err != nil {
-			return Doc{}, d.Error(ReasonMalformedJSON, jsonDetail(err))
-		}
-		// encoding/json turns an escaped UTF-16 surrogate without its pair
-		// into U+FFFD without a word: list the row instead.
-		if strings.ContainsRune(parts[i], utf8.RuneError) {
-			if at := loneSurrogate(raw); at >= 0 {
-				return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("field %q: unpaired UTF-16 surrogate escape %s at byte %d of the value",
-					f, raw[at:at+6], at))
-			}
+		var err error
+		if parts[i], err = TextValue(d, f, raw); err != nil {
+			return Doc{}, err
 		}
 	}
 	return s.opts.document(d, parts)
+}
+
+// TextValue is the string in field f's JSON value raw of record d, or the
+// RowError that says why it is not one: null_text, not_text, invalid_utf8
+// (raw bytes, or an escaped UTF-16 surrogate without its pair, which
+// encoding/json would turn into U+FFFD without a word), malformed_json.
+func TextValue(d Doc, f string, raw json.RawMessage) (string, error) {
+	switch {
+	case len(raw) == 0 || raw[0] == 'n':
+		return "", d.Error(ReasonNullText, fmt.Sprintf("field %q is null", f))
+	case raw[0] != '"':
+		return "", d.Error(ReasonNotText, fmt.Sprintf("field %q is a JSON %s, not a string", f, jsonKind(raw)))
+	}
+	if !utf8.Valid(raw) {
+		return "", d.Error(ReasonInvalidUTF8, fmt.Sprintf("field %q: invalid UTF-8 at byte %d of the value", f, invalidAt(raw)))
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", d.Error(ReasonMalformedJSON, jsonDetail(err))
+	}
+	if strings.ContainsRune(v, utf8.RuneError) {
+		if at := loneSurrogate(raw); at >= 0 {
+			return "", d.Error(ReasonInvalidUTF8, fmt.Sprintf("field %q: unpaired UTF-16 surrogate escape %s at byte %d of the value",
+				f, raw[at:at+6], at))
+		}
+	}
+	return v, nil
 }
 
 // id finds the document ID of a JSON object.

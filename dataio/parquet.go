@@ -37,6 +37,7 @@ type parquetSource struct {
 	text   []column
 	id     *column // nil: the ID is the Index
 	leaves []int
+	raw    []column // ReadOptions.Raw: the columns to convert; all leaves are read
 
 	rg      int   // current row group
 	rgStart int64 // file row of the first row of rg
@@ -82,6 +83,14 @@ func newParquet(name string, f *os.File, base int64, opts *ReadOptions) (src sou
 
 // resolve finds the text and ID columns in the file's schema.
 func (s *parquetSource) resolve(sc *arrow.Schema) {
+	if s.opts.Raw != nil {
+		for _, name := range s.opts.Raw {
+			if len(sc.FieldIndices(name)) > 0 {
+				s.raw = append(s.raw, column{name: name})
+			}
+		}
+		return
+	}
 	seen := map[int]bool{}
 	use := func(c column) column {
 		if c.leaf >= 0 && !seen[c.leaf] {
@@ -213,11 +222,14 @@ func (s *parquetSource) nextBatch() (bool, error) {
 
 func (s *parquetSource) openGroup(n int64) error {
 	s.rgOpen = true
-	if len(s.leaves) == 0 {
+	leaves := s.leaves
+	if len(s.raw) > 0 {
+		leaves = nil // every column: nested ones have many leaves
+	} else if len(s.leaves) == 0 {
 		s.virtual = n
 		return nil
 	}
-	rr, err := s.fr.GetRecordReader(context.Background(), s.leaves, []int{s.rg})
+	rr, err := s.fr.GetRecordReader(context.Background(), leaves, []int{s.rg})
 	if err != nil {
 		return fmt.Errorf("parquet: %w", err)
 	}
@@ -243,6 +255,9 @@ func (s *parquetSource) batchInGroup() (bool, error) {
 		if s.id != nil {
 			s.id.arr = columnOf(rec, s.id)
 		}
+		for i := range s.raw {
+			s.raw[i].arr = columnOf(rec, &s.raw[i])
+		}
 		return true, nil
 	}
 	err := s.rr.Err()
@@ -263,6 +278,9 @@ func columnOf(rec arrow.RecordBatch, c *column) arrow.Array {
 
 // rowDoc builds the Doc of row i of the current batch.
 func (s *parquetSource) rowDoc(i int, d Doc) (Doc, error) {
+	if s.opts.Raw != nil {
+		return s.rawDoc(i, d)
+	}
 	if s.id == nil {
 		d.ID = indexID(d.Index)
 	} else if id, err := s.idAt(i, d); err != nil {

@@ -20,6 +20,13 @@ type ReadOptions struct {
 	IDField    string   // "" = "id", else "_id", else the decimal Index
 	Prefix     string   // put in front of the joined text
 	SkipEmpty  bool     // report empty or whitespace-only texts as empty_text
+	// Raw returns each row's fields as JSON values (Doc.Fields) instead of
+	// an ID and a text: JSONL objects as they are, the Parquet columns
+	// named here (any type, nested lists and structs included) converted.
+	// TextFields, IDField, Prefix and SkipEmpty are then not used. A row
+	// that is not an object, or a string that is not valid UTF-8, is still
+	// a RowError.
+	Raw []string
 
 	// StartIndex skips records with a smaller Index without parsing them
 	// (whole Parquet row groups are skipped without reading).

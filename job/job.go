@@ -355,18 +355,24 @@ func (r *runner) info(settings string) Info {
 	return in
 }
 
-// docs opens the inputs as documents, from where a resumed run replays.
-func (r *runner) docs(ctx context.Context) (*dataio.Reader, error) {
-	o := r.o
-	ro := o.Read
+// readOptions are the job's read options for this run: from where a
+// resumed run replays, cancelable inputs.
+func (r *runner) readOptions(ctx context.Context) dataio.ReadOptions {
+	ro := r.o.Read
 	ro.StartIndex = r.resume.ReplayFrom
 	ro.Context = ctx
-	if ro.Stdin == nil && slices.Contains(o.Inputs, "-") {
+	if ro.Stdin == nil && slices.Contains(r.o.Inputs, "-") {
 		stdinCtx, stop := context.WithCancel(ctx)
 		r.closer = append(r.closer, stop)
 		ro.Stdin = dataio.CancelableReader(stdinCtx, os.Stdin) // Ctrl-C must not wait for the producer
 	}
-	src, err := dataio.Open(o.Inputs, ro)
+	return ro
+}
+
+// docs opens the inputs as documents, from where a resumed run replays.
+func (r *runner) docs(ctx context.Context) (*dataio.Reader, error) {
+	o := r.o
+	src, err := dataio.Open(o.Inputs, r.readOptions(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@
 package record
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 )
@@ -19,6 +20,11 @@ const (
 	ReasonInvalidUTF8   = "invalid_utf8"
 	ReasonEmptyText     = "empty_text"
 	ReasonBadID         = "bad_id"
+	// Rerank inputs.
+	ReasonMissingDocument = "missing_document" // a run names a document the corpus does not hold
+	ReasonMissingQuery    = "missing_query"    // a run names a query the queries file does not hold
+	ReasonBadScore        = "bad_score"        // an input score that is not a number
+	ReasonQueryTooLong    = "query_too_long"   // a query that alone does not fit the model's context
 	// ReasonFileError marks a FileError in the errors file.
 	ReasonFileError = "file_error"
 )
@@ -36,6 +42,9 @@ type Doc struct {
 	ID        string // document ID (see dataio's package documentation)
 	Text      string // Prefix + the joined text fields
 	PrefixLen int    // length in bytes of the prefix at the start of Text
+	// Fields holds the row's fields as JSON values instead of ID and Text
+	// when the reader was asked for raw rows (dataio.ReadOptions.Raw).
+	Fields map[string]json.RawMessage
 }
 
 // Error returns a row-level error record for d.
@@ -64,7 +73,11 @@ type RowError struct {
 	Reason    string // a stable code: one of the Reason constants, or the pipeline's own
 	Detail    string
 	Chunk     *int   // set for a chunk-level failure: the 0-based chunk
-	WorkerLog string // tail of the worker's log for a chunk-level failure
+	WorkerLog string // tail of the worker's log for an item-level failure
+	// DocID and Candidate name a rerank candidate that failed: its id and
+	// its 0-based position in its query's list.
+	DocID     string
+	Candidate *int
 }
 
 // Error implements error.
@@ -75,6 +88,9 @@ func (e *RowError) Error() string {
 	}
 	if e.Chunk != nil {
 		where += " chunk " + strconv.Itoa(*e.Chunk)
+	}
+	if e.Candidate != nil {
+		where += fmt.Sprintf(" candidate %d (%s)", *e.Candidate, e.DocID)
 	}
 	return fmt.Sprintf("dataio: %s: %s: %s", where, e.Reason, e.Detail)
 }
@@ -108,4 +124,41 @@ type Progress struct {
 	Records     int64 // records consumed so far, skipped ones included (= next Index)
 	ParquetRows int64 // rows consumed from Parquet files
 	JSONLBytes  int64 // bytes consumed from JSONL files (compressed size for gzip)
+}
+
+// Query is one query with the candidates to score against it (rerank). Its
+// Doc is the query: the position of its (first) input row, ID the query id,
+// Text the query.
+type Query struct {
+	Doc
+	Cands []Candidate
+	// Err is set when the query itself cannot be used (no or empty text,
+	// a query a run names that the queries file lacks): none of its
+	// candidates is scored, each goes to the errors file with this reason.
+	Err *RowError
+}
+
+// Candidate is one document of a query's list.
+type Candidate struct {
+	ID    string
+	Text  string   // the document's text fields joined with "\n"
+	Score *float32 // the input's score, if it had one
+	// Where the candidate came from: its own row (flat pairs, run lines) or
+	// its query's row (grouped lists).
+	Source string
+	Line   int
+	Row    int64
+	Index  int64
+	// Err is set when the candidate cannot be scored (missing from the
+	// corpus, empty text, a bad row): it goes to the errors file.
+	Err *RowError
+}
+
+// CandidateError is an error record for candidate k of q.
+func (q *Query) CandidateError(k int, reason, detail string) *RowError {
+	c := &q.Cands[k]
+	e := &RowError{Source: c.Source, Line: c.Line, Row: c.Row, Index: c.Index, Group: q.Group, ID: q.ID,
+		Reason: reason, Detail: detail, DocID: c.ID}
+	e.Candidate = &k
+	return e
 }
