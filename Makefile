@@ -13,7 +13,18 @@ LLAMA_CACHE      := $(CURDIR)/.cache/llama
 LLAMA_LIB_DIR    := $(LLAMA_CACHE)/$(LLAMA_RELEASE)
 LLAMA_STAMP      := $(LLAMA_LIB_DIR)/.installed-$(LLAMA_NPM_VER)
 
+# ONNX Runtime's shared library: the npm package onnxruntime-node ships the
+# official Linux x64 build of libonnxruntime.so.1 (used by the ONNX engine,
+# through github.com/yalue/onnxruntime_go, which dlopens it at run time).
+ORT_NPM_PKG    := onnxruntime-node
+ORT_VERSION    := 1.30.0
+ORT_TGZ_SHA256 := 6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
+ORT_TGZ_PATH   := package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+ORT_LIB_DIR    := $(CURDIR)/.cache/onnxruntime/$(ORT_VERSION)
+ORT_STAMP      := $(ORT_LIB_DIR)/.installed-$(ORT_VERSION)
+
 export SYNAPSE_LLAMA_LIB ?= $(LLAMA_LIB_DIR)
+export SYNAPSE_ORT_LIB   ?= $(ORT_LIB_DIR)
 export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 
 # An execution count, not a duration: Go 1.26's fuzz coordinator can fail a
@@ -21,9 +32,9 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib build test vet fuzz bench demo clean
+.PHONY: setup llama-lib ort-lib build test vet fuzz bench demo clean
 
-setup: llama-lib
+setup: llama-lib ort-lib
 	$(GO) mod download
 
 llama-lib: $(LLAMA_STAMP)
@@ -41,6 +52,20 @@ $(LLAMA_STAMP):
 	  ln -sf libllama.$(LLAMA_RELEASE).so "$(LLAMA_LIB_DIR)/libllama.so"; \
 	  ln -sf libggml.$(LLAMA_RELEASE).so "$(LLAMA_LIB_DIR)/libggml.so"; \
 	  touch "$@"; echo "setup: llama.cpp libraries in $(LLAMA_LIB_DIR)"
+
+ort-lib: $(ORT_STAMP)
+
+$(ORT_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "make setup: npm is required to fetch $(ORT_NPM_PKG)@$(ORT_VERSION) (ONNX Runtime $(ORT_VERSION) shared library); install Node.js/npm and retry" >&2; exit 1; }
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: fetching $(ORT_NPM_PKG)@$(ORT_VERSION) (ONNX Runtime $(ORT_VERSION), ~110 MB)"; \
+	  (cd "$$tmp" && npm pack --silent "$(ORT_NPM_PKG)@$(ORT_VERSION)" >/dev/null); \
+	  tgz=$$(ls "$$tmp"/*.tgz); \
+	  echo "$(ORT_TGZ_SHA256)  $$tgz" | sha256sum -c --quiet - || { echo "make setup: checksum mismatch for $$tgz" >&2; exit 1; }; \
+	  tar -xzf "$$tgz" -C "$$tmp" "$(ORT_TGZ_PATH)"; \
+	  rm -rf "$(ORT_LIB_DIR)"; mkdir -p "$(ORT_LIB_DIR)"; \
+	  mv "$$tmp/$(ORT_TGZ_PATH)" "$(ORT_LIB_DIR)/libonnxruntime.so.1"; \
+	  touch "$@"; echo "setup: ONNX Runtime library in $(ORT_LIB_DIR)"
 
 build:
 	$(GO) build -o bin/synapse .

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -32,11 +33,12 @@ func init() {
 			&cli.StringFlag{Name: "nonce", Usage: "spawn nonce to present in HELLO", Required: true},
 			&cli.StringFlag{Name: "llama-lib", Usage: "directory of the llama.cpp shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 			&cli.StringFlag{Name: "llama-log", Usage: "llama.cpp log level on stderr: debug, info, warn, error, none", Value: "warn", EnvVars: []string{"SYNAPSE_LLAMA_LOG"}},
+			&cli.StringFlag{Name: "ort-lib", Usage: "ONNX Runtime's libonnxruntime.so.1, or the directory holding it", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
 		},
 		Action: func(c *cli.Context) error {
 			return runWorker(c.Context, workerConfig{
 				socket: c.String("socket"), nonce: c.String("nonce"),
-				llamaLib: c.String("llama-lib"), llamaLog: c.String("llama-log"),
+				llamaLib: c.String("llama-lib"), llamaLog: c.String("llama-log"), ortLib: c.String("ort-lib"),
 				id: os.Getenv("SYNAPSE_WORKER_ID"), chaos: os.Getenv("SYNAPSE_CHAOS"),
 				stderr: c.App.ErrWriter,
 			})
@@ -45,13 +47,16 @@ func init() {
 }
 
 type workerConfig struct {
-	socket, nonce, llamaLib, llamaLog, id, chaos string
-	stderr                                       io.Writer
+	socket, nonce, llamaLib, llamaLog, ortLib, id, chaos string
+	stderr                                               io.Writer
 }
 
 // runWorker connects to the module, handshakes and serves until SHUTDOWN or
 // the end of the connection. The module owns the worker's lifecycle: SIGINT
 // is ignored, and an abort inside llama.cpp kills the process by SIGABRT.
+// The worker serves GGUF models with llama.cpp and ONNX models with ONNX
+// Runtime; each library is loaded on the first LOAD of its format, so a
+// worker needs only the libraries of the models it loads.
 func runWorker(ctx context.Context, cfg workerConfig) error {
 	signal.Ignore(os.Interrupt)
 	debug.SetTraceback("crash") // a GGML_ASSERT abort dies by SIGABRT, not exit 2
@@ -64,10 +69,7 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 	if chaos.Active() {
 		log.Warn("chaos drills enabled", "drills", chaos.String())
 	}
-	eng, err := engine.OpenLlama(engine.LlamaOptions{LibDir: cfg.llamaLib, Log: cfg.stderr, LogLevel: cfg.llamaLog})
-	if err != nil {
-		return err
-	}
+	eng := newWorkerEngine(cfg, log)
 	defer eng.Close()
 	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: cfg.socket, Net: "unix"})
 	if err != nil {
@@ -80,8 +82,57 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	nc.SetDeadline(time.Time{})
-	log.Info("serving", "engine", eng.Info().Name, "version", eng.Info().Version, "max_frame", conn.MaxFrame())
+	log.Info("serving", "engines", eng.Info().Version, "max_frame", conn.MaxFrame())
 	return serveUntilDone(ctx, nc, conn, eng, engine.ServeOptions{Log: log, Chaos: chaos})
+}
+
+// newWorkerEngine returns the worker's engine: llama.cpp for gguf, ONNX
+// Runtime for onnx, each opened on first use. Library locations not given
+// are looked for in the cache `make setup` fills, beside the executable or
+// in the working directory.
+func newWorkerEngine(cfg workerConfig, log *slog.Logger) *engine.Mux {
+	self, _ := os.Executable()
+	llamaLib, ortLib := cfg.llamaLib, cfg.ortLib
+	if llamaLib == "" {
+		llamaLib = setupCache(self, filepath.Join("llama", engine.LlamaRelease), "libllama.so")
+	}
+	if ortLib == "" {
+		ortLib = setupCache(self, filepath.Join("onnxruntime", engine.ORTRelease), "libonnxruntime.so.1")
+	}
+	mux := engine.NewMux(
+		engine.MuxEngine{Format: engine.FormatGGUF, Name: "llama.cpp " + engine.LlamaRelease, Open: func() (engine.Engine, error) {
+			e, err := engine.OpenLlama(engine.LlamaOptions{LibDir: llamaLib, Log: cfg.stderr, LogLevel: cfg.llamaLog})
+			if err != nil {
+				return nil, err
+			}
+			return e, nil
+		}},
+		engine.MuxEngine{Format: engine.FormatONNX, Name: "onnxruntime " + engine.ORTRelease, Open: func() (engine.Engine, error) {
+			e, err := engine.OpenONNX(engine.ONNXOptions{Lib: ortLib})
+			if err != nil {
+				return nil, err
+			}
+			return e, nil
+		}},
+	)
+	mux.OnOpen = func(format string, info wire.EngineInfo) {
+		log.Info("engine opened", "format", format, "engine", info.Name, "version", info.Version, "build_flags", info.BuildFlags)
+	}
+	return mux
+}
+
+// setupCache is the directory .cache/REL that `make setup` fills, beside the
+// executable (bin/..) or in the working directory, if it holds file; "" when
+// neither does.
+func setupCache(self, rel, file string) string {
+	rel = filepath.Join(".cache", rel)
+	for _, dir := range []string{filepath.Join(filepath.Dir(self), "..", rel), rel} {
+		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
+			abs, _ := filepath.Abs(dir)
+			return abs
+		}
+	}
+	return ""
 }
 
 // serveUntilDone runs engine.Serve and closes the connection when ctx ends
