@@ -251,7 +251,11 @@ func TestONNXLoadErrors(t *testing.T) {
 		{"unknown operator", onnxLoad(t, write("op.onnx", unknownOp), wire.RuntimeConfig{}), wire.CodeUnsupported, "NoSuchOp"},
 		{"graph fails to load", onnxLoad(t, write("bad.onnx", badGraph), wire.RuntimeConfig{}), wire.CodeArtifactInvalid, "missing_tensor"},
 		{"n_ctx over the model's", onnxLoad(t, good, wire.RuntimeConfig{ContextSize: 33}), wire.CodeConfigInvalid, "n_ctx"},
-		{"generation", func() LoadRequest { r := onnxLoad(t, good, wire.RuntimeConfig{}); r.Config.Embeddings = false; return r }(), wire.CodeUnsupported, "embeddings"},
+		{"generation", func() LoadRequest {
+			r := onnxLoad(t, good, wire.RuntimeConfig{})
+			r.Config.Embeddings = false
+			return r
+		}(), wire.CodeUnsupported, "embeddings"},
 		{"rank pooling", onnxLoad(t, good, wire.RuntimeConfig{Pooling: PoolingRank}), wire.CodeUnsupported, "rerank"},
 		{"gguf format", func() LoadRequest { r := onnxLoad(t, good, wire.RuntimeConfig{}); r.Format = FormatGGUF; return r }(), wire.CodeUnsupported, "onnx"},
 	}
