@@ -23,8 +23,19 @@ ORT_TGZ_PATH   := package/bin/napi-v6/linux/x64/libonnxruntime.so.1
 ORT_LIB_DIR    := $(CURDIR)/.cache/onnxruntime/$(ORT_VERSION)
 ORT_STAMP      := $(ORT_LIB_DIR)/.installed-$(ORT_VERSION)
 
+# Test reference only (never used by synapse): Hugging Face tokenizers as
+# native Node.js builds (npm @anush008/tokenizers, used by fastembed-js), for
+# the tokenizer.json parity tests. The package's JavaScript entry point and
+# its Linux x64 binary go into one directory.
+HFTOK_VERSION    := 0.6.0
+HFTOK_SHA256     := 99adb724530009f5b9926ab2a8e4fbd8db0fa89ecc4504e1dd086b3e4c66afed
+HFTOK_BIN_SHA256 := f8db409cd5b52a2fac2fd963eacf5c33b3d5841c2520ca168c447b2f5cb4a281
+HFTOK_DIR        := $(CURDIR)/.cache/hf-tokenizers/$(HFTOK_VERSION)
+HFTOK_STAMP      := $(HFTOK_DIR)/.installed-$(HFTOK_VERSION)
+
 export SYNAPSE_LLAMA_LIB ?= $(LLAMA_LIB_DIR)
 export SYNAPSE_ORT_LIB   ?= $(ORT_LIB_DIR)
+export SYNAPSE_HF_TOKENIZERS ?= $(HFTOK_DIR)
 export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 
 # An execution count, not a duration: Go 1.26's fuzz coordinator can fail a
@@ -32,7 +43,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib ort-lib build test vet fuzz bench demo clean
+.PHONY: setup llama-lib ort-lib hf-tokenizers build test vet fuzz bench demo clean
 
 setup: llama-lib ort-lib
 	$(GO) mod download
@@ -67,6 +78,22 @@ $(ORT_STAMP):
 	  mv "$$tmp/$(ORT_TGZ_PATH)" "$(ORT_LIB_DIR)/libonnxruntime.so.1"; \
 	  touch "$@"; echo "setup: ONNX Runtime library in $(ORT_LIB_DIR)"
 
+hf-tokenizers: $(HFTOK_STAMP)
+
+$(HFTOK_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm is required to fetch the test reference @anush008/tokenizers@$(HFTOK_VERSION); install Node.js/npm and retry" >&2; exit 1; }
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: fetching @anush008/tokenizers@$(HFTOK_VERSION) (test reference)"; \
+	  (cd "$$tmp" && npm pack --silent "@anush008/tokenizers@$(HFTOK_VERSION)" "@anush008/tokenizers-linux-x64-gnu@$(HFTOK_VERSION)" >/dev/null); \
+	  echo "$(HFTOK_SHA256)  $$tmp/anush008-tokenizers-$(HFTOK_VERSION).tgz" | sha256sum -c --quiet - || { echo "make: checksum mismatch for @anush008/tokenizers" >&2; exit 1; }; \
+	  echo "$(HFTOK_BIN_SHA256)  $$tmp/anush008-tokenizers-linux-x64-gnu-$(HFTOK_VERSION).tgz" | sha256sum -c --quiet - || { echo "make: checksum mismatch for @anush008/tokenizers-linux-x64-gnu" >&2; exit 1; }; \
+	  mkdir -p "$$tmp/a" "$$tmp/b"; \
+	  tar -xzf "$$tmp/anush008-tokenizers-$(HFTOK_VERSION).tgz" -C "$$tmp/a"; \
+	  tar -xzf "$$tmp/anush008-tokenizers-linux-x64-gnu-$(HFTOK_VERSION).tgz" -C "$$tmp/b"; \
+	  rm -rf "$(HFTOK_DIR)"; mkdir -p "$(HFTOK_DIR)"; \
+	  cp "$$tmp/a/package/index.js" "$$tmp/a/package/package.json" "$$tmp/a/package/LICENSE" "$$tmp/b/package/tokenizers.linux-x64-gnu.node" "$(HFTOK_DIR)/"; \
+	  touch "$@"; echo "setup: test reference tokenizers in $(HFTOK_DIR)"
+
 build:
 	$(GO) build -o bin/synapse .
 
@@ -76,7 +103,7 @@ vet:
 
 # Race detector on the concurrent packages; everything else plain.
 RACE_PKGS := ./wire/... ./supervise/... ./pipeline/...
-test: setup vet
+test: setup hf-tokenizers vet
 	$(GO) test -count=1 -race $(RACE_PKGS)
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)')
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)

@@ -70,6 +70,25 @@ func ORTLib(t testing.TB) string {
 	return dir
 }
 
+// HFTokenizers returns the directory of the test reference tokenizers
+// ($SYNAPSE_HF_TOKENIZERS, else the cache `make hf-tokenizers` fills) and
+// the node executable that runs them, or skips the test.
+func HFTokenizers(t testing.TB) (dir, node string) {
+	t.Helper()
+	dir = os.Getenv("SYNAPSE_HF_TOKENIZERS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(), ".cache", "hf-tokenizers", "0.6.0")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.js")); err != nil {
+		t.Skipf("reference tokenizers not found in %s (run `make hf-tokenizers` or set SYNAPSE_HF_TOKENIZERS): %v", dir, err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skipf("reference tokenizers need Node.js: %v", err)
+	}
+	return dir, node
+}
+
 var (
 	buildOnce sync.Once
 	binPath   string
