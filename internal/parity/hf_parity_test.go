@@ -282,4 +282,3 @@ func bpeJSON(t *testing.T, gguf string, prefixSpace bool) map[string]any {
 			"end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false, "vocab": vocab, "merges": v.Merges},
 	}
 }
-
