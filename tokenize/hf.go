@@ -217,8 +217,26 @@ func (t *hfTokenizer) Tokenize(text string, opt Options) Result {
 			out = append(out, Token{ID: id, Start: int32(len(text)), End: int32(len(text))})
 		}
 	}
-	res.Tokens = out
+	res.Tokens = monotone(out)
 	return res
+}
+
+// monotone makes the spans ordered and disjoint: a normalizer can turn one
+// character into several that end up in different tokens (NFD, Hangul);
+// the later tokens get an empty span at the end of the earlier one.
+func monotone(toks []Token) []Token {
+	prev := int32(0)
+	for i := range toks {
+		t := &toks[i]
+		if t.Start < prev {
+			t.Start = prev
+		}
+		if t.End < t.Start {
+			t.End = t.Start
+		}
+		prev = t.End
+	}
+	return toks
 }
 
 // tokenizePiece normalizes a piece of raw text, splits out the normalized

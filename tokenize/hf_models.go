@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -172,19 +173,23 @@ type unigram struct {
 
 func parseUnigram(raw json.RawMessage) (hfModel, error) {
 	var j struct {
-		UnkID        *int32   `json:"unk_id"`
-		Vocab        [][2]any `json:"vocab"`
-		ByteFallback bool     `json:"byte_fallback"`
+		UnkID        *int32               `json:"unk_id"`
+		Vocab        [][2]json.RawMessage `json:"vocab"`
+		ByteFallback bool                 `json:"byte_fallback"`
 	}
 	if err := json.Unmarshal(raw, &j); err != nil {
 		return nil, fmt.Errorf("Unigram: %w", err)
 	}
-	m := &unigram{ids: map[string]int32{}, unkID: NoToken, byteFallback: j.ByteFallback, minScore: 1e300}
+	m := &unigram{ids: map[string]int32{}, unkID: NoToken, byteFallback: j.ByteFallback, minScore: math.Inf(1)}
 	for i, e := range j.Vocab {
-		p, ok1 := e[0].(string)
-		s, ok2 := e[1].(float64)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("Unigram: vocab entry %d: want [piece, score]", i)
+		var p string
+		err := json.Unmarshal(e[0], &p)
+		var s float64
+		if err == nil {
+			s, err = serdeFloat(strings.TrimSpace(string(e[1])))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("Unigram: vocab entry %d: want [piece, score]: %w", i, err)
 		}
 		m.pieces, m.scores = append(m.pieces, p), append(m.scores, s)
 		m.ids[p] = int32(i)
