@@ -38,7 +38,7 @@ func TestResolve(t *testing.T) {
 	touch(t, filepath.Join(two, "a.onnx"), "g")
 	touch(t, filepath.Join(two, "b.onnx"), "g")
 	tests := []struct {
-		path                                  string
+		path                                   string
 		graph, tokenizer, config, pooling, err string
 	}{
 		{hub, "hub/onnx/model.onnx", "hub/tokenizer.json", "hub/config.json", "hub/2_Pool/config.json", ""},
