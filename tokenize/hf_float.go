@@ -81,6 +81,12 @@ func serdeFloat(lit string) (float64, error) {
 	if i != len(lit) {
 		return bad()
 	}
+	return serdeFromParts(lit, neg, sig, exp)
+}
+
+// serdeFromParts is serde_json's f64_from_parts: the significand rounded to
+// float64, then multiplied or divided by a power of ten.
+func serdeFromParts(lit string, neg bool, sig uint64, exp int) (float64, error) {
 	f := float64(sig)
 	for {
 		n := exp

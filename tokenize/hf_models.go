@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -115,23 +116,31 @@ func (m *wordPiece) tokens() []string          { return m.toks }
 func (m *wordPiece) kind() Kind                { return KindWPM }
 func (m *wordPiece) unk() int32                { return m.unkID }
 
+// wpScratch holds a word's bytes, each byte's character and the lookup key.
+type wpScratch struct {
+	s, key []byte
+	charAt []int32
+}
+
+var wpPool = sync.Pool{New: func() any { return &wpScratch{} }}
+
 func (m *wordPiece) tokenize(out []Token, word []nchar) []Token {
 	whole := Token{ID: m.unkID, Start: word[0].start, End: word[len(word)-1].end}
 	if len(word) > m.maxChars {
 		return append(out, whole)
 	}
-	s := nstring(word)
-	charAt := make([]int, len(s)+1) // byte offset → character index
-	for i, b := 0, 0; i < len(word); i++ {
-		n := utf8.RuneLen(word[i].r)
-		for k := 0; k < n; k++ {
-			charAt[b+k] = i
+	sc := wpPool.Get().(*wpScratch)
+	defer wpPool.Put(sc)
+	s, charAt := sc.s[:0], sc.charAt[:0]
+	for i, c := range word {
+		n := len(s)
+		s = utf8.AppendRune(s, c.r)
+		for ; n < len(s); n++ {
+			charAt = append(charAt, int32(i))
 		}
-		b += n
 	}
-	charAt[len(s)] = len(word)
+	sc.s, sc.charAt = s, charAt
 	mark := len(out)
-	var key []byte
 	for start := 0; start < len(s); {
 		end := min(len(s), start+m.maxLen)
 		found := false
@@ -139,13 +148,14 @@ func (m *wordPiece) tokenize(out []Token, word []nchar) []Token {
 			if end < len(s) && !utf8.RuneStart(s[end]) {
 				continue
 			}
-			key = key[:0]
+			key := sc.key[:0]
 			if start > 0 {
 				key = append(key, m.prefix...)
 			}
 			key = append(key, s[start:end]...)
+			sc.key = key
 			if id, ok := m.vocab[string(key)]; ok {
-				out = append(out, Token{ID: id, Start: word[charAt[start]].start, End: word[charAt[end]-1].end})
+				out = append(out, Token{ID: id, Start: word[charAt[start]].start, End: word[charAt[end-1]].end})
 				found = true
 				break
 			}

@@ -13,7 +13,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// hfNormalizer is a tokenizer.json normalizer.
+// hfNormalizer is a tokenizer.json normalizer. normalize may change s in
+// place: callers pass characters they own.
 type hfNormalizer interface {
 	normalize(s []nchar) []nchar
 }
@@ -158,7 +159,18 @@ func filterChars(s []nchar, flags hfFlags) []nchar {
 }
 
 func lowercase(s []nchar) []nchar {
-	out := make([]nchar, 0, len(s))
+	simple := true
+	for _, c := range s {
+		simple = simple && c.r != 0x130
+	}
+	if simple { // one character each: in place
+		var buf [3]rune
+		for i := range s {
+			s[i].r = hfAppendLower(buf[:0], s[i].r)[0]
+		}
+		return s
+	}
+	out := make([]nchar, 0, len(s)+1)
 	var buf [3]rune
 	for _, c := range s {
 		for _, r := range hfAppendLower(buf[:0], c.r) {
@@ -171,6 +183,13 @@ func lowercase(s []nchar) []nchar {
 // decomposeAll is NFD (or NFKD with compat): every character decomposed,
 // then each run of combining characters put in canonical order.
 func decomposeAll(s []nchar, compat bool) []nchar {
+	plain := true // nothing below U+00A0 decomposes, and nothing below U+0300 combines
+	for _, c := range s {
+		plain = plain && c.r < 0xA0
+	}
+	if plain {
+		return s
+	}
 	out := make([]nchar, 0, len(s)+len(s)/4)
 	var buf [32]rune
 	for _, c := range s {

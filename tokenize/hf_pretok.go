@@ -50,12 +50,7 @@ func parseHFPreTokenizer(raw json.RawMessage) (hfPreTokenizer, error) {
 	}
 	switch typ {
 	case "BertPreTokenizer":
-		return preFunc(func(w []nchar, out [][]nchar) [][]nchar {
-			for _, v := range splitChars(w, isHFSpace, splitRemoved, nil) {
-				out = splitChars(v, isBertPunct, splitIsolated, out)
-			}
-			return out
-		}), nil
+		return preFunc(bertPreTokenize), nil
 	case "WhitespaceSplit":
 		return preFunc(func(w []nchar, out [][]nchar) [][]nchar { return splitChars(w, isHFSpace, splitRemoved, out) }), nil
 	case "Whitespace":
@@ -136,6 +131,29 @@ func (q preSequence) split(words [][]nchar) [][]nchar {
 		words = p.split(words)
 	}
 	return words
+}
+
+// bertPreTokenize is BertPreTokenizer in one pass: whitespace splits words
+// and is dropped; each punctuation character is a word of its own.
+func bertPreTokenize(w []nchar, out [][]nchar) [][]nchar {
+	start := -1
+	for i, c := range w {
+		space, punct := isHFSpace(c.r), !isHFSpace(c.r) && isBertPunct(c.r)
+		if (space || punct) && start >= 0 {
+			out = append(out, w[start:i:i])
+			start = -1
+		}
+		switch {
+		case punct:
+			out = append(out, w[i:i+1:i+1])
+		case !space && start < 0:
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, w[start:len(w):len(w)])
+	}
+	return out
 }
 
 func isHFSpace(r rune) bool { return hfOf(r)&hfWhite != 0 }
