@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/tokenize"
 )
 
 // TestInspectONNX inspects a generated ONNX model directory, as JSON and as
@@ -62,5 +63,28 @@ func TestInspectONNX(t *testing.T) {
 	code, _, errOut = runCLI(t, "inspect", filepath.Join(dir, "tokenizer.json"))
 	if code != exitFatal || !strings.Contains(errOut, "tokenizer.json") {
 		t.Errorf("inspect tokenizer.json: exit %d, stderr %q; want a fatal error naming the file", code, errOut)
+	}
+}
+
+// TestTokenizeONNX: `synapse tokenize -m` takes an ONNX model directory, a
+// .onnx file and a tokenizer.json, and uses the tokenizer.json tokenizer.
+func TestTokenizeONNX(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if _, err := onnxtest.WriteDir(dir, onnxtest.Dir{Encoder: onnxtest.Tiny()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{dir, filepath.Join(dir, "model.onnx"), filepath.Join(dir, "tokenizer.json")} {
+		tok, err := loadTokenizer(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		v := tok.Vocab()
+		var got []string
+		for _, id := range tok.Tokenize("Hello, cells!", tokenize.Options{AddSpecial: true}).IDs() {
+			got = append(got, v.Tokens[id])
+		}
+		if want := []string{"[CLS]", "hello", ",", "cells", "!", "[SEP]"}; !slices.Equal(got, want) {
+			t.Errorf("%s: got %q; want %q", path, got, want)
+		}
 	}
 }

@@ -9,16 +9,18 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/hfmodel"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
 func init() {
 	register(&cli.Command{
 		Name:  "tokenize",
-		Usage: "tokenize JSON Lines from stdin ({\"text\": ...}) with a GGUF model's vocabulary, as llama.cpp does",
+		Usage: "tokenize JSON Lines from stdin ({\"text\": ...}) with a model's tokenizer: a GGUF's vocabulary as llama.cpp does, an ONNX model's tokenizer.json as Hugging Face tokenizers does",
 		Description: `Each input line is a JSON object with a "text" string; each output line is
 {"ids": [...]} for it, in order (with --pieces also "tokens", the vocabulary
 strings, and "offsets", the [start, end) byte spans in the text). Blank lines
@@ -26,7 +28,7 @@ are skipped. A line that is not such an object is reported on stderr with its
 line number and produces no output line; the other lines are still processed
 and the command exits with status 3.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read)"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read), ONNX model directory or .onnx file, or tokenizer.json"},
 			&cli.BoolFlag{Name: "special", Usage: "add the model's BOS/CLS and EOS/SEP tokens as its GGUF flags say"},
 			&cli.BoolFlag{Name: "parse-special", Usage: "treat control-token text in the input (\"[CLS]\", \"<s>\") as those tokens"},
 			&cli.BoolFlag{Name: "pieces", Usage: "add each token's vocabulary string and byte offsets"},
@@ -39,7 +41,7 @@ and the command exits with status 3.`,
 			if path == "" {
 				return usagef("tokenize: -m MODEL.gguf is required")
 			}
-			tok, err := tokenize.Load(path)
+			tok, err := loadTokenizer(path)
 			if errors.Is(err, os.ErrNotExist) {
 				return usageError{err}
 			}
@@ -50,6 +52,25 @@ and the command exits with status 3.`,
 			return tokenizeLines(tok, opt, c.Bool("pieces"), c.App.Reader, c.App.Writer, c.App.ErrWriter)
 		},
 	})
+}
+
+// loadTokenizer reads the tokenizer of a GGUF file, of an ONNX model
+// (directory or .onnx file: its tokenizer.json) or of a tokenizer.json.
+func loadTokenizer(path string) (tokenize.Tokenizer, error) {
+	if strings.HasSuffix(path, ".json") {
+		return tokenize.LoadHF(path)
+	}
+	if hfmodel.IsONNX(path) {
+		files, err := hfmodel.Resolve(path)
+		if err != nil {
+			return nil, err
+		}
+		if files.Tokenizer == "" {
+			return nil, fmt.Errorf("tokenize: %s: no tokenizer.json beside the graph", path)
+		}
+		return tokenize.LoadHF(files.Tokenizer)
+	}
+	return tokenize.Load(path)
 }
 
 // tokenizeLines reads JSON Lines {"text": ...} from in and writes one line of

@@ -95,7 +95,9 @@ func BenchmarkTokenizeHF(b *testing.B) {
 		"tokenizer.json": func() (tokenize.Tokenizer, error) {
 			return tokenize.LoadHF(testenv.Fixture(b, "models", "ref-bert-embed-onnx", "tokenizer.json"))
 		},
-		"gguf": func() (tokenize.Tokenizer, error) { return tokenize.Load(testenv.Fixture(b, "models", "ref-bert-embed.gguf")) },
+		"gguf": func() (tokenize.Tokenizer, error) {
+			return tokenize.Load(testenv.Fixture(b, "models", "ref-bert-embed.gguf"))
+		},
 	}
 	for _, name := range []string{"tokenizer.json", "gguf"} {
 		b.Run(name, func(b *testing.B) {
