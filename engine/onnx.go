@@ -25,9 +25,10 @@ import (
 //	            and TOKENIZE answer unsupported.
 //	n_ctx       the longest sequence accepted: config.json's context (e.g. 512),
 //	            else 512. Above the model's context it is config_invalid.
-//	n_ubatch    tokens per ONNX Runtime run when equal-length sequences share
-//	            a run (n_batch, else n_ctx); see ONNX.Embed.
-//	n_seq_max   sequences per run; 0: 64.
+//	n_seq_max   sequences per ONNX Runtime run; 0: 64. Sequences are never
+//	            padded: a run holds sequences of one length (at most 4,096
+//	            tokens), so equal-length chunks share a run and others run alone.
+//	n_batch, n_ubatch  llama.cpp's batch sizes: checked (≥ 0), not used.
 //	n_threads   ONNX Runtime's intra-op threads (0: its default, one per
 //	            physical core); inter-op threads are always 1.
 //	pooling     "" = the model's own: the graph's sentence_embedding output

@@ -25,7 +25,7 @@ import (
 // BenchmarkONNXvsLlama embeds the same SciFact documents with the same
 // MiniLM-L6-shaped weights through the engines a worker runs (llama.cpp F16
 // and Q8_0 GGUFs; ONNX Runtime fp32 and dynamic-int8 graphs, with equal-length
-// batching and one sequence per run) and with ONNX Runtime called directly
+// batching, as the engine runs by default, and one sequence per run) and with ONNX Runtime called directly
 // (the raw baseline: one pre-built sequence per run, no pooling), in rounds
 // that run every contender back to back. See docs/onnx-bench.md for how the
 // models are made (SYNAPSE_BENCH_MINILM names their directory) and the results.
@@ -102,10 +102,12 @@ func windows(docs [][]int32, window int, all bool) [][]int32 {
 	return out
 }
 
-// contender embeds sequences: run gets one request's sequences.
+// contender embeds sequences: run gets request i's sequences; prepare, if
+// set, is given all requests first, untimed.
 type contender struct {
-	name string
-	run  func(seqs [][]int32) error
+	name    string
+	run     func(i int, seqs [][]int32) error
+	prepare func(reqs [][][]int32)
 }
 
 func contenders(b *testing.B, dir string, n int) []contender {
@@ -113,7 +115,7 @@ func contenders(b *testing.B, dir string, n int) []contender {
 	ctx := context.Background()
 	llama, onnxEng := testEngine(b), openONNX(b)
 	rc := wire.RuntimeConfig{Embeddings: true, ContextSize: n, BatchSize: n, UBatchSize: n, Threads: threads}
-	load := func(e Engine, path, format string, rc wire.RuntimeConfig) func([][]int32) error {
+	load := func(e Engine, path, format string, rc wire.RuntimeConfig) func(int, [][]int32) error {
 		req := LoadRequest{Path: path, Format: format, Config: rc}
 		if format == FormatONNX {
 			req = onnxLoad(b, path, rc)
@@ -124,28 +126,26 @@ func contenders(b *testing.B, dir string, n int) []contender {
 		if err != nil {
 			b.Fatalf("load %s: %v", path, err)
 		}
-		return func(seqs [][]int32) error { _, _, err := e.Embed(ctx, info.Ref, "", true, seqs); return err }
+		return func(_ int, seqs [][]int32) error { _, _, err := e.Embed(ctx, info.Ref, "", true, seqs); return err }
 	}
 	fp32, int8 := filepath.Join(dir, "onnx", "model.onnx"), filepath.Join(dir, "onnx", "model_quantized.onnx")
-	equal := rc
-	equal.UBatchSize = 4 * n // a whole request's worth of equal-length sequences in one run
 	one := rc
 	one.SeqMax = 1
 	return []contender{
-		{"llama-f16", load(llama, filepath.Join(dir, "minilm-f16.gguf"), FormatGGUF, rc)},
-		{"llama-q8_0", load(llama, filepath.Join(dir, "minilm-q8_0.gguf"), FormatGGUF, rc)},
-		{"onnx-fp32", load(onnxEng, fp32, FormatONNX, rc)},
-		{"onnx-fp32-one", load(onnxEng, fp32, FormatONNX, one)},
-		{"onnx-fp32-equal", load(onnxEng, fp32, FormatONNX, equal)},
-		{"onnx-int8", load(onnxEng, int8, FormatONNX, rc)},
-		{"raw-ort-fp32", rawORT(b, fp32, threads)},
-		{"raw-ort-int8", rawORT(b, int8, threads)},
+		{name: "llama-f16", run: load(llama, filepath.Join(dir, "minilm-f16.gguf"), FormatGGUF, rc)},
+		{name: "llama-q8_0", run: load(llama, filepath.Join(dir, "minilm-q8_0.gguf"), FormatGGUF, rc)},
+		{name: "onnx-fp32", run: load(onnxEng, fp32, FormatONNX, rc)},
+		{name: "onnx-fp32-one", run: load(onnxEng, fp32, FormatONNX, one)},
+		{name: "onnx-int8", run: load(onnxEng, int8, FormatONNX, rc)},
+		rawORT(b, "raw-ort-fp32", fp32, threads),
+		rawORT(b, "raw-ort-int8", int8, threads),
 	}
 }
 
 // rawORT runs a graph directly: one session with last_hidden_state as its
-// only output, each sequence one run with its tensors built beforehand.
-func rawORT(b *testing.B, path string, threads int) func([][]int32) error {
+// only output, each sequence one run, its input and output tensors built
+// before the timing starts.
+func rawORT(b *testing.B, name, path string, threads int) contender {
 	so, err := ort.NewSessionOptions()
 	if err != nil {
 		b.Fatal(err)
@@ -158,35 +158,46 @@ func rawORT(b *testing.B, path string, threads int) func([][]int32) error {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { sess.Destroy() })
-	return func(seqs [][]int32) error {
-		type run struct{ in, out []ort.Value }
-		runs := make([]run, len(seqs))
-		for i, s := range seqs {
-			shape := ort.NewShape(1, int64(len(s)))
-			ids, mask, types := make([]int64, len(s)), make([]int64, len(s)), make([]int64, len(s))
-			for k, t := range s {
-				ids[k], mask[k] = int64(t), 1
-			}
-			a, _ := ort.NewTensor(shape, ids)
-			m, _ := ort.NewTensor(shape, mask)
-			ty, _ := ort.NewTensor(shape, types)
-			o, _ := ort.NewEmptyTensor[float32](ort.NewShape(1, int64(len(s)), 384))
-			runs[i] = run{[]ort.Value{a, m, ty}, []ort.Value{o}}
-		}
-		defer func() {
-			for _, r := range runs {
+	type run struct{ in, out []ort.Value }
+	var runs [][]run // by request, then sequence
+	b.Cleanup(func() {
+		for _, rs := range runs {
+			for _, r := range rs {
 				destroyAll(r.in)
 				destroyAll(r.out)
 			}
-		}()
-		for _, r := range runs {
+		}
+		sess.Destroy()
+	})
+	prepare := func(reqs [][][]int32) {
+		if runs != nil {
+			return // the same requests again (b.Loop's next iteration)
+		}
+		for _, seqs := range reqs {
+			rs := make([]run, len(seqs))
+			for i, s := range seqs {
+				shape := ort.NewShape(1, int64(len(s)))
+				ids, mask, types := make([]int64, len(s)), make([]int64, len(s)), make([]int64, len(s))
+				for k, t := range s {
+					ids[k], mask[k] = int64(t), 1
+				}
+				a, _ := ort.NewTensor(shape, ids)
+				m, _ := ort.NewTensor(shape, mask)
+				ty, _ := ort.NewTensor(shape, types)
+				o, _ := ort.NewEmptyTensor[float32](ort.NewShape(1, int64(len(s)), 384))
+				rs[i] = run{[]ort.Value{a, m, ty}, []ort.Value{o}}
+			}
+			runs = append(runs, rs)
+		}
+	}
+	return contender{name: name, prepare: prepare, run: func(i int, _ [][]int32) error {
+		for _, r := range runs[i] {
 			if err := sess.Run(r.in, r.out); err != nil {
 				return err
 			}
 		}
 		return nil
-	}
+	}}
 }
 
 // requests packs sequences in order into requests of at most 4 × n tokens,
@@ -214,8 +225,11 @@ func runRounds(b *testing.B, cs []contender, seqs [][]int32, n int) {
 	}
 	rounds := envInt("SYNAPSE_BENCH_ROUNDS", 3)
 	for _, c := range cs { // warm up: first runs of a shape pay for kernel choices and arena growth
-		for _, q := range reqs[:min(len(reqs), 4)] {
-			if err := c.run(q); err != nil {
+		if c.prepare != nil {
+			c.prepare(reqs)
+		}
+		for i, q := range reqs[:min(len(reqs), 4)] {
+			if err := c.run(i, q); err != nil {
 				b.Fatalf("%s: %v", c.name, err)
 			}
 		}
@@ -227,8 +241,8 @@ func runRounds(b *testing.B, cs []contender, seqs [][]int32, n int) {
 			c := cs[(k+r)%len(cs)]
 			var m cost
 			m.measure(b, 0, func() {
-				for _, q := range reqs {
-					if err := c.run(q); err != nil {
+				for i, q := range reqs {
+					if err := c.run(i, q); err != nil {
 						b.Fatalf("%s: %v", c.name, err)
 					}
 				}

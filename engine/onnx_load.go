@@ -21,6 +21,10 @@ import (
 const (
 	onnxDefaultCtx    = 512
 	onnxDefaultSeqMax = 64
+	// onnxRunTokens caps the tokens of one run of equal-length sequences:
+	// attention's memory grows with sequences × length², and a module
+	// request (4 chunks' worth by default) fits.
+	onnxRunTokens = 4096
 )
 
 // poolModel is the pooling of a graph's own sentence_embedding output.
@@ -124,7 +128,7 @@ func resolveONNXConfig(rc wire.RuntimeConfig, hfc hfmodel.Config) (onnxConfig, e
 		return bad("pooling %q: want \"\", mean, cls or last (EMBED_BATCH needs pooled vectors)", rc.Pooling)
 	}
 	train := hfc.ContextLength()
-	cfg := onnxConfig{nCtx: rc.ContextSize, tokensPerRun: rc.UBatchSize, seqMax: rc.SeqMax, threads: rc.Threads, pooling: rc.Pooling}
+	cfg := onnxConfig{nCtx: rc.ContextSize, tokensPerRun: onnxRunTokens, seqMax: rc.SeqMax, threads: rc.Threads, pooling: rc.Pooling}
 	if train > 0 && cfg.nCtx > train {
 		return bad("n_ctx %d exceeds the model's context %d (config.json max_position_embeddings)", cfg.nCtx, train)
 	}
@@ -133,12 +137,6 @@ func resolveONNXConfig(rc wire.RuntimeConfig, hfc hfmodel.Config) (onnxConfig, e
 		if train > 0 {
 			cfg.nCtx = train
 		}
-	}
-	if cfg.tokensPerRun == 0 {
-		cfg.tokensPerRun = rc.BatchSize
-	}
-	if cfg.tokensPerRun == 0 {
-		cfg.tokensPerRun = cfg.nCtx
 	}
 	if cfg.seqMax == 0 {
 		cfg.seqMax = onnxDefaultSeqMax
