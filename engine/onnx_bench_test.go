@@ -256,7 +256,7 @@ func runRounds(b *testing.B, cs []contender, seqs [][]int32, n int) {
 		b.ReportMetric(median(wall[c.name]), c.name+"-tok/s")
 		lines = append(lines, fmt.Sprintf("%-16s tokens/s %s  tokens/cpu-s median %.0f", c.name, spread(wall[c.name]), median(cpu[c.name])))
 	}
-	b.Logf("%d sequences, %d tokens, %d requests, %d rounds (started %s):\n%s", len(seqs), total, len(reqs), rounds,
+	b.Logf("%d sequences, %d tokens, %d requests, %d rounds (ended %s):\n%s", len(seqs), total, len(reqs), rounds,
 		time.Now().Format(time.RFC3339), strings.Join(lines, "\n"))
 	b.ReportMetric(median(wall["onnx-fp32"])/median(wall["llama-f16"]), "onnx-fp32/llama-f16")
 	b.ReportMetric(median(wall["onnx-fp32"])/median(wall["raw-ort-fp32"]), "onnx-fp32/raw")
