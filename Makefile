@@ -13,7 +13,29 @@ LLAMA_CACHE      := $(CURDIR)/.cache/llama
 LLAMA_LIB_DIR    := $(LLAMA_CACHE)/$(LLAMA_RELEASE)
 LLAMA_STAMP      := $(LLAMA_LIB_DIR)/.installed-$(LLAMA_NPM_VER)
 
+# ONNX Runtime's shared library: the npm package onnxruntime-node ships the
+# official Linux x64 build of libonnxruntime.so.1 (used by the ONNX engine,
+# through github.com/yalue/onnxruntime_go, which dlopens it at run time).
+ORT_NPM_PKG    := onnxruntime-node
+ORT_VERSION    := 1.30.0
+ORT_TGZ_SHA256 := 6e3390d6b783e7be946fad629292799da28d0b42f84856e50d2c1b0383291e75
+ORT_TGZ_PATH   := package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+ORT_LIB_DIR    := $(CURDIR)/.cache/onnxruntime/$(ORT_VERSION)
+ORT_STAMP      := $(ORT_LIB_DIR)/.installed-$(ORT_VERSION)
+
+# Test reference only (never used by synapse): Hugging Face tokenizers as
+# native Node.js builds (npm @anush008/tokenizers, used by fastembed-js), for
+# the tokenizer.json parity tests. The package's JavaScript entry point and
+# its Linux x64 binary go into one directory.
+HFTOK_VERSION    := 0.6.0
+HFTOK_SHA256     := 99adb724530009f5b9926ab2a8e4fbd8db0fa89ecc4504e1dd086b3e4c66afed
+HFTOK_BIN_SHA256 := f8db409cd5b52a2fac2fd963eacf5c33b3d5841c2520ca168c447b2f5cb4a281
+HFTOK_DIR        := $(CURDIR)/.cache/hf-tokenizers/$(HFTOK_VERSION)
+HFTOK_STAMP      := $(HFTOK_DIR)/.installed-$(HFTOK_VERSION)
+
 export SYNAPSE_LLAMA_LIB ?= $(LLAMA_LIB_DIR)
+export SYNAPSE_ORT_LIB   ?= $(ORT_LIB_DIR)
+export SYNAPSE_HF_TOKENIZERS ?= $(HFTOK_DIR)
 export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 
 # An execution count, not a duration: Go 1.26's fuzz coordinator can fail a
@@ -21,9 +43,9 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib build install test test-race vet fuzz bench demo clean
+.PHONY: setup llama-lib ort-lib hf-tokenizers build install test test-race vet fuzz bench demo clean
 
-setup: llama-lib
+setup: llama-lib ort-lib
 	$(GO) mod download
 
 llama-lib: $(LLAMA_STAMP)
@@ -42,6 +64,36 @@ $(LLAMA_STAMP):
 	  ln -sf libggml.$(LLAMA_RELEASE).so "$(LLAMA_LIB_DIR)/libggml.so"; \
 	  touch "$@"; echo "setup: llama.cpp libraries in $(LLAMA_LIB_DIR)"
 
+ort-lib: $(ORT_STAMP)
+
+$(ORT_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "make setup: npm is required to fetch $(ORT_NPM_PKG)@$(ORT_VERSION) (ONNX Runtime $(ORT_VERSION) shared library); install Node.js/npm and retry" >&2; exit 1; }
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: fetching $(ORT_NPM_PKG)@$(ORT_VERSION) (ONNX Runtime $(ORT_VERSION), ~110 MB)"; \
+	  (cd "$$tmp" && npm pack --silent "$(ORT_NPM_PKG)@$(ORT_VERSION)" >/dev/null); \
+	  tgz=$$(ls "$$tmp"/*.tgz); \
+	  echo "$(ORT_TGZ_SHA256)  $$tgz" | sha256sum -c --quiet - || { echo "make setup: checksum mismatch for $$tgz" >&2; exit 1; }; \
+	  tar -xzf "$$tgz" -C "$$tmp" "$(ORT_TGZ_PATH)"; \
+	  rm -rf "$(ORT_LIB_DIR)"; mkdir -p "$(ORT_LIB_DIR)"; \
+	  mv "$$tmp/$(ORT_TGZ_PATH)" "$(ORT_LIB_DIR)/libonnxruntime.so.1"; \
+	  touch "$@"; echo "setup: ONNX Runtime library in $(ORT_LIB_DIR)"
+
+hf-tokenizers: $(HFTOK_STAMP)
+
+$(HFTOK_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm is required to fetch the test reference @anush008/tokenizers@$(HFTOK_VERSION); install Node.js/npm and retry" >&2; exit 1; }
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: fetching @anush008/tokenizers@$(HFTOK_VERSION) (test reference)"; \
+	  (cd "$$tmp" && npm pack --silent "@anush008/tokenizers@$(HFTOK_VERSION)" "@anush008/tokenizers-linux-x64-gnu@$(HFTOK_VERSION)" >/dev/null); \
+	  echo "$(HFTOK_SHA256)  $$tmp/anush008-tokenizers-$(HFTOK_VERSION).tgz" | sha256sum -c --quiet - || { echo "make: checksum mismatch for @anush008/tokenizers" >&2; exit 1; }; \
+	  echo "$(HFTOK_BIN_SHA256)  $$tmp/anush008-tokenizers-linux-x64-gnu-$(HFTOK_VERSION).tgz" | sha256sum -c --quiet - || { echo "make: checksum mismatch for @anush008/tokenizers-linux-x64-gnu" >&2; exit 1; }; \
+	  mkdir -p "$$tmp/a" "$$tmp/b"; \
+	  tar -xzf "$$tmp/anush008-tokenizers-$(HFTOK_VERSION).tgz" -C "$$tmp/a"; \
+	  tar -xzf "$$tmp/anush008-tokenizers-linux-x64-gnu-$(HFTOK_VERSION).tgz" -C "$$tmp/b"; \
+	  rm -rf "$(HFTOK_DIR)"; mkdir -p "$(HFTOK_DIR)"; \
+	  cp "$$tmp/a/package/index.js" "$$tmp/a/package/package.json" "$$tmp/a/package/LICENSE" "$$tmp/b/package/tokenizers.linux-x64-gnu.node" "$(HFTOK_DIR)/"; \
+	  touch "$@"; echo "setup: test reference tokenizers in $(HFTOK_DIR)"
+
 build:
 	$(GO) build -o bin/synapse .
 
@@ -50,12 +102,14 @@ build:
 # DESTDIR stages the install for a package.
 PREFIX ?= /usr/local
 INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
-install: build llama-lib
+INSTALL_ORT   := $(DESTDIR)$(PREFIX)/lib/synapse/onnxruntime/$(ORT_VERSION)
+install: build llama-lib ort-lib
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))"
 	install -m 0755 bin/synapse "$(DESTDIR)$(PREFIX)/bin/synapse"
-	rm -rf "$(INSTALL_LLAMA)"
+	rm -rf "$(INSTALL_LLAMA)" "$(INSTALL_ORT)"
 	cp -R -P "$(LLAMA_LIB_DIR)" "$(INSTALL_LLAMA)"
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/synapse with llama.cpp $(LLAMA_RELEASE) in $(INSTALL_LLAMA)"
+	cp -R -P "$(ORT_LIB_DIR)" "$(INSTALL_ORT)"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/synapse with llama.cpp $(LLAMA_RELEASE) in $(INSTALL_LLAMA) and ONNX Runtime $(ORT_VERSION) in $(INSTALL_ORT)"
 
 vet:
 	$(GO) mod tidy -diff
@@ -68,7 +122,7 @@ vet:
 RACE_PKGS := ./wire/... ./supervise/... ./pipeline/...
 TEST_EVENTS := $(CURDIR)/.cache/test-events.json
 TESTSUMMARY := $(CURDIR)/bin/testsummary
-test: setup vet
+test: setup hf-tokenizers vet
 	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
 	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
 	$(MAKE) --no-print-directory test-race

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/gguf/modelgen"
 )
 
@@ -25,6 +26,7 @@ func init() {
 			&cli.StringFlag{Name: "vocab-from", Usage: "copy the tokenizer from this GGUF file (default: a generated vocabulary)"},
 			&cli.StringFlag{Name: "words", Usage: "word list (one per line) for the generated vocabulary (default: a built-in list)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "weight seed", Value: modelgen.DefaultSeed},
+			&cli.StringFlag{Name: "weights", Usage: "BERT kinds: type of the embedding and matrix tensors, f16, f32 or q8_0 ", DefaultText: "the preset's"},
 			&cli.StringFlag{Name: "out", Usage: "where to write the model (required)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -33,16 +35,19 @@ func init() {
 			}
 			return genModel(c.App.Writer, genModelConfig{
 				kind: c.String("kind"), vocabFrom: c.String("vocab-from"), words: c.String("words"),
-				seed: c.Uint64("seed"), out: c.String("out"),
+				seed: c.Uint64("seed"), out: c.String("out"), weights: c.String("weights"),
 			})
 		},
 	})
 }
 
 type genModelConfig struct {
-	kind, vocabFrom, words, out string
-	seed                        uint64
+	kind, vocabFrom, words, out, weights string
+	seed                                 uint64
 }
+
+// weightTypes are gen-model's --weights values.
+var weightTypes = map[string]gguf.GGMLType{"f16": gguf.GGMLTypeF16, "f32": gguf.GGMLTypeF32, "q8_0": gguf.GGMLTypeQ8_0}
 
 // genModel writes the model cfg describes and reports it on w.
 func genModel(w io.Writer, cfg genModelConfig) error {
@@ -63,6 +68,13 @@ func genModel(w io.Writer, cfg genModelConfig) error {
 			c = modelgen.BERTBase(vocab)
 		}
 		c.Seed = cfg.seed
+		if cfg.weights != "" {
+			wt, ok := weightTypes[strings.ToLower(cfg.weights)]
+			if !ok {
+				return usagef("gen-model: --weights %q: want f16, f32 or q8_0", cfg.weights)
+			}
+			c.WeightType = wt
+		}
 		write = c.Write
 	case "llama":
 		c := modelgen.TinyLlama(vocab)

@@ -18,8 +18,8 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:      "inspect",
-		Usage:     "show a GGUF model's architecture, tokenizer, size and digest",
-		ArgsUsage: "MODEL.gguf (or a cached model's name or digest prefix)",
+		Usage:     "show a model's architecture, tokenizer, size and digest (a GGUF file, or an ONNX model directory or .onnx file)",
+		ArgsUsage: "MODEL.gguf | ONNX_DIR | MODEL.onnx (or a cached model's name or digest prefix)",
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -28,7 +28,7 @@ func init() {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("inspect: want one MODEL.gguf argument, got %d", c.NArg())
+				return usagef("inspect: want one model argument (MODEL.gguf, an ONNX model directory or MODEL.onnx), got %d", c.NArg())
 			}
 			return inspect(c.App.Writer, c.Args().First(), c.Bool("json"))
 		},
@@ -79,6 +79,18 @@ type specialToken struct {
 
 // inspect describes the GGUF file at path on w, as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
+	if isONNXModel(path) {
+		info, err := describeONNX(path)
+		if err != nil {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		if asJSON {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(info)
+		}
+		return printONNXInfo(w, info)
+	}
 	info, err := describeModel(path)
 	if artifact.Unusable(err) {
 		return usageError{fmt.Errorf("inspect: %w", err)}

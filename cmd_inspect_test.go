@@ -145,7 +145,7 @@ func TestInspectErrors(t *testing.T) {
 	}{
 		{"missing file", []string{"inspect", missing}, exitUsage, missing},
 		{"not GGUF", []string{"inspect", notGGUF}, exitUsage, notGGUF + ": gguf: not a GGUF file"},
-		{"no argument", []string{"inspect"}, exitUsage, "want one MODEL.gguf argument"},
+		{"no argument", []string{"inspect"}, exitUsage, "want one model argument"},
 		{"two arguments", []string{"inspect", notGGUF, missing}, exitUsage, "got 2"},
 		{"unknown flag", []string{"inspect", "--yaml", notGGUF}, exitUsage, "yaml"},
 	}

@@ -13,8 +13,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/artifact"
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/hfmodel"
 	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/pipeline"
 )
@@ -26,11 +28,11 @@ import (
 // (text fields, ids) is the command's own.
 func jobFlags(batchDefault string) []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model `FILE` (GGUF) (required)"},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the `MODEL`: a GGUF file, an ONNX model directory or .onnx file, or a cached model's name or digest prefix (required)"},
 		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines", DefaultText: "OUTPUT.errors.jsonl"},
 		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker", DefaultText: batchDefault},
 		&cli.IntFlag{Name: "workers", Usage: "worker processes", DefaultText: "from the core count"},
-		&cli.IntFlag{Name: "threads", Usage: "engine threads per worker", DefaultText: "cores / workers"},
+		&cli.IntFlag{Name: "threads", Usage: "engine threads per worker (llama.cpp or ONNX Runtime)", DefaultText: "cores / workers"},
 		&cli.IntFlag{Name: "buffer-mb", Value: pipeline.DefaultInFlightBytes >> 20, Usage: "MiB of input text held between reading and writing; bounds the module's memory with long records"},
 		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
 		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
@@ -39,6 +41,7 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process only records whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
 		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+		&cli.StringFlag{Name: "ort-lib", Usage: "`DIR` of ONNX Runtime's libonnxruntime.so.1 (ONNX models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
 		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
 	}
 	return append(flags, modelCacheFlags()...) // --quantize, --min-cosine, --allow-degraded (cmd_models.go)
@@ -161,18 +164,28 @@ func defaultOutput(inputs []string, suffix string) string {
 	return base + suffix
 }
 
-// workerCommand sets the command that starts workers and their libraries.
+// workerCommand sets the command that starts workers and the library their
+// engine needs for the model: llama.cpp for GGUF, ONNX Runtime for ONNX,
+// found before any worker starts.
 func workerCommand(c *cli.Context, o *job.Options) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the synapse executable for workers: %w", err)
 	}
 	o.Worker = []string{self, "worker"}
-	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
+	lib, flag := engine.LlamaLib, c.String("llama-lib")
+	path := o.Model
+	if p, err := artifact.Resolve(o.Model, artifact.Options{AllowDegraded: true}); err == nil {
+		path = p
+	}
+	if hfmodel.IsONNX(path) {
+		lib, flag = engine.ORTLib, c.String("ort-lib")
+	}
+	place, err := findLib(lib, flag)
 	if err != nil {
 		return err
 	}
-	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
+	o.Env = append(o.Env, lib.Env+"="+place.Path)
 	return nil
 }
 

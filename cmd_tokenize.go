@@ -7,18 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/artifact"
+	"github.com/synapse-embed/synapse/hfmodel"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
 func init() {
 	register(&cli.Command{
 		Name:  "tokenize",
-		Usage: "tokenize JSON Lines from stdin ({\"text\": ...}) with a GGUF model's vocabulary, as llama.cpp does",
+		Usage: "tokenize JSON Lines from stdin ({\"text\": ...}) with a model's tokenizer: a GGUF's vocabulary as llama.cpp does, an ONNX model's tokenizer.json as Hugging Face tokenizers does",
 		Description: `Each input line is a JSON object with a "text" string; each output line is
 {"ids": [...]} for it, in order (with --pieces also "tokens", the vocabulary
 strings, and "offsets", the [start, end) byte spans in the text). Blank lines
@@ -26,7 +29,7 @@ are skipped. A line that is not such an object is reported on stderr with its
 line number and produces no output line; the other lines are still processed
 and the command exits with status 3.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` (or cached model name or digest prefix) whose vocabulary to use (tensor data is not read)"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read), ONNX model directory or .onnx file, tokenizer.json, or a cached model's name or digest prefix"},
 			&cli.BoolFlag{Name: "special", Usage: "add the model's BOS/CLS and EOS/SEP tokens as its GGUF flags say"},
 			&cli.BoolFlag{Name: "parse-special", Usage: "treat control-token text in the input (\"[CLS]\", \"<s>\") as those tokens"},
 			&cli.BoolFlag{Name: "pieces", Usage: "add each token's vocabulary string and byte offsets"},
@@ -56,8 +59,24 @@ and the command exits with status 3.`,
 	})
 }
 
-// loadTokenizer reads a model's vocabulary (no tensor data, no digest).
+// loadTokenizer reads the tokenizer of a GGUF file (no tensor data, no
+// digest), of an ONNX model (directory or .onnx file: its tokenizer.json)
+// or of a tokenizer.json.
 func loadTokenizer(path string) (tokenize.Tokenizer, error) {
+	if strings.HasSuffix(path, ".json") {
+		tok, err := tokenize.LoadHF(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%s: %w: %w", path, artifact.ErrInvalid, err)
+		}
+		return tok, err
+	}
+	if hfmodel.IsONNX(path) {
+		a, err := artifact.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		return a.Tokenizer, nil
+	}
 	f, err := artifact.ReadGGUF(path)
 	if err != nil {
 		return nil, err

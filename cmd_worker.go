@@ -32,6 +32,7 @@ func init() {
 			&cli.StringFlag{Name: "nonce", Usage: "spawn nonce to present in HELLO (required)"},
 			&cli.StringFlag{Name: "llama-lib", Usage: "directory of the llama.cpp shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 			&cli.StringFlag{Name: "llama-log", Usage: "llama.cpp log level on stderr: debug, info, warn, error, none", Value: "warn", EnvVars: []string{"SYNAPSE_LLAMA_LOG"}},
+			&cli.StringFlag{Name: "ort-lib", Usage: "ONNX Runtime's libonnxruntime.so.1, or the directory holding it", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
 		},
 		Action: func(c *cli.Context) error {
 			if c.String("socket") == "" || c.String("nonce") == "" {
@@ -39,7 +40,7 @@ func init() {
 			}
 			return runWorker(c.Context, workerConfig{
 				socket: c.String("socket"), nonce: c.String("nonce"),
-				llamaLib: c.String("llama-lib"), llamaLog: c.String("llama-log"),
+				llamaLib: c.String("llama-lib"), llamaLog: c.String("llama-log"), ortLib: c.String("ort-lib"),
 				id: os.Getenv("SYNAPSE_WORKER_ID"), chaos: os.Getenv("SYNAPSE_CHAOS"),
 				stderr: c.App.ErrWriter,
 			})
@@ -48,13 +49,16 @@ func init() {
 }
 
 type workerConfig struct {
-	socket, nonce, llamaLib, llamaLog, id, chaos string
-	stderr                                       io.Writer
+	socket, nonce, llamaLib, llamaLog, ortLib, id, chaos string
+	stderr                                               io.Writer
 }
 
 // runWorker connects to the module, handshakes and serves until SHUTDOWN or
 // the end of the connection. The module owns the worker's lifecycle: SIGINT
 // is ignored, and an abort inside llama.cpp kills the process by SIGABRT.
+// The worker serves GGUF models with llama.cpp and ONNX models with ONNX
+// Runtime; each library is loaded on the first LOAD of its format, so a
+// worker needs only the libraries of the models it loads.
 func runWorker(ctx context.Context, cfg workerConfig) error {
 	signal.Ignore(os.Interrupt)
 	debug.SetTraceback("crash") // a GGML_ASSERT abort dies by SIGABRT, not exit 2
@@ -67,14 +71,7 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 	if chaos.Active() {
 		log.Warn("chaos drills enabled", "drills", chaos.String())
 	}
-	lib, err := findLib(engine.LlamaLib, cfg.llamaLib)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	eng, err := engine.OpenLlama(engine.LlamaOptions{LibDir: lib.Path, Log: cfg.stderr, LogLevel: cfg.llamaLog})
-	if err != nil {
-		return err
-	}
+	eng := newWorkerEngine(cfg, log)
 	defer eng.Close()
 	extensions := engine.Extensions(eng)
 	if chaos.OldWorker {
@@ -91,8 +88,35 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	nc.SetDeadline(time.Time{})
-	log.Info("serving", "engine", eng.Info().Name, "version", eng.Info().Version, "max_frame", conn.MaxFrame())
+	log.Info("serving", "engines", eng.Info().Version, "max_frame", conn.MaxFrame())
 	return serveUntilDone(ctx, nc, conn, eng, engine.ServeOptions{Log: log, Chaos: chaos})
+}
+
+// newWorkerEngine returns the worker's engine: llama.cpp for gguf, ONNX
+// Runtime for onnx, each opened on first use. Library locations not given
+// are looked for in the cache `make setup` fills, beside the executable or
+// in the working directory.
+func newWorkerEngine(cfg workerConfig, log *slog.Logger) *engine.Mux {
+	mux := engine.NewMux(
+		engine.MuxEngine{Format: engine.FormatGGUF, Name: "llama.cpp " + engine.LlamaRelease, Open: func() (engine.Engine, error) {
+			lib, err := findLib(engine.LlamaLib, cfg.llamaLib)
+			if err != nil {
+				return nil, err
+			}
+			return engine.OpenLlama(engine.LlamaOptions{LibDir: lib.Path, Log: cfg.stderr, LogLevel: cfg.llamaLog})
+		}},
+		engine.MuxEngine{Format: engine.FormatONNX, Name: "onnxruntime " + engine.ORTRelease, Open: func() (engine.Engine, error) {
+			lib, err := findLib(engine.ORTLib, cfg.ortLib)
+			if err != nil {
+				return nil, err
+			}
+			return engine.OpenONNX(engine.ONNXOptions{Lib: lib.Path})
+		}},
+	)
+	mux.OnOpen = func(format string, info wire.EngineInfo) {
+		log.Info("engine opened", "format", format, "engine", info.Name, "version", info.Version, "build_flags", info.BuildFlags)
+	}
+	return mux
 }
 
 // serveUntilDone runs engine.Serve and closes the connection when ctx ends

@@ -2,10 +2,11 @@
 // needs from it without loading any weights: where the workers load it from,
 // its format and digest, its tokenizer, its context size and architecture.
 //
-// A GGUF file is the only format today; an ONNX model directory will resolve
-// through Open as well, so that jobs never look at a model's files
-// themselves. A reference that is not a file is looked up in the model cache
-// (package modelcache) by name or digest prefix; see OpenWith.
+// Two formats resolve through Open: a GGUF file, and an ONNX model (a
+// Hugging Face style directory or a .onnx file beside its tokenizer.json;
+// see package hfmodel). A reference that is not a file is looked up in the
+// model cache (package modelcache) by name or digest prefix; see OpenWith.
+// Jobs never look at a model's files themselves.
 package artifact
 
 import (
@@ -14,15 +15,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/synapse-embed/synapse/gguf"
 	"github.com/synapse-embed/synapse/modelcache"
+	"github.com/synapse-embed/synapse/onnx"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
 // Formats of an artifact, as LOAD's format field names them.
 const (
 	FormatGGUF = "gguf"
+	FormatONNX = "onnx"
 )
 
 // ErrInvalid marks a model that exists but cannot be used: not a model file,
@@ -32,13 +36,13 @@ var ErrInvalid = errors.New("not a usable model")
 
 // Artifact is what the module knows of a model.
 type Artifact struct {
-	Path   string // what LOAD's artifact_path names
-	Format string // FormatGGUF
-	Digest string // "sha256:<hex>", LOAD's artifact_digest
+	Path   string // what LOAD's artifact_path names: the GGUF file, or the ONNX graph (.onnx)
+	Format string // FormatGGUF or FormatONNX
+	Digest string // "sha256:<hex>" of that file, LOAD's artifact_digest
 	Size   int64  // bytes of the artifact
-	Name   string // general.name, else the file name
+	Name   string // general.name, else the file name; ONNX: the model directory's name (and the variant's)
 
-	Arch          string // general.architecture ("bert", "llama", …)
+	Arch          string // general.architecture ("bert", "llama", …); ONNX: config.json model_type
 	Dims          int    // the width of its hidden states (embedding length)
 	ContextLength int    // training context; 512 when the model does not say
 	// Pooling is the model's own pooling ("mean", "cls", "last", "rank",
@@ -55,6 +59,8 @@ type Artifact struct {
 	// Entry is the model cache's entry when the model is a cached one
 	// (named by name, digest prefix or its path in a store), else nil.
 	Entry *modelcache.Entry
+	// ONNX is the graph's inputs, outputs and opsets (nil for other formats).
+	ONNX *onnx.Info
 }
 
 // Open reads the model ref names, with default Options: its metadata, its
@@ -73,8 +79,8 @@ func OpenWith(ref string, o Options) (*Artifact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("model %s: %w: a directory (want a GGUF file)", path, ErrInvalid)
+	if st.IsDir() || strings.EqualFold(filepath.Ext(path), ".onnx") {
+		return openONNX(path)
 	}
 	return openGGUF(path, digest)
 }

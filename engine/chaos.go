@@ -145,11 +145,17 @@ func holds(ids []int32, tok *int32) bool {
 }
 
 // Abort ends the process the way a failed GGML_ASSERT does: libc abort(),
-// with the Go runtime set to die by the signal (GOTRACEBACK=crash) instead
-// of exiting with status 2, so the parent sees SIGABRT.
+// so the parent sees SIGABRT. SIGABRT's disposition is reset to the default
+// first: with Go's handler in place the runtime would print every
+// goroutine's stack and relay SIGQUIT between threads before dying, and a
+// thread Go does not own (ONNX Runtime's, in a cgo binary) can then take
+// the SIGQUIT and end the process by it instead.
 func Abort() {
-	debug.SetTraceback("crash")
+	debug.SetTraceback("crash") // should the reset fail: die by the signal, not exit 2
 	if libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+		if fn, err := purego.Dlsym(libc, "signal"); err == nil {
+			purego.SyscallN(fn, uintptr(syscall.SIGABRT), 0) // SIG_DFL
+		}
 		if fn, err := purego.Dlsym(libc, "abort"); err == nil {
 			purego.SyscallN(fn)
 		}

@@ -1,10 +1,10 @@
-// Package engine is what a synapse worker runs: an inference engine behind a
-// small interface, the llama.cpp implementation of it, and the loop that serves
+// Package engine is what a synapse worker runs: inference engines behind a
+// small interface (llama.cpp for GGUF models, ONNX Runtime for ONNX models,
+// and Mux, which serves both by LOAD's format), and the loop that serves
 // protocol v1 requests from the module over one connection.
 //
-// The Engine interface speaks token ids, vectors and strings only, so that an
-// engine other than llama.cpp (ONNX, an in-process owned runtime) can sit
-// behind the same serve loop. Errors an engine returns are *wire.Error values
+// The Engine interface speaks token ids, vectors and strings only, so that
+// any engine can sit behind the same serve loop. Errors an engine returns are *wire.Error values
 // whose Code travels to the module in ERR.
 package engine
 
@@ -25,6 +25,12 @@ const (
 	PoolingRank    = "rank" // classifier head over the pooled sequence (rerankers)
 )
 
+// Artifact formats, as LOAD's format field names them.
+const (
+	FormatGGUF = "gguf"
+	FormatONNX = "onnx"
+)
+
 // Finish reasons of a generation.
 const (
 	FinishStop   = "stop"   // the model produced an end-of-generation token
@@ -36,9 +42,9 @@ const (
 
 // LoadRequest asks an engine to load a model artifact.
 type LoadRequest struct {
-	Path   string             // artifact file
+	Path   string             // artifact file: a GGUF file, or an ONNX graph (a model directory resolves to its model.onnx)
 	Digest string             // "sha256:<hex>" of the file; re-verified before loading
-	Format string             // "gguf" ("" is taken as gguf)
+	Format string             // FormatGGUF ("" is taken as gguf) or FormatONNX
 	Config wire.RuntimeConfig // zero fields mean the engine's defaults
 }
 

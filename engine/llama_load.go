@@ -65,7 +65,7 @@ func (e *Llama) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 	if e.closed {
 		return ModelInfo{}, wire.Errorf(wire.CodeInternal, "engine closed")
 	}
-	if req.Format != "" && req.Format != "gguf" {
+	if req.Format != "" && req.Format != FormatGGUF {
 		return ModelInfo{}, wire.Errorf(wire.CodeUnsupported, "format %q: the llama.cpp engine loads gguf", req.Format)
 	}
 	meta, err := verifyArtifact(req.Path, req.Digest)
@@ -96,12 +96,8 @@ func (e *Llama) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 // verifyArtifact checks that path is a readable GGUF file whose SHA-256 is
 // digest, and returns its metadata.
 func verifyArtifact(path, digest string) (*gguf.File, error) {
-	want, ok := strings.CutPrefix(digest, "sha256:")
-	if !ok || len(want) != 64 || strings.ToLower(want) != want {
-		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact_digest %q: want sha256:<64 lowercase hex digits>", digest)
-	}
-	if _, err := hex.DecodeString(want); err != nil {
-		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact_digest %q: %w", digest, err)
+	if err := checkDigestSyntax(digest); err != nil {
+		return nil, err
 	}
 	_, got, err := gguf.Digest(path)
 	if err != nil {
@@ -118,6 +114,18 @@ func verifyArtifact(path, digest string) (*gguf.File, error) {
 		return nil, wire.Errorf(wire.CodeArtifactInvalid, "artifact %s: no general.architecture", path)
 	}
 	return meta, nil
+}
+
+// checkDigestSyntax checks that digest is "sha256:<64 lowercase hex digits>".
+func checkDigestSyntax(digest string) error {
+	want, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(want) != 64 || strings.ToLower(want) != want {
+		return wire.Errorf(wire.CodeArtifactInvalid, "artifact_digest %q: want sha256:<64 lowercase hex digits>", digest)
+	}
+	if _, err := hex.DecodeString(want); err != nil {
+		return wire.Errorf(wire.CodeArtifactInvalid, "artifact_digest %q: %w", digest, err)
+	}
+	return nil
 }
 
 // isQwen3Reranker detects a Qwen3 GGUF converted as a reranker: rank pooling,

@@ -53,12 +53,18 @@ type testWorker struct {
 	err    error // cmd.Wait's, once done is closed
 }
 
-// spawnWorker starts `synapse worker` and accepts its connection, without
-// handshaking.
+// spawnWorker starts `synapse worker` with the llama.cpp libraries and
+// accepts its connection, without handshaking.
 func spawnWorker(t testing.TB, env ...string) *testWorker {
 	t.Helper()
+	return spawnWorkerEnv(t, append([]string{"SYNAPSE_LLAMA_LIB=" + testenv.LlamaLib(t)}, env...)...)
+}
+
+// spawnWorkerEnv starts `synapse worker` with env added to the test's
+// environment and accepts its connection, without handshaking.
+func spawnWorkerEnv(t testing.TB, env ...string) *testWorker {
+	t.Helper()
 	bin := testenv.Binary(t)
-	lib := testenv.LlamaLib(t)
 	sock := filepath.Join(t.TempDir(), "w.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
@@ -68,7 +74,7 @@ func spawnWorker(t testing.TB, env ...string) *testWorker {
 	w := &testWorker{t: t, stderr: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
 	w.cmd = exec.Command(bin, "worker", "--socket", sock, "--nonce", "nonce-42")
 	w.cmd.Stdout = w.stdout
-	w.cmd.Env = append(os.Environ(), "SYNAPSE_LLAMA_LIB="+lib, "SYNAPSE_WORKER_ID=w-test", "SYNAPSE_CHAOS=")
+	w.cmd.Env = append(os.Environ(), "SYNAPSE_WORKER_ID=w-test", "SYNAPSE_CHAOS=")
 	w.cmd.Env = append(w.cmd.Env, env...)
 	w.cmd.Stderr = w.stderr
 	if err := w.cmd.Start(); err != nil {
@@ -104,6 +110,16 @@ func spawnWorker(t testing.TB, env ...string) *testWorker {
 func startWorker(t testing.TB, env ...string) *testWorker {
 	t.Helper()
 	w := spawnWorker(t, env...)
+	if err := w.conn.Send(&wire.HelloAck{V: wire.Version, Accept: true, MaxFrame: wire.DefaultMaxFrame}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// startWorkerEnv is spawnWorkerEnv with the handshake.
+func startWorkerEnv(t testing.TB, env ...string) *testWorker {
+	t.Helper()
+	w := spawnWorkerEnv(t, env...)
 	if err := w.conn.Send(&wire.HelloAck{V: wire.Version, Accept: true, MaxFrame: wire.DefaultMaxFrame}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +180,10 @@ func TestWorkerHandshake(t *testing.T) {
 	if h.V != wire.Version || h.Nonce != "nonce-42" || h.PID != w.cmd.Process.Pid || h.MaxFrame != wire.DefaultMaxFrame {
 		t.Errorf("HELLO %+v; want v %d, nonce nonce-42, pid %d, max_frame %d", h, wire.Version, w.cmd.Process.Pid, wire.DefaultMaxFrame)
 	}
-	if h.Engine.Name != "llama.cpp" || h.Engine.Version != LlamaRelease || h.Engine.BuildFlags == "" {
-		t.Errorf("HELLO engine %+v; want llama.cpp %s with build flags", h.Engine, LlamaRelease)
+	// The worker's engine serves both formats, each library opened on first use.
+	if h.Engine.Name != "synapse-mux" || !strings.Contains(h.Engine.Version, "llama.cpp "+LlamaRelease) ||
+		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
+		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
 	}
 	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling}) {
 		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling})
@@ -495,18 +513,25 @@ func TestWorkerChaos(t *testing.T) {
 	})
 }
 
+// A worker without the llama.cpp libraries starts and answers a GGUF LOAD
+// with ERR unsupported saying which libraries it needs and where they come
+// from; it goes on serving (ONNX models do not need them: see
+// TestONNXWorkerWithoutLlama).
 func TestWorkerMissingLibrary(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(testenv.Binary(t), "worker", "--socket", filepath.Join(dir, "s"), "--nonce", "n", "--llama-lib", dir)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("err %v; want exit status 1", err)
-	}
-	for _, want := range []string{dir, LlamaRelease, LlamaNPMPackage} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("output %q; want it to name %q", out, want)
+	w := startWorkerEnv(t, "SYNAPSE_LLAMA_LIB="+dir)
+	path := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
+	msg := w.call(&wire.Load{ReqID: 1, ArtifactPath: path, ArtifactDigest: fileDigest(t, path), Format: "gguf", RuntimeConfig: embedConfig})
+	wantErr(t, msg, 1, wire.CodeUnsupported)
+	if e, ok := msg.(*wire.Err); ok {
+		for _, want := range []string{dir, LlamaRelease, LlamaNPMPackage, "make setup"} {
+			if !strings.Contains(e.Msg, want) {
+				t.Errorf("ERR %q; want it to name %q", e.Msg, want)
+			}
 		}
+	}
+	if _, ok := w.call(&wire.Ping{ReqID: 2}).(*wire.Pong); !ok {
+		t.Error("no PONG after the failed LOAD; want the worker to keep serving")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 )
 
 //go:generate go run gen_unicode.go
+//go:generate go run gen_hfunicode.go
 
 // Code point properties as llama.cpp's unicode.cpp defines them. The tables
 // (unicode_tables.go) are generated from Go's Unicode 15.0.0 data plus the

@@ -76,3 +76,43 @@ func BenchmarkTokenize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTokenizeHF times, on one goroutine, the tokenizer.json tokenizers
+// against the GGUF tokenizer of the same vocabulary (bert-bge WordPiece) over
+// the same corpus documents with AddSpecial:
+//
+//	go test ./internal/parity -run '^$' -bench TokenizeHF -benchtime 5x
+func BenchmarkTokenizeHF(b *testing.B) {
+	texts, err := Corpus(testenv.Fixture(b, "corpora", "scifact", "corpus.jsonl"), benchDocs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	size := 0
+	for _, t := range texts {
+		size += len(t)
+	}
+	load := map[string]func() (tokenize.Tokenizer, error){
+		"tokenizer.json": func() (tokenize.Tokenizer, error) {
+			return tokenize.LoadHF(testenv.Fixture(b, "models", "ref-bert-embed-onnx", "tokenizer.json"))
+		},
+		"gguf": func() (tokenize.Tokenizer, error) {
+			return tokenize.Load(testenv.Fixture(b, "models", "ref-bert-embed.gguf"))
+		},
+	}
+	for _, name := range []string{"tokenizer.json", "gguf"} {
+		b.Run(name, func(b *testing.B) {
+			tok, err := load[name]()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(size))
+			tokens := 0
+			for b.Loop() {
+				for _, t := range texts {
+					tokens += len(tok.Tokenize(t, tokenize.Options{AddSpecial: true}).Tokens)
+				}
+			}
+			b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}

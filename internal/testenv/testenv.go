@@ -1,5 +1,5 @@
 // Package testenv finds what tests need outside the repository: the shared
-// fixtures, the llama.cpp libraries and a built synapse binary.
+// fixtures, the llama.cpp and ONNX Runtime libraries and a built synapse binary.
 package testenv
 
 import (
@@ -87,6 +87,43 @@ func LlamaLib(t testing.TB) string {
 		MissingFixture(t, "llama.cpp libraries not found in %s (run `make setup` or set SYNAPSE_LLAMA_LIB): %v", dir, err)
 	}
 	return dir
+}
+
+// ORTLib returns the ONNX Runtime library directory ($SYNAPSE_ORT_LIB, else
+// the cache that `make setup` fills) or skips the test.
+func ORTLib(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("SYNAPSE_ORT_LIB")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(), ".cache", "onnxruntime", "1.30.0")
+	}
+	lib := dir
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		lib = filepath.Join(dir, "libonnxruntime.so.1")
+	}
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("ONNX Runtime library not found at %s (run `make setup` or set SYNAPSE_ORT_LIB): %v", lib, err)
+	}
+	return dir
+}
+
+// HFTokenizers returns the directory of the test reference tokenizers
+// ($SYNAPSE_HF_TOKENIZERS, else the cache `make hf-tokenizers` fills) and
+// the node executable that runs them, or skips the test.
+func HFTokenizers(t testing.TB) (dir, node string) {
+	t.Helper()
+	dir = os.Getenv("SYNAPSE_HF_TOKENIZERS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(), ".cache", "hf-tokenizers", "0.6.0")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.js")); err != nil {
+		t.Skipf("reference tokenizers not found in %s (run `make hf-tokenizers` or set SYNAPSE_HF_TOKENIZERS): %v", dir, err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skipf("reference tokenizers need Node.js: %v", err)
+	}
+	return dir, node
 }
 
 var (
