@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -60,8 +61,14 @@ func readFlags(what string) []cli.Flag {
 // jobOptionsFrom reads the common flags; name prefixes messages and defOut
 // is the default output's suffix (".vectors.arrow").
 func jobOptionsFrom(c *cli.Context, name, defOut string, formats []dataio.Format) (job.Options, error) {
+	return jobOptionsWith(c, c.Args().Slice(), name, defOut, formats)
+}
+
+// jobOptionsWith is jobOptionsFrom with the inputs given (rerank's run,
+// queries and corpus files).
+func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string, formats []dataio.Format) (job.Options, error) {
 	o := job.Options{
-		Inputs: c.Args().Slice(), Model: c.String("model"), Out: c.String("output"), Errors: c.String("errors"),
+		Inputs: inputs, Model: c.String("model"), Out: c.String("output"), Errors: c.String("errors"),
 		BatchTokens: c.Int("batch-tokens"), Workers: c.Int("workers"), Threads: c.Int("threads"),
 		Deadline: c.Duration("deadline"), Resume: c.Bool("resume"), Version: version,
 		BufferBytes: int64(c.Int("buffer-mb")) << 20, DeadlineStretch: c.Int("deadline-stretch"), Chaos: c.String("chaos"),
@@ -208,6 +215,7 @@ func parseShard(s string) (int, int, error) {
 
 // words name a job kind's records and items in its summary.
 type words struct {
+	rows  string // "rows" (input records); "" = "rows"
 	verb  string // "embedding"
 	done  string // "embedded"
 	items string // "chunks"
@@ -239,8 +247,8 @@ func runJob(ctx context.Context, o *job.Options, w words, quiet bool, stdout, st
 	case sum.Job.Read == 0 && sum.Job.FileErrors == 0:
 		fmt.Fprintf(stderr, "synapse: warning: the input held no records; %s is empty\n", o.Out)
 	case sum.Job.Failed > 0 || sum.Job.FileErrors > 0:
-		return partialError{fmt.Sprintf("%d of %d rows could not be %s and %d input files failed; see %s",
-			sum.Job.Failed, sum.Job.Read, w.done, sum.Job.FileErrors, sum.Errors)}
+		return partialError{fmt.Sprintf("%d of %d %s could not be %s and %d input files failed; see %s",
+			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), w.done, sum.Job.FileErrors, sum.Errors)}
 	}
 	return nil
 }
@@ -250,7 +258,8 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 		fmt.Fprintf(w, "CHAOS DRILLS   %s were armed in this run's workers: not a production run\n", s.Chaos)
 	}
 	j := s.Job
-	fmt.Fprintf(w, "rows read      %d = %d %s + %d in errors\n", j.Read, j.OK, words.done, j.Failed)
+	rows := cmp.Or(words.rows, "rows")
+	fmt.Fprintf(w, "%-14s %d = %d %s + %d in errors\n", rows+" read", j.Read, j.OK, words.done, j.Failed)
 	if done && j.Read == 0 && j.FileErrors == 0 {
 		fmt.Fprintf(w, "input          empty: no records\n")
 	}

@@ -115,6 +115,7 @@ const (
 	ReasonInvalidUTF8     = record.ReasonInvalidUTF8
 	ReasonEmptyText       = record.ReasonEmptyText
 	ReasonBadID           = record.ReasonBadID
+	ReasonMalformedLine   = record.ReasonMalformedLine
 	ReasonMissingDocument = record.ReasonMissingDocument
 	ReasonMissingQuery    = record.ReasonMissingQuery
 	ReasonBadScore        = record.ReasonBadScore

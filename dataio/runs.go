@@ -121,7 +121,7 @@ func (rr *RunReader) readRun() error {
 		qid, e, err := parseRunLine(text, line)
 		if err != nil {
 			d := Doc{Source: rr.opts.Run, Line: line, Index: int64(line - 1)}
-			rr.recs = append(rr.recs, runRecord{index: d.Index, line: line, err: d.Error(ReasonMalformedJSON, err.Error())})
+			rr.recs = append(rr.recs, runRecord{index: d.Index, line: line, err: d.Error(ReasonMalformedLine, err.Error())})
 			continue
 		}
 		k, ok := byQuery[qid]

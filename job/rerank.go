@@ -52,10 +52,15 @@ func RerankSchema(meta map[string]string) *arrow.Schema {
 	}, meta)
 }
 
+// RunInputs are the files of a run job: the run, the queries, the corpus.
+func RunInputs(r dataio.RunOptions) []string {
+	return append([]string{r.Run}, append(slices.Clone(r.Queries), r.Corpus...)...)
+}
+
 // Rerank runs a rerank job.
 func Rerank(ctx context.Context, o RerankOptions) (Summary, error) {
-	if o.Run.Run != "" {
-		o.Inputs = append([]string{o.Run.Run}, append(slices.Clone(o.Run.Queries), o.Run.Corpus...)...)
+	if o.Run.Run != "" && len(o.Inputs) == 0 { // what resume guards and output checks cover
+		o.Inputs = RunInputs(o.Run)
 	}
 	r, err := begin(&o.Options, "rerank", RerankFormats...)
 	if err != nil {

@@ -117,8 +117,8 @@ func TestRealWorkerDrills(t *testing.T) {
 		signal  string
 		status  int
 	}{
-		{"abort", "abort-on-token=7777", time.Minute, []string{"recv"}, "SIGABRT", -1},
-		{"hang", "hang-on-token=7777", 500 * time.Millisecond, []string{"timeout"}, "SIGKILL", -1},
+		{"abort", "abort-on-token=" + strconv.Itoa(poison), time.Minute, []string{"recv"}, "SIGABRT", -1},
+		{"hang", "hang-on-token=" + strconv.Itoa(poison), 500 * time.Millisecond, []string{"timeout"}, "SIGKILL", -1},
 		{"exit-after", "exit-after=3", time.Minute, []string{"send", "recv"}, "", 1}, // LOAD, 2×embed, then exit
 	}
 	for _, eng := range engines {
@@ -185,7 +185,7 @@ func runDrill(t *testing.T, e realEngine, name string, timeout time.Duration, st
 }
 
 func TestRealWorkerQuarantine(t *testing.T) {
-	cfg, load := realConfig(t, "abort-on-token=7777")
+	cfg, load := realConfig(t, "abort-on-token="+strconv.Itoa(poison))
 	cfg.QuarantineCrashes = 2
 	p := startPool(t, cfg)
 	ctx := context.Background()

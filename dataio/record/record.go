@@ -21,6 +21,7 @@ const (
 	ReasonEmptyText     = "empty_text"
 	ReasonBadID         = "bad_id"
 	// Rerank inputs.
+	ReasonMalformedLine   = "malformed_line"   // a run file line that is not a TREC or TSV run line
 	ReasonMissingDocument = "missing_document" // a run names a document the corpus does not hold
 	ReasonMissingQuery    = "missing_query"    // a run names a query the queries file does not hold
 	ReasonBadScore        = "bad_score"        // an input score that is not a number
