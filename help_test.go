@@ -1,9 +1,9 @@
 package main
 
 import (
-	"github.com/synapse-embed/synapse/artifact"
 	"bytes"
 	"context"
+	"github.com/synapse-embed/synapse/artifact"
 	"strings"
 	"testing"
 

@@ -190,8 +190,14 @@ func TestONNXEmbedRequestErrors(t *testing.T) {
 		})
 	}
 	for name, err := range map[string]error{
-		"rerank":   func() error { _, err := e.Rerank(ctx, info.Ref, []RerankGroup{{Query: []int32{2}, Candidates: [][]int32{{3}}}}); return err }(),
-		"generate": func() error { _, err := e.Generate(ctx, info.Ref, []int32{2}, GenerateOptions{MaxTokens: 4}); return err }(),
+		"rerank": func() error {
+			_, err := e.Rerank(ctx, info.Ref, []RerankGroup{{Query: []int32{2}, Candidates: [][]int32{{3}}}})
+			return err
+		}(),
+		"generate": func() error {
+			_, err := e.Generate(ctx, info.Ref, []int32{2}, GenerateOptions{MaxTokens: 4})
+			return err
+		}(),
 		"tokenize": func() error { _, err := e.Tokenize(ctx, info.Ref, "hello", true, false); return err }(),
 	} {
 		if got := wire.CodeOf(err); got != wire.CodeUnsupported {
