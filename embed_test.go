@@ -277,6 +277,8 @@ type errLine struct {
 	Reason    string `json:"reason"`
 	Detail    string `json:"detail"`
 	Chunk     *int   `json:"chunk"`
+	DocID     string `json:"doc_id"`
+	Candidate *int   `json:"candidate"`
 	WorkerLog string `json:"worker_log"`
 }
 
