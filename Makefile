@@ -122,6 +122,8 @@ vet:
 RACE_PKGS := ./wire/... ./supervise/... ./pipeline/...
 TEST_EVENTS := $(CURDIR)/.cache/test-events.json
 TESTSUMMARY := $(CURDIR)/bin/testsummary
+# Tests keep the model cache's digest cache out of the user's home.
+test test-race: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test: setup hf-tokenizers vet
 	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
 	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary

@@ -61,8 +61,8 @@ func TestInspectONNX(t *testing.T) {
 		}
 	}
 	code, _, errOut = runCLI(t, "inspect", filepath.Join(dir, "tokenizer.json"))
-	if code != exitFatal || !strings.Contains(errOut, "tokenizer.json") {
-		t.Errorf("inspect tokenizer.json: exit %d, stderr %q; want a fatal error naming the file", code, errOut)
+	if code != exitUsage || !strings.Contains(errOut, "tokenizer.json") {
+		t.Errorf("inspect tokenizer.json: exit %d, stderr %q; want a usage error (not a model) naming the file", code, errOut)
 	}
 }
 

@@ -51,12 +51,12 @@ func TestVersion(t *testing.T) {
 
 func TestUnknownCommand(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"synapse", "rerank", "-m", "x.gguf", "in.jsonl"}, &out, &errOut)
+	code := run(context.Background(), []string{"synapse", "frobnicate", "-m", "x.gguf", "in.jsonl"}, &out, &errOut)
 	if code != exitUsage {
 		t.Errorf("exit %d; want %d", code, exitUsage)
 	}
 	msg := errOut.String()
-	for _, want := range []string{`unknown command "rerank"`, "embed", "inspect", "tokenize", "version"} {
+	for _, want := range []string{`unknown command "frobnicate"`, "embed", "inspect", "rerank", "tokenize", "version"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("stderr %q; want it to say %q", msg, want)
 		}

@@ -178,3 +178,17 @@ func (m *Mux) Close() error {
 	clear(m.owner)
 	return errors.Join(errs...)
 }
+
+// Quantize implements Quantizer with the GGUF engine (QUANTIZE quantizes
+// GGUF files), opening it if no LOAD has.
+func (m *Mux) Quantize(ctx context.Context, req QuantizeRequest) (QuantizeResult, error) {
+	e, err := m.Engine(FormatGGUF)
+	if err != nil {
+		return QuantizeResult{}, err
+	}
+	q, ok := e.(Quantizer)
+	if !ok {
+		return QuantizeResult{}, wire.Errorf(wire.CodeUnsupported, "engine %s cannot quantize models", e.Info().Name)
+	}
+	return q.Quantize(ctx, req)
+}
