@@ -39,10 +39,6 @@ func openInput(ctx context.Context, name string) (f *os.File, stop func(), err e
 		f, err := os.Open(name)
 		return f, func() {}, err
 	}
-	type opened struct {
-		f   *os.File
-		err error
-	}
 	done := make(chan opened, 1)
 	go func() {
 		f, err := os.Open(name)
@@ -55,15 +51,39 @@ func openInput(ctx context.Context, name string) (f *os.File, stop func(), err e
 		}
 		f = o.f
 	case <-ctx.Done():
-		// Complete the blocked open with a writer of our own, then close both.
-		if w, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			defer w.Close()
-		}
-		if o := <-done; o.f != nil {
-			o.f.Close()
-		}
+		releaseOpen(name, done)
 		return nil, nil, ctx.Err()
 	}
 	unwatch := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })
 	return f, func() { unwatch() }, nil
+}
+
+// releaseOpen completes a FIFO open blocked in another goroutine by opening
+// the FIFO's writing end, and closes both once the open has returned. The
+// writer open fails (ENXIO) until the reader's open is under way, so it is
+// tried again until the open returns.
+func releaseOpen(name string, done <-chan opened) {
+	for {
+		w, _ := os.OpenFile(name, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		select {
+		case o := <-done:
+			if o.f != nil {
+				o.f.Close()
+			}
+			if w != nil {
+				w.Close()
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if w != nil {
+			w.Close()
+		}
+	}
+}
+
+// opened is the outcome of a FIFO open.
+type opened struct {
+	f   *os.File
+	err error
 }
