@@ -79,14 +79,19 @@ func (g *gen) value(s *Schema, name string) string {
 		return g.object(s, name)
 	case "array":
 		item := g.rule(s.Items, name+"-item")
-		return `"[" ` + g.use("space") + ` (` + item + ` ("," space ` + item + `)*)? "]" space`
+		return `"[" ` + g.use("space") + ` ` + repeat(item, `"," space `+item, s.MinLen, s.MaxLen) + ` "]" space`
+	case "string":
+		if s.MinLen > 0 || s.MaxLen >= 0 {
+			g.use("string")
+			return `"\"" ` + bounded("char", s.MinLen, s.MaxLen) + ` "\"" space`
+		}
 	}
 	return g.use(s.Type)
 }
 
 // rule names the value of s as its own rule and returns the name.
 func (g *gen) rule(s *Schema, name string) string {
-	if s.Enum == nil && s.Type != "object" && s.Type != "array" {
+	if s.Enum == nil && s.Type != "object" && s.Type != "array" && (s.Type != "string" || (s.MinLen == 0 && s.MaxLen < 0)) {
 		return g.use(s.Type)
 	}
 	name = ruleName(name)
@@ -147,3 +152,33 @@ func (g *gen) optionals(kvs []string, name string, afterRequired bool) string {
 	}
 	return "(" + strings.Join(alts, " | ") + ")?"
 }
+
+// bounded is x repeated min to max times (max -1: no bound).
+func bounded(x string, min, max int) string {
+	switch {
+	case max < 0 && min == 0:
+		return x + "*"
+	case max < 0:
+		return fmt.Sprintf("%s{%d,}", x, min)
+	}
+	return fmt.Sprintf("%s{%d,%d}", x, min, max)
+}
+
+// repeat is first followed by more, min to max items in all, as a
+// separated list (an empty one when min is 0).
+func repeat(first, more string, min, max int) string {
+	if max == 0 {
+		return ""
+	}
+	rest := bounded("("+more+")", max0(min-1), max-1)
+	if max < 0 {
+		rest = bounded("("+more+")", max0(min-1), -1)
+	}
+	list := first + " " + rest
+	if min == 0 {
+		return "(" + list + ")?"
+	}
+	return list
+}
+
+func max0(n int) int { return max(n, 0) }

@@ -4,8 +4,9 @@
 //
 // The JSON schema subset: "type" object, array, string, number, integer,
 // boolean or null; "properties", "required" and "additionalProperties":
-// false for objects (other properties are never generated); "items" for
-// arrays; "enum" and "const". Annotations ("title", "description",
+// false for objects (other properties are never generated); "items",
+// "minItems" and "maxItems" for arrays; "minLength" and "maxLength" for
+// strings; "enum" and "const". Annotations ("title", "description",
 // "$schema", "$id", "$comment", "examples", "default") are ignored. Any other
 // keyword is an error naming it: a schema that cannot be honoured is refused,
 // never loosened.
@@ -31,6 +32,9 @@ type Schema struct {
 	Required   []string
 	Items      *Schema // arrays
 	Enum       []any   // allowed values (const is a one-value enum)
+	// MinLen and MaxLen bound a string's characters or an array's items
+	// (MaxLen -1: no bound).
+	MinLen, MaxLen int
 }
 
 var annotations = map[string]bool{"title": true, "description": true, "$schema": true, "$id": true,
@@ -51,7 +55,7 @@ func parse(raw json.RawMessage, path string) (*Schema, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("grammar: schema %s: not an object", path)
 	}
-	s := &Schema{}
+	s := &Schema{MaxLen: -1}
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
 		keys = append(keys, k)
@@ -75,6 +79,9 @@ func parse(raw json.RawMessage, path string) (*Schema, error) {
 	}
 	if s.Type == "array" && s.Items == nil {
 		return nil, fmt.Errorf("%w: schema %s: an array needs \"items\"", ErrUnsupported, path)
+	}
+	if err := s.checkBounds(obj, path); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -128,6 +135,16 @@ func (s *Schema) set(k string, v json.RawMessage, path string) error {
 			return fmt.Errorf("grammar: schema %s/enum: not a non-empty list", path)
 		}
 		s.Enum = vals
+	case "minLength", "maxLength", "minItems", "maxItems":
+		var n int
+		if err := json.Unmarshal(v, &n); err != nil || n < 0 {
+			return fmt.Errorf("grammar: schema %s/%s: want a count ≥ 0", path, k)
+		}
+		if strings.HasPrefix(k, "min") {
+			s.MinLen = n
+		} else {
+			s.MaxLen = n
+		}
 	default:
 		if !annotations[k] {
 			return fmt.Errorf("%w: schema keyword %q at %s", ErrUnsupported, k, path)
@@ -210,4 +227,17 @@ func ruleName(path string) string {
 		}
 	}
 	return strings.Trim(b.String(), "-")
+}
+
+// checkBounds refuses length bounds on the wrong type or out of order.
+func (s *Schema) checkBounds(obj map[string]json.RawMessage, path string) error {
+	for k, typ := range map[string]string{"minLength": "string", "maxLength": "string", "minItems": "array", "maxItems": "array"} {
+		if _, ok := obj[k]; ok && s.Type != typ {
+			return fmt.Errorf("%w: schema %s: %q on a %q (it bounds a %s)", ErrUnsupported, path, k, s.Type, typ)
+		}
+	}
+	if s.MaxLen >= 0 && s.MinLen > s.MaxLen {
+		return fmt.Errorf("grammar: schema %s: the minimum %d is above the maximum %d", path, s.MinLen, s.MaxLen)
+	}
+	return nil
 }

@@ -22,7 +22,8 @@ const personSchema = `{
 func TestParseSchemaRefusesWhatItCannotHonour(t *testing.T) {
 	for _, tc := range []struct{ schema, want string }{
 		{`{"type": "string", "pattern": "^a"}`, `"pattern"`},
-		{`{"type": "array", "items": {"type": "string"}, "minItems": 2}`, `"minItems"`},
+		{`{"type": "array", "items": {"type": "string"}, "uniqueItems": true}`, `"uniqueItems"`},
+		{`{"type": "integer", "maxLength": 2}`, `"maxLength" on a "integer"`},
 		{`{"anyOf": [{"type": "string"}]}`, `"anyOf"`},
 		{`{"type": "object", "properties": {}, "additionalProperties": true}`, "additionalProperties"},
 		{`{"type": ["string", "null"]}`, "single type"},
@@ -92,5 +93,40 @@ func TestGBNF(t *testing.T) {
 	}
 	if got := Choices([]string{"yes", `say "no"`}); got != `root ::= "yes" | "say \"no\""`+"\n" {
 		t.Errorf("Choices = %q", got)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	s, err := ParseSchema([]byte(`{"type": "object", "properties": {
+		"code": {"type": "string", "minLength": 2, "maxLength": 4},
+		"list": {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3},
+		"any": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}}, "required": ["code", "list", "any"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.GBNF()
+	for _, want := range []string{
+		`root-0-code ::= "\"" char{2,4} "\"" space`,
+		`root-1-list ::= "[" space boolean ("," space boolean){0,2} "]" space`,
+		`root-2-any ::= "[" space (integer ("," space integer){0,1})? "]" space`,
+	} {
+		if !strings.Contains(g, want+"\n") {
+			t.Errorf("grammar lacks\n%s\nin\n%s", want, g)
+		}
+	}
+	for _, tc := range []struct {
+		text string
+		ok   bool
+	}{
+		{`{"code": "ab", "list": [true], "any": []}`, true},
+		{`{"code": "abcd", "list": [true, false, true], "any": [1, 2]}`, true},
+		{`{"code": "a", "list": [true], "any": []}`, false},
+		{`{"code": "abcde", "list": [true], "any": []}`, false},
+		{`{"code": "ab", "list": [], "any": []}`, false},
+		{`{"code": "ab", "list": [true], "any": [1, 2, 3]}`, false},
+	} {
+		if err := s.Validate(tc.text); (err == nil) != tc.ok {
+			t.Errorf("Validate(%s) = %v; want ok=%v", tc.text, err, tc.ok)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // Validate reports why text is not one JSON value valid under s (nil when
@@ -41,6 +42,9 @@ func (s *Schema) check(v any, path string) error {
 		if !ok {
 			return fmt.Errorf("%s: want an array", path)
 		}
+		if err := s.checkLen(len(a), path, "items"); err != nil {
+			return err
+		}
 		for i, x := range a {
 			if err := s.Items.check(x, fmt.Sprintf("%s[%d]", path, i)); err != nil {
 				return err
@@ -48,9 +52,11 @@ func (s *Schema) check(v any, path string) error {
 		}
 		return nil
 	case "string":
-		if _, ok := v.(string); !ok {
+		str, ok := v.(string)
+		if !ok {
 			return fmt.Errorf("%s: want a string", path)
 		}
+		return s.checkLen(utf8.RuneCountInString(str), path, "characters")
 	case "number", "integer":
 		n, ok := v.(json.Number)
 		if !ok {
@@ -101,4 +107,11 @@ func canon(b []byte) []byte {
 	}
 	out, _ := json.Marshal(v)
 	return out
+}
+
+func (s *Schema) checkLen(n int, path, what string) error {
+	if n < s.MinLen || (s.MaxLen >= 0 && n > s.MaxLen) {
+		return fmt.Errorf("%s: %d %s, outside [%d, %d]", path, n, what, s.MinLen, s.MaxLen)
+	}
+	return nil
 }
