@@ -31,6 +31,8 @@ type llamaModel struct {
 	gen             llama.Context
 	batch           llama.Batch
 	batchCap        int32
+	pieces          [][]byte          // each token's bytes (generation's UTF-8 guard), made on first use
+	cur             []llama.TokenData // the candidates of a sampling step
 }
 
 // newContext creates a context with the model's config and the given pooling.

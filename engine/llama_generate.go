@@ -63,11 +63,13 @@ func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, opt Ge
 	}
 	g := Generation{NPrompt: len(prompt), FinishReason: FinishLength}
 	var out []llama.Token
+	var text []byte // the pieces so far, for the UTF-8 guard
+	pieces := m.tokenPieces()
 	for len(out) < maxTokens && len(prompt)+len(out) < m.cfg.nCtx {
 		if err := ctx.Err(); err != nil {
 			return Generation{}, wire.Errorf(wire.CodeInternal, "generate: %w", err)
 		}
-		tok := llama.SamplerSample(chain, m.gen, -1)
+		tok := m.sampleValid(chain, unfinished(text))
 		if tok == llama.TokenNull || llama.VocabIsEOG(m.vocab, tok) {
 			g.FinishReason = FinishStop
 			if grammar != "" && !m.prefersEnd() {
@@ -76,6 +78,7 @@ func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, opt Ge
 			break
 		}
 		out = append(out, tok)
+		text = append(text, pieces[tok]...)
 		if len(out) == maxTokens {
 			break
 		}
@@ -85,6 +88,12 @@ func (e *Llama) Generate(ctx context.Context, ref string, prompt []int32, opt Ge
 	}
 	g.NGen = len(out)
 	g.Text = llama.Detokenize(m.vocab, out, false, false)
+	if tail := unfinished([]byte(g.Text)); len(tail) > 0 { // cut short inside a character
+		g.Text = g.Text[:len(g.Text)-len(tail)]
+	}
+	if !utf8.ValidString(g.Text) {
+		return Generation{}, wire.Errorf(wire.CodeInternal, "generated text is not valid UTF-8 (%q)", g.Text)
+	}
 	return g, nil
 }
 

@@ -22,6 +22,8 @@ type Llama struct {
 	Eps        float32 // llama.attention.layer_norm_rms_epsilon; 0 means 1e-5
 	Seed       uint64
 	Vocab      Vocab // tokenizer.ggml.* entries, e.g. SentencePiece (model "llama")
+	// ChatTemplate is written as tokenizer.chat_template when not empty.
+	ChatTemplate string
 }
 
 func (c Llama) headsKV() int {
@@ -80,6 +82,11 @@ func (c Llama) Writer() (*gguf.Writer, error) {
 	}
 	if err := c.Vocab.set(w); err != nil {
 		return nil, err
+	}
+	if c.ChatTemplate != "" {
+		if err := w.Set("tokenizer.chat_template", c.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("modelgen: %w", err)
+		}
 	}
 	return w, addTensors(w, c.Seed, c.tensors())
 }

@@ -66,6 +66,22 @@ func Llama(tb testing.TB) string {
 	})
 }
 
+// Llama2ChatTemplate is a llama-2 style chat template (Jinja), as chat
+// models carry it in tokenizer.chat_template.
+const Llama2ChatTemplate = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}" +
+	"{{ '<<SYS>>\\n' + message['content'] + '\\n<</SYS>>\\n\\n' }}{% elif message['role'] == 'user' %}" +
+	"{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}"
+
+// LlamaChat is Llama with a llama-2 style chat template.
+func LlamaChat(tb testing.TB) string {
+	tb.Helper()
+	return File(tb, "tiny-llama-chat", func(path string) error {
+		m := modelgen.TinyLlama(modelgen.SPMVocab(Words()))
+		m.ChatTemplate = Llama2ChatTemplate
+		return m.Write(path)
+	})
+}
+
 // BGE returns the path of the model name, written by build from the
 // bert-bge fixture vocabulary (for benchmarks over SciFact); it skips
 // without the fixtures.
