@@ -34,13 +34,13 @@ func TestChatTemplateParity(t *testing.T) {
 		{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}, {Role: "assistant", Content: " Hello. "}, {Role: "user", Content: "Bye"}},
 	}
 	jinja := map[string]chat.Family{
-		"{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n'}}{% endfor %}": chat.ChatML,
-		"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}{% endfor %}":                   chat.Llama2,
-		"{% if m['role'] == 'system' %}{{ '<<SYS>>\\n' + m['content'] }}{% endif %}[INST]":                               chat.Llama2Sys,
+		"{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>' + '\\n'}}{% endfor %}":      chat.ChatML,
+		"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}{% endfor %}":                        chat.Llama2,
+		"{% if m['role'] == 'system' %}{{ '<<SYS>>\\n' + m['content'] }}{% endif %}[INST]":                                     chat.Llama2Sys,
 		"{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}": chat.Llama3,
-		"{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}":                        chat.Gemma,
-		"{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>' + '\\n'}}<|assistant|>":                 chat.Phi3,
-		"{{ '<|user|>\\n' + message['content'] + '<|endoftext|>' }}":                                                     chat.Zephyr,
+		"{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}":                              chat.Gemma,
+		"{{'<|' + message['role'] + '|>' + '\\n' + message['content'] + '<|end|>' + '\\n'}}<|assistant|>":                      chat.Phi3,
+		"{{ '<|user|>\\n' + message['content'] + '<|endoftext|>' }}":                                                           chat.Zephyr,
 	}
 	for tmpl, want := range jinja {
 		got, err := chat.Detect(tmpl)
