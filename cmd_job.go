@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,7 +40,9 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
 		&cli.IntFlag{Name: "deadline-stretch", Value: job.DefaultDeadlineStretch, Usage: "after a request times out, later ones get twice the deadline, up to this many times (1: never); a busy machine slows the run instead of failing it"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
-		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process only records whose index ≡ I (mod N); the output name gets .shard-I-of-N"},
+		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process the I-th of N contiguous parts of the inputs (auto/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); writes OUT.shard-I-of-N.EXT and, when done, its manifest OUT.shard-I-of-N.json; synapse merge puts the parts together. .gz JSON Lines files are not split by bytes: each goes whole to one shard"},
+		&cli.BoolFlag{Name: "force", Usage: "with --shard: run the shard again although its manifest says it is done"},
+		&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the errors file are at most this share of the rows read (e.g. 0.000001)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
 		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
 		&cli.StringFlag{Name: "ort-lib", Usage: "`DIR` of ONNX Runtime's libonnxruntime.so.1 (ONNX models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
@@ -110,15 +113,24 @@ func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string, format
 		o.Out = defaultOutput(o.Inputs, defOut)
 	}
 	if s := c.String("shard"); s != "" {
-		i, n, err := parseShard(s)
+		i, n, err := parseShard(s, os.Getenv)
 		if err != nil {
 			return o, usageError{fmt.Errorf("%s: %w", name, err)}
 		}
 		o.Read.Shard, o.Read.Shards = i, n
-		o.Out = shardPath(o.Out, i, n)
+		o.Out = dataio.ShardPath(o.Out, i, n)
 		if o.Errors != "" { // each shard its own errors file, like its output
-			o.Errors = shardPath(o.Errors, i, n)
+			o.Errors = dataio.ShardPath(o.Errors, i, n)
 		}
+		for _, in := range o.Inputs {
+			if in == "-" {
+				return o, usagef("%s: --shard reads its part of regular files; it cannot split standard input", name)
+			}
+		}
+	}
+	o.Force = c.Bool("force")
+	if r := c.Float64("max-error-rate"); r < 0 || r > 1 {
+		return o, usagef("%s: --max-error-rate %g: want a share between 0 and 1", name, r)
 	}
 	if err := workerCommand(c, &o); err != nil {
 		return o, err
@@ -196,19 +208,26 @@ func workerCommand(c *cli.Context, o *job.Options) error {
 	return nil
 }
 
-// shardPath inserts ".shard-I-of-N" before path's extension.
-func shardPath(path string, i, n int) string {
-	ext := filepath.Ext(path)
-	return fmt.Sprintf("%s.shard-%d-of-%d%s", strings.TrimSuffix(path, ext), i, n, ext)
-}
-
-// parseShard reads "I/N" with 0 ≤ I < N.
-func parseShard(s string) (int, int, error) {
+// parseShard reads "I/N" with 0 ≤ I < N, or "auto/N" with I from the
+// scheduler's environment: JOB_COMPLETION_INDEX (a Kubernetes Indexed
+// Job), else SLURM_ARRAY_TASK_ID (a Slurm array). N is always given: a
+// resubmitted single Slurm task sees a task count of 1.
+func parseShard(s string, getenv func(string) string) (int, int, error) {
 	a, b, ok := strings.Cut(s, "/")
+	if a == "auto" {
+		for _, v := range []string{"JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID"} {
+			if a = getenv(v); a != "" {
+				break
+			}
+		}
+		if a == "" {
+			return 0, 0, fmt.Errorf("--shard %q: neither JOB_COMPLETION_INDEX nor SLURM_ARRAY_TASK_ID is set", s)
+		}
+	}
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("--shard %q: want I/N with 0 ≤ I < N, e.g. 0/4", s)
+		return 0, 0, fmt.Errorf("--shard %q: want I/N with 0 ≤ I < N, e.g. 0/4 (I=%q)", s, a)
 	}
 	return i, n, nil
 }
@@ -223,7 +242,7 @@ type words struct {
 
 // runJob runs a job with progress on stderr and the summary on stdout, and
 // turns its outcome into the error exitCode maps.
-func runJob(ctx context.Context, o *job.Options, w words, quiet bool, stdout, stderr io.Writer,
+func runJob(ctx context.Context, o *job.Options, w words, quiet bool, maxErrorRate float64, stdout, stderr io.Writer,
 	run func(context.Context) (job.Summary, error)) error {
 	o.Stats = &pipeline.Stats{}
 	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -231,6 +250,10 @@ func runJob(ctx context.Context, o *job.Options, w words, quiet bool, stdout, st
 	o.Started = prog.start
 	sum, err := run(ctx)
 	prog.stop()
+	if errors.Is(err, job.ErrShardDone) {
+		fmt.Fprintf(stderr, "synapse: nothing to do: %v\n", err)
+		return nil
+	}
 	if !quiet && sum.Started {
 		printSummary(stdout, sum, w, err == nil)
 	}
@@ -246,6 +269,9 @@ func runJob(ctx context.Context, o *job.Options, w words, quiet bool, stdout, st
 		return err
 	case sum.Job.Read == 0 && sum.Job.FileErrors == 0:
 		fmt.Fprintf(stderr, "synapse: warning: the input held no records; %s is empty\n", o.Out)
+	case sum.Job.FileErrors == 0 && sum.Job.Failed > 0 && float64(sum.Job.Failed) <= maxErrorRate*float64(sum.Job.Read):
+		fmt.Fprintf(stderr, "synapse: %d of %d %s in the errors file (%s), within --max-error-rate %g\n",
+			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), sum.Errors, maxErrorRate)
 	case sum.Job.Failed > 0 || sum.Job.FileErrors > 0:
 		return partialError{fmt.Sprintf("%d of %d %s could not be %s and %d input files failed; see %s",
 			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), w.done, sum.Job.FileErrors, sum.Errors)}

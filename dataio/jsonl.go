@@ -25,6 +25,15 @@ type jsonlSource struct {
 	line int   // lines read so far
 	recs int64 // records (non-blank lines) read so far
 	buf  []byte
+
+	// pos is the offset of the next line (uncompressed files); lines that
+	// start at end or later are another shard's (end 0: no end). block is
+	// the file's BlockSize (0 for compressed files and pipes): a packing
+	// group starts in every block.
+	pos, end, block int64
+	group           int64 // Index of the first record of the current packing group
+	groupBlock      int64
+	inGroup         int
 }
 
 // countingReader counts the bytes read through it.
@@ -41,9 +50,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 const jsonlBufSize = 64 << 10
 
-func newJSONL(name string, rc io.ReadCloser, base int64, opts *ReadOptions) (source, error) {
+// newJSONL reads a JSON Lines stream. size is the file's size (-1 for a
+// pipe) and part what of it to read: a plain file is read from part.Start
+// (already seeked to, less one byte when Start > 0) to the end of the last
+// line that starts before part.End.
+func newJSONL(name string, rc io.ReadCloser, base int64, opts *ReadOptions, size int64, part Part) (source, error) {
 	cr := &countingReader{r: rc}
-	s := &jsonlSource{name: name, c: rc, raw: cr, br: bufio.NewReaderSize(cr, jsonlBufSize), opts: opts, base: base}
+	s := &jsonlSource{name: name, c: rc, raw: cr, br: bufio.NewReaderSize(cr, jsonlBufSize), opts: opts, base: base, groupBlock: -1}
 	if magic, _ := s.br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, err := gzip.NewReader(s.br)
 		if err != nil {
@@ -51,11 +64,66 @@ func newJSONL(name string, rc io.ReadCloser, base int64, opts *ReadOptions) (sou
 			return nil, &FileError{Source: name, RowGroup: -1, Err: fmt.Errorf("gzip: %w", err)}
 		}
 		s.br = bufio.NewReaderSize(gz, jsonlBufSize)
+		return s, nil
+	}
+	if size >= 0 {
+		s.block, s.end = BlockSize(size), part.End
+	}
+	if part.Start > 0 {
+		if err := s.skipPartialLine(part.Start); err != nil {
+			rc.Close()
+			return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+		}
 	}
 	return s, nil
 }
 
+// skipPartialLine positions the source at the first line that starts at
+// start or later: the byte before start is read; unless it ends a line,
+// the rest of that line belongs to the previous shard.
+func (s *jsonlSource) skipPartialLine(start int64) error {
+	s.pos = start - 1
+	c, err := s.br.ReadByte()
+	if err != nil {
+		return fmt.Errorf("read at byte %d: %w", s.pos, err)
+	}
+	s.pos++
+	for c != '\n' {
+		frag, err := s.br.ReadSlice('\n')
+		s.pos += int64(len(frag))
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	return nil
+}
+
+// place returns the packing group of the record starting at lineStart with
+// index idx: a group starts in every block and after GroupRecords records.
+func (s *jsonlSource) place(idx, lineStart int64) int64 {
+	blk := int64(0)
+	if s.block > 0 {
+		blk = lineStart / s.block
+	}
+	if blk != s.groupBlock || s.inGroup == GroupRecords {
+		s.group, s.groupBlock, s.inGroup = idx, blk, 0
+	}
+	s.inGroup++
+	return s.group
+}
+
 func (s *jsonlSource) span() int64 { return s.recs }
+
+func (s *jsonlSource) lines() int64 { return int64(s.line) }
+
+func (s *jsonlSource) fetched() int64 { return s.raw.n }
 
 func (s *jsonlSource) progress() (records, rows, bytes int64) { return s.recs, 0, s.raw.n }
 
@@ -63,6 +131,10 @@ func (s *jsonlSource) close() error { return s.c.Close() }
 
 func (s *jsonlSource) next() (Doc, error) {
 	for {
+		if s.end > 0 && s.pos >= s.end {
+			return Doc{}, io.EOF // the next line is the next shard's
+		}
+		lineStart := s.pos
 		line, tooLong, err := s.readLine()
 		if err == io.EOF {
 			return Doc{}, io.EOF
@@ -73,7 +145,8 @@ func (s *jsonlSource) next() (Doc, error) {
 		if !tooLong && len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		idx, group := s.base+s.recs, s.base+s.recs-s.recs%GroupRecords
+		idx := s.base + s.recs
+		group := s.place(idx, lineStart)
 		s.recs++
 		if !s.opts.want(idx) {
 			continue
@@ -98,6 +171,7 @@ func (s *jsonlSource) readLine() (line []byte, tooLong bool, err error) {
 	for {
 		frag, err := s.br.ReadSlice('\n')
 		got = got || len(frag) > 0
+		s.pos += int64(len(frag))
 		if !tooLong {
 			if len(s.buf)+len(frag) > s.opts.MaxLineBytes+2 { // room for "\r\n"
 				tooLong, s.buf = true, s.buf[:0]
@@ -118,7 +192,7 @@ func (s *jsonlSource) readLine() (line []byte, tooLong bool, err error) {
 	}
 	s.line++
 	line = bytes.TrimSuffix(bytes.TrimSuffix(s.buf, []byte("\n")), []byte("\r"))
-	if s.line == 1 {
+	if s.line == 1 && s.pos == int64(len(s.buf)) { // the file's first line
 		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")) // UTF-8 byte order mark
 	}
 	return line, tooLong, nil
@@ -197,7 +271,7 @@ func (s *jsonlSource) id(d Doc, obj map[string]json.RawMessage) (string, error) 
 			return idValue(d, f, raw)
 		}
 	}
-	return indexID(d.Index), nil
+	return s.opts.fallbackID(d)
 }
 
 // idValue is the ID in a string or number JSON value.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -32,7 +33,12 @@ type parquetSource struct {
 	fr    *pqarrow.FileReader
 	opts  *ReadOptions
 	base  int64
-	nrows int64
+	nrows int64 // rows of the part read: row groups [rg0, rgEnd)
+	// firstRow is the file row of the part's first row: record indexes
+	// count from it; rgEnd is the row group after the part.
+	firstRow int64
+	rgEnd    int
+	counter  *countingFile
 
 	text   []column
 	id     *column // nil: the ID is the Index
@@ -49,7 +55,7 @@ type parquetSource struct {
 	row     int64 // file row of the next row
 }
 
-func newParquet(name string, f *os.File, base int64, opts *ReadOptions) (src source, err error) {
+func newParquet(name string, f *os.File, base int64, opts *ReadOptions, part Part) (src source, err error) {
 	fail := func(err error) (source, error) {
 		f.Close()
 		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
@@ -62,7 +68,8 @@ func newParquet(name string, f *os.File, base int64, opts *ReadOptions) (src sou
 	props := parquet.NewReaderProperties(opts.Allocator)
 	props.BufferedStreamEnabled = true
 	props.BufferSize = 256 << 10
-	pf, err := file.NewParquetReader(f, file.WithReadProps(props))
+	counter := &countingFile{File: f}
+	pf, err := file.NewParquetReader(counter, file.WithReadProps(props))
 	if err != nil {
 		return fail(fmt.Errorf("parquet: %w", err))
 	}
@@ -76,7 +83,8 @@ func newParquet(name string, f *os.File, base int64, opts *ReadOptions) (src sou
 		pf.Close()
 		return fail(fmt.Errorf("parquet: schema: %w", err))
 	}
-	s := &parquetSource{name: name, f: f, pf: pf, fr: fr, opts: opts, base: base, nrows: pf.NumRows()}
+	s := &parquetSource{name: name, f: f, pf: pf, fr: fr, opts: opts, base: base, counter: counter}
+	s.selectPart(part)
 	s.resolve(sc)
 	return s, nil
 }
@@ -146,9 +154,50 @@ func isID(dt arrow.DataType) bool {
 	return isText(dt) || arrow.IsInteger(dt.ID())
 }
 
+// selectPart sets the row groups to read: the part's, or all.
+func (s *parquetSource) selectPart(part Part) {
+	meta := s.pf.MetaData()
+	s.rgEnd = s.pf.NumRowGroups()
+	if part.RowGroup1 >= 0 && part.RowGroup1 < s.rgEnd {
+		s.rgEnd = part.RowGroup1
+	}
+	for g := 0; g < s.rgEnd; g++ {
+		n := meta.RowGroup(g).NumRows()
+		if g < part.RowGroup0 {
+			s.firstRow += n
+		} else {
+			s.nrows += n
+		}
+	}
+	s.rg = min(part.RowGroup0, s.rgEnd)
+	s.rgStart, s.row = s.firstRow, s.firstRow
+}
+
 func (s *parquetSource) span() int64 { return s.nrows }
 
-func (s *parquetSource) progress() (records, rows, bytes int64) { return s.row, s.row, 0 }
+func (s *parquetSource) fetched() int64 { return s.counter.n.Load() }
+
+func (s *parquetSource) progress() (records, rows, bytes int64) {
+	return s.row - s.firstRow, s.row - s.firstRow, 0
+}
+
+// countingFile counts the bytes the Parquet reader fetches.
+type countingFile struct {
+	*os.File
+	n atomic.Int64
+}
+
+func (c *countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.File.ReadAt(p, off)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingFile) Read(p []byte) (int, error) {
+	n, err := c.File.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
 
 func (s *parquetSource) close() error {
 	if s.rr != nil {
@@ -179,8 +228,8 @@ func (s *parquetSource) next() (d Doc, err error) {
 		s.recPos++
 		row := s.row
 		s.row++
-		if idx := s.base + row; s.opts.want(idx) {
-			group := s.base + s.rgStart + (row-s.rgStart)/GroupRecords*GroupRecords
+		if idx := s.base + row - s.firstRow; s.opts.want(idx) {
+			group := s.base + s.rgStart - s.firstRow + (row-s.rgStart)/GroupRecords*GroupRecords
 			return s.rowDoc(i, Doc{Source: s.name, Row: row, Index: idx, Group: group})
 		}
 	}
@@ -205,11 +254,11 @@ func (s *parquetSource) nextBatch() (bool, error) {
 			}
 			s.rgStart, s.rg = end, s.rg+1
 		}
-		if s.rg >= s.pf.NumRowGroups() {
+		if s.rg >= s.rgEnd {
 			return false, nil
 		}
 		n := meta.RowGroup(s.rg).NumRows()
-		if n == 0 || s.base+s.rgStart+n <= s.opts.StartIndex {
+		if n == 0 || s.base+s.rgStart-s.firstRow+n <= s.opts.StartIndex {
 			s.row = s.rgStart + n
 			s.rgStart, s.rg = s.rgStart+n, s.rg+1
 			continue
@@ -282,7 +331,11 @@ func (s *parquetSource) rowDoc(i int, d Doc) (Doc, error) {
 		return s.rawDoc(i, d)
 	}
 	if s.id == nil {
-		d.ID = indexID(d.Index)
+		id, err := s.opts.fallbackID(d)
+		if err != nil {
+			return Doc{}, err
+		}
+		d.ID = id
 	} else if id, err := s.idAt(i, d); err != nil {
 		return Doc{}, err
 	} else {
@@ -313,7 +366,7 @@ func (s *parquetSource) idAt(i int, d Doc) (string, error) {
 	}
 	if c.arr.IsNull(i) {
 		if s.opts.IDField == "" {
-			return indexID(d.Index), nil
+			return s.opts.fallbackID(d)
 		}
 		return "", d.Error(ReasonMissingField, fmt.Sprintf("ID column %q is null", c.name))
 	}

@@ -49,13 +49,14 @@ func (o *QueryOptions) fill() {
 type QueryReader struct {
 	r       *Reader
 	opts    QueryOptions
-	shard   [2]int // Read.Shard, Read.Shards: applied to queries, not rows
 	cur     *Query // a flat list being gathered
 	next    []any  // records ready: Query, *RowError or *FileError
 	done    bool
-	group   int64 // Index of the first record of the current packing group
-	inGroup int
-	source  string
+	group    int64 // Index of the first record of the current packing group
+	inGroup  int
+	source   string
+	rowGroup int64 // the reader's group of the last grouped row
+	fatal    error // the run cannot go on (ErrShardFlatPairs)
 }
 
 // OpenQueries returns a QueryReader over files.
@@ -67,17 +68,22 @@ func OpenQueries(files []string, opts QueryOptions) (*QueryReader, error) {
 		ro.Raw = append(ro.Raw, opts.DocIDField)
 	}
 	ro.Raw = append(ro.Raw, opts.DocTextFields...)
-	shard := [2]int{ro.Shard, ro.Shards}
-	ro.Shard, ro.Shards = 0, 0
 	r, err := Open(files, ro)
 	if err != nil {
 		return nil, err
 	}
-	return &QueryReader{r: r, opts: opts, shard: shard, group: -1}, nil
+	return &QueryReader{r: r, opts: opts, group: -1}, nil
 }
 
 // Progress returns how far the reader has got.
 func (q *QueryReader) Progress() Progress { return q.r.Progress() }
+
+// Spans returns what the reader read of each file (see Reader.Spans).
+func (q *QueryReader) Spans() []Span { return q.r.Spans() }
+
+// ErrShardFlatPairs: flat pairs cannot be range-sharded, since a query's
+// rows may straddle the shards' parts.
+var ErrShardFlatPairs = errors.New("dataio: a sharded rerank needs one row per query (grouped candidates) or --run; flat pairs can straddle shards")
 
 // Close closes the file being read.
 func (q *QueryReader) Close() error { return q.r.Close() }
@@ -92,6 +98,9 @@ func (q *QueryReader) Next() (Query, error) {
 				return out, err
 			}
 		}
+		if q.fatal != nil {
+			return Query{}, q.fatal
+		}
 		if q.done {
 			return Query{}, io.EOF
 		}
@@ -99,35 +108,40 @@ func (q *QueryReader) Next() (Query, error) {
 	}
 }
 
-// emit places a ready record in its packing group and applies the shard;
-// ok is false for a record of another shard.
+// emit places a ready record in its packing group: a grouped row keeps
+// the reader's group (which starts at every shard unit), a flat list and a
+// bad row between lists get one counted here.
 func (q *QueryReader) emit(rec any) (Query, error, bool) {
 	switch r := rec.(type) {
 	case *FileError:
 		return Query{}, r, true
 	case *RowError:
-		r.Group = q.place(r.Index, r.Source)
-		return Query{}, r, q.wanted(r.Index)
+		r.Group = q.place(r.Index, r.Source, -1)
+		return Query{}, r, true
+	case flatQuery:
+		r.Group = q.place(r.Index, r.Source, -1)
+		return r.Query, nil, true
 	case Query:
-		r.Group = q.place(r.Index, r.Source)
-		return r, nil, q.wanted(r.Index)
+		r.Group = q.place(r.Index, r.Source, r.Group)
+		return r, nil, true
 	}
 	panic("dataio: unexpected record")
 }
 
-func (q *QueryReader) wanted(idx int64) bool {
-	return q.shard[1] <= 1 || idx%int64(q.shard[1]) == int64(q.shard[0])
-}
-
-// place counts a record into packing groups: a new one at each file and
-// after GroupRecords records.
-func (q *QueryReader) place(idx int64, source string) int64 {
-	if q.group < 0 || source != q.source || q.inGroup == GroupRecords {
+// place counts a record into packing groups: a new one at each file, at
+// each of the reader's groups (rowGroup, -1 for none) and after
+// GroupRecords records.
+func (q *QueryReader) place(idx int64, source string, rowGroup int64) int64 {
+	if q.group < 0 || source != q.source || q.inGroup == GroupRecords || (rowGroup >= 0 && rowGroup != q.rowGroup) {
 		q.group, q.inGroup, q.source = idx, 0, source
 	}
+	q.rowGroup = rowGroup
 	q.inGroup++
 	return q.group
 }
+
+// flatQuery is a list gathered from flat pairs.
+type flatQuery struct{ Query }
 
 // step reads one row and files it.
 func (q *QueryReader) step() {
@@ -163,7 +177,7 @@ func (q *QueryReader) step() {
 
 func (q *QueryReader) flush() {
 	if q.cur != nil {
-		q.next = append(q.next, *q.cur)
+		q.next = append(q.next, flatQuery{*q.cur})
 		q.cur = nil
 	}
 }
@@ -232,6 +246,10 @@ func (q *QueryReader) grouped(d Doc) Query {
 
 // flat adds a flat pair's row to the list it continues, or starts a list.
 func (q *QueryReader) flat(d Doc) {
+	if q.opts.Read.Shards > 1 {
+		q.fatal = fmt.Errorf("%w (%s:%d)", ErrShardFlatPairs, d.Source, d.Line)
+		return
+	}
 	head := q.query(d)
 	if q.cur == nil || q.cur.Source != d.Source || head.ID == "" || q.cur.ID != head.ID {
 		q.flush()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,9 +32,13 @@ type ReadOptions struct {
 	// StartIndex skips records with a smaller Index without parsing them
 	// (whole Parquet row groups are skipped without reading).
 	StartIndex int64
-	// Shard and Shards, when Shards > 1, keep only records with
-	// Index % Shards == Shard.
+	// Shard and Shards, when Shards > 1, make this the reader of range
+	// shard Shard of Shards (see PlanShard): it reads its part of each
+	// file alone, counts indexes and lines from its start, and a row
+	// without an id is an error (the row index of a single run is not
+	// known to a shard). Parts is the plan (set by Open).
 	Shard, Shards int
+	Parts         []Part
 
 	MaxLineBytes     int       // longest JSONL line; default 64 MiB
 	MaxTextBytes     int       // longest joined text; default and at most math.MaxInt32
@@ -90,11 +95,14 @@ func (o *ReadOptions) fill() error {
 }
 
 // want reports whether the record with this index is to be returned.
-func (o *ReadOptions) want(idx int64) bool {
-	if idx < o.StartIndex {
-		return false
+func (o *ReadOptions) want(idx int64) bool { return idx >= o.StartIndex }
+
+// part is what the reader reads of file i: the shard's part, or all.
+func (o *ReadOptions) part(i int) Part {
+	if o.Parts == nil {
+		return Part{RowGroup1: -1}
 	}
-	return o.Shards <= 1 || idx%int64(o.Shards) == int64(o.Shard)
+	return o.Parts[i]
 }
 
 // source is one open input file.
@@ -108,6 +116,8 @@ type source interface {
 	// progress returns the records consumed so far in the file and the
 	// Parquet rows and JSONL bytes behind them.
 	progress() (records, rows, bytes int64)
+	// fetched is the bytes read from the file (for a shard's manifest).
+	fetched() int64
 	close() error
 }
 
@@ -121,6 +131,16 @@ type Reader struct {
 	base  int64 // Index of the first record of the current file
 	rows  int64 // Parquet rows of the finished files
 	bytes int64 // JSONL bytes of the finished files
+	spans []Span
+}
+
+// Span is what a reader read of one input file: its records (good or
+// bad), its lines (JSONL, blank ones included) and the bytes it fetched.
+type Span struct {
+	File      string `json:"file"`
+	Records   int64  `json:"records"`
+	Lines     int64  `json:"lines,omitempty"`
+	BytesRead int64  `json:"bytes_read"`
 }
 
 // Open returns a Reader over files; "-" is stdin (JSONL). Files are opened
@@ -142,8 +162,22 @@ func Open(files []string, opts ReadOptions) (*Reader, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	return &Reader{files: files, opts: opts}, nil
+	if opts.Shards > 1 && opts.Parts == nil {
+		parts, err := PlanShard(files, opts.Shard, opts.Shards)
+		if err != nil {
+			return nil, err
+		}
+		opts.Parts = parts
+	}
+	r := &Reader{files: files, opts: opts, spans: make([]Span, len(files))}
+	for i, f := range files {
+		r.spans[i].File = f
+	}
+	return r, nil
 }
+
+// Spans returns what the reader read of each file so far.
+func (r *Reader) Spans() []Span { return slices.Clone(r.spans) }
 
 // Next returns the next document. A bad record is returned as a *RowError
 // (with its Index), a file that cannot be read as a *FileError — call Next
@@ -153,6 +187,10 @@ func (r *Reader) Next() (Doc, error) {
 		if r.src == nil {
 			if r.i >= len(r.files) {
 				return Doc{}, io.EOF
+			}
+			if r.opts.part(r.i).Skip {
+				r.i++
+				continue
 			}
 			src, err := r.open(r.files[r.i])
 			if err != nil {
@@ -183,9 +221,14 @@ func (r *Reader) Next() (Doc, error) {
 }
 
 func (r *Reader) finishFile() {
-	_, rows, bytes := r.src.progress()
+	recs, rows, bytes := r.src.progress()
 	r.rows += rows
 	r.bytes += bytes
+	sp := &r.spans[r.i]
+	sp.Records, sp.BytesRead = recs, r.src.fetched()
+	if ls, ok := r.src.(interface{ lines() int64 }); ok {
+		sp.Lines = ls.lines()
+	}
 	r.base += r.src.span()
 	r.src.close()
 	r.src = nil
@@ -216,8 +259,9 @@ func (r *Reader) Close() error {
 }
 
 func (r *Reader) open(name string) (source, error) {
+	part := r.opts.part(r.i)
 	if name == "-" {
-		return newJSONL(name, io.NopCloser(r.opts.Stdin), r.base, &r.opts)
+		return newJSONL(name, io.NopCloser(r.opts.Stdin), r.base, &r.opts, -1, part)
 	}
 	f, stop, err := openInput(r.opts.Context, name)
 	if err != nil {
@@ -235,12 +279,20 @@ func (r *Reader) open(name string) (source, error) {
 		return newJSONL(name, struct {
 			io.Reader
 			io.Closer
-		}{br, closerFunc(func() error { stop(); return f.Close() })}, r.base, &r.opts)
+		}{br, closerFunc(func() error { stop(); return f.Close() })}, r.base, &r.opts, -1, part)
 	}
 	if isParquet(f) {
-		return newParquet(name, f, r.base, &r.opts)
+		return newParquet(name, f, r.base, &r.opts, part)
 	}
-	return newJSONL(name, f, r.base, &r.opts)
+	st, err := f.Stat()
+	if err == nil && part.Start > 0 {
+		_, err = f.Seek(part.Start-1, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+	}
+	return newJSONL(name, f, r.base, &r.opts, st.Size(), part)
 }
 
 // isParquet reports whether f starts with the Parquet magic and rewinds it.
@@ -328,6 +380,15 @@ func (o *ReadOptions) document(d Doc, parts []string) (Doc, error) {
 
 // indexID is the ID of a record without an ID field.
 func indexID(idx int64) string { return strconv.FormatInt(idx, 10) }
+
+// fallbackID is the ID of a record without an ID field: its index, which a
+// range shard does not know (it counts from its own start).
+func (o *ReadOptions) fallbackID(d Doc) (string, error) {
+	if o.Shards > 1 {
+		return "", d.Error(ReasonMissingField, "no id field (id, _id): a sharded run needs row ids (name the field with --id-field)")
+	}
+	return indexID(d.Index), nil
+}
 
 type closerFunc func() error
 

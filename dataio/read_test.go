@@ -349,7 +349,7 @@ func TestParquetTruncatedAndCorrupt(t *testing.T) {
 	}
 }
 
-func TestMultipleFilesIndexSkipShard(t *testing.T) {
+func TestMultipleFilesIndexSkip(t *testing.T) {
 	dir := t.TempDir()
 	j1 := writeFile(t, dir, "a.jsonl", []byte("{\"text\":\"a0\"}\n\n{\"text\":\"a1\"}\n{bad\n"))
 	texts := make([]*string, 10)
@@ -377,8 +377,6 @@ func TestMultipleFilesIndexSkipShard(t *testing.T) {
 	}{
 		{ReadOptions{StartIndex: 7}, func(i int64) bool { return i >= 7 }},
 		{ReadOptions{StartIndex: 14}, func(i int64) bool { return i >= 14 }},
-		{ReadOptions{Shard: 1, Shards: 3}, func(i int64) bool { return i%3 == 1 }},
-		{ReadOptions{StartIndex: 5, Shard: 0, Shards: 2}, func(i int64) bool { return i >= 5 && i%2 == 0 }},
 	} {
 		var want []outcome
 		for _, o := range all {

@@ -296,13 +296,16 @@ func (rr *RunReader) idOf(d Doc) (string, bool) {
 	return id, err == nil
 }
 
-// Next returns the next query of the run, a *RowError or io.EOF.
+// Next returns the next query of the run, a *RowError or io.EOF. A range
+// shard takes whole packing groups: group g of G goes to shard ⌊g·N/G⌋.
 func (rr *RunReader) Next() (Query, error) {
+	sh := rr.opts.Read
+	groups := (len(rr.recs) + GroupRecords - 1) / GroupRecords
 	for rr.pos < len(rr.recs) {
 		r := &rr.recs[rr.pos]
+		g := rr.pos / GroupRecords
 		rr.pos++
-		sh := rr.opts.Read
-		if r.index < sh.StartIndex || (sh.Shards > 1 && r.index%int64(sh.Shards) != int64(sh.Shard)) {
+		if r.index < sh.StartIndex || (sh.Shards > 1 && g*sh.Shards/groups != sh.Shard) {
 			continue
 		}
 		if r.err != nil {

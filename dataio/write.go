@@ -170,6 +170,9 @@ func (w *Writer) Schema() *arrow.Schema { return w.schema }
 // Rows returns the number of rows put so far (with a resumed run's).
 func (w *Writer) Rows() int64 { return w.rows }
 
+// ErrorRecords returns the number of error records written so far.
+func (w *Writer) ErrorRecords() int64 { return w.errs.records }
+
 // Put adds the result of the input record with the given Index and packing
 // group: its rows (nil for none) and its error records. Records must come
 // in increasing Index. After a failed Put the writer should be aborted.

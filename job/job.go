@@ -6,6 +6,8 @@ package job
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/artifact"
 	"github.com/synapse-embed/synapse/dataio"
 	"github.com/synapse-embed/synapse/pipeline"
@@ -44,6 +47,8 @@ type Options struct {
 	// DefaultDeadlineStretch; 1 = never).
 	DeadlineStretch int
 	Resume          bool
+	// Force runs a shard again although its manifest says it is done.
+	Force bool
 	// BufferBytes bounds the record text between reading and writing
 	// (pipeline.Config.InFlightBytes; 0 = its default).
 	BufferBytes int64
@@ -78,6 +83,10 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func configErrorf(format string, args ...any) error {
 	return &ConfigError{fmt.Errorf(format, args...)}
 }
+
+// ErrShardDone: the shard's manifest exists, so its part is done; running
+// it again is a no-op (Options.Force runs it anyway).
+var ErrShardDone = errors.New("job: shard already done")
 
 // Info describes a started job.
 type Info struct {
@@ -156,6 +165,11 @@ func begin(o *Options, kind string, formats ...dataio.Format) (*runner, error) {
 	if err := CheckOutputs(o, formats); err != nil {
 		return nil, err
 	}
+	if o.Read.Shards > 1 {
+		if err := checkShard(o); err != nil {
+			return nil, err
+		}
+	}
 	m, err := artifact.Open(o.Model)
 	if artifact.Unusable(err) {
 		return nil, &ConfigError{err}
@@ -232,6 +246,24 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 	for _, in := range o.Inputs {
 		if in != "-" && (sameFile(in, o.Out) || sameFile(in, errorsPath)) {
 			return configErrorf("output %s would overwrite the input %s", o.Out, in)
+		}
+	}
+	return nil
+}
+
+// checkShard refuses a shard's output merge cannot read, and stops a shard
+// that is done already.
+func checkShard(o *Options) error {
+	if f, _ := dataio.FormatOf(o.Out); f != dataio.FormatArrow && f != dataio.FormatParquet {
+		return configErrorf("--shard: a shard writes an .arrow or .parquet part (synapse merge -o picks the merged format), not %s", o.Out)
+	}
+	manifest := dataio.ManifestPath(o.Out)
+	if _, err := os.Stat(manifest); err == nil {
+		if !o.Force {
+			return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, manifest)
+		}
+		if err := os.Remove(manifest); err != nil {
+			return fmt.Errorf("job: --force: %w", err)
 		}
 	}
 	return nil
@@ -398,7 +430,51 @@ func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k
 		return err
 	}
 	r.sum.Resumable = false
+	if r.o.Read.Shards > 1 {
+		return r.writeManifest(src)
+	}
 	return nil
+}
+
+// writeManifest writes the shard's commit marker beside its part.
+func (r *runner) writeManifest(src any) error {
+	o := r.o
+	parts, err := dataio.PlanShard(o.Inputs, o.Read.Shard, o.Read.Shards)
+	if err != nil {
+		return err
+	}
+	c := o.Stats.Snapshot()
+	m := dataio.Manifest{Command: r.kind, Shard: o.Read.Shard, Shards: o.Read.Shards, Output: o.Out, Errors: o.Errors,
+		Rows:         dataio.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Items: c.Items, Tokens: c.Tokens, FileErrors: c.FileErrors},
+		ErrorRecords: r.w.ErrorRecords(), IndexNumbering: "shard", ModelDigest: r.model.Digest,
+		SettingsDigest: settingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
+		ElapsedSeconds: time.Since(r.start).Seconds()}
+	var spans []dataio.Span
+	if s, ok := src.(interface{ Spans() []dataio.Span }); ok {
+		spans = s.Spans()
+	} else {
+		m.IndexNumbering = "global" // the source numbers records as a single run does
+	}
+	for k, p := range parts {
+		in := dataio.ManifestInput{Part: p}
+		if k < len(spans) {
+			in.Records, in.Lines, in.BytesRead = spans[k].Records, spans[k].Lines, spans[k].BytesRead
+		}
+		m.Inputs = append(m.Inputs, in)
+	}
+	return dataio.WriteManifest(dataio.ManifestPath(o.Out), m)
+}
+
+// settingsDigest is a digest of the output's metadata but the shard: what
+// every shard of one job shares.
+func settingsDigest(md arrow.Metadata) string {
+	h := sha256.New()
+	for i, k := range md.Keys() {
+		if k != "synapse.shard" {
+			fmt.Fprintf(h, "%q=%q\n", k, md.Values()[i])
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // finish closes what the job opened and completes its summary.
