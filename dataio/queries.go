@@ -47,11 +47,11 @@ func (o *QueryOptions) fill() {
 // pairs fails in that list (its candidate is an error); one before any list
 // is an error record of its own.
 type QueryReader struct {
-	r       *Reader
-	opts    QueryOptions
-	cur     *Query // a flat list being gathered
-	next    []any  // records ready: Query, *RowError or *FileError
-	done    bool
+	r        *Reader
+	opts     QueryOptions
+	cur      *Query // a flat list being gathered
+	next     []any  // records ready: Query, *RowError or *FileError
+	done     bool
 	group    int64 // Index of the first record of the current packing group
 	inGroup  int
 	source   string
