@@ -20,6 +20,21 @@ func TinyReranker(v Vocab) BERT {
 	return c
 }
 
+// MiniLMReranker is MiniLM with a classifier head (rank pooling): the shape
+// of cross-encoder/ms-marco-MiniLM-L-6-v2, for benchmarks.
+func MiniLMReranker(v Vocab) BERT {
+	c := MiniLM(v)
+	c.Name, c.Pooling = "synapse-minilm-l6-rerank-random", PoolingRank
+	return c
+}
+
+// SmallLlama is a 4-layer, 512-wide llama decoder, big enough that
+// generation is compute-bound, for benchmarks.
+func SmallLlama(v Vocab) Llama {
+	return Llama{Name: "synapse-small-llama", Layers: 4, Width: 512, Heads: 8, HeadsKV: 4, FFN: 1408, Context: 2048,
+		WeightType: gguf.GGMLTypeF16, Seed: DefaultSeed, Vocab: v}
+}
+
 // TinyLlama is a 2-layer, 64-wide llama decoder with grouped-query attention.
 func TinyLlama(v Vocab) Llama {
 	return Llama{Name: "synapse-tiny-llama", Layers: 2, Width: 64, Heads: 4, HeadsKV: 2, FFN: 128, Context: 2048,
