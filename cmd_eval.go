@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,10 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/dataio"
@@ -86,7 +82,7 @@ func rankings(path string) (reranked, input eval.Ranking, err error) {
 	case dataio.FormatJSONL:
 		err = readJSONLRows(path, add)
 	default:
-		err = readArrowRows(path, f, add)
+		err = readArrowRows(path, add)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("eval: %s: %w", path, err)
@@ -131,26 +127,16 @@ func readJSONLRows(path string, add func(rankedRow)) error {
 	return sc.Err()
 }
 
-func readArrowRows(path string, f dataio.Format, add func(rankedRow)) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	each := func(rec arrow.RecordBatch) error {
+func readArrowRows(path string, add func(rankedRow)) error {
+	return dataio.EachBatch(path, memory.DefaultAllocator, func(rec arrow.RecordBatch) error {
 		sc := rec.Schema()
-		col := func(name string) (arrow.Array, error) {
-			idx := sc.FieldIndices(name)
-			if len(idx) == 0 {
-				return nil, fmt.Errorf("no %s column: not a rerank output", name)
-			}
-			return rec.Column(idx[0]), nil
-		}
 		var cols [4]arrow.Array
 		for i, name := range []string{dataio.ColQueryID, dataio.ColDocID, dataio.ColRank, job.ColInputRank} {
-			if cols[i], err = col(name); err != nil {
-				return err
+			idx := sc.FieldIndices(name)
+			if len(idx) == 0 {
+				return fmt.Errorf("no %s column: not a rerank output", name)
 			}
+			cols[i] = rec.Column(idx[0])
 		}
 		q, d := cols[0].(*array.String), cols[1].(*array.String)
 		rank, in := cols[2].(*array.Int32), cols[3].(*array.Int32)
@@ -158,41 +144,5 @@ func readArrowRows(path string, f dataio.Format, add func(rankedRow)) error {
 			add(rankedRow{Query: q.Value(i), Doc: d.Value(i), Rank: rank.Value(i), InputRank: in.Value(i)})
 		}
 		return nil
-	}
-	if f == dataio.FormatParquet {
-		pf, err := file.NewParquetReader(fh)
-		if err != nil {
-			return err
-		}
-		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 14}, memory.DefaultAllocator)
-		if err != nil {
-			return err
-		}
-		rr, err := fr.GetRecordReader(context.Background(), nil, nil)
-		if err != nil {
-			return err
-		}
-		defer rr.Release()
-		for rr.Next() {
-			if err := each(rr.RecordBatch()); err != nil {
-				return err
-			}
-		}
-		return rr.Err()
-	}
-	r, err := ipc.NewFileReader(fh)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for i := 0; i < r.NumRecords(); i++ {
-		rec, err := r.RecordBatch(i)
-		if err != nil {
-			return err
-		}
-		if err := each(rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }

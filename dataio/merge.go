@@ -251,7 +251,7 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 		if !filepath.IsAbs(part) {
 			part = filepath.Join(filepath.Dir(paths[k]), filepath.Base(part))
 		}
-		err := eachBatch(part, o.Allocator, func(rec arrow.RecordBatch) error {
+		err := EachBatch(part, o.Allocator, func(rec arrow.RecordBatch) error {
 			if sink == nil {
 				sc = unsharded(rec.Schema())
 				if err := checkFormat(format, sc); err != nil {
@@ -297,8 +297,9 @@ func unsharded(sc *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(sc.Fields(), &m)
 }
 
-// eachBatch calls fn with every record batch of an Arrow IPC or Parquet file.
-func eachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+// EachBatch calls fn with every record batch of an Arrow IPC or Parquet
+// file, one at a time.
+func EachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
