@@ -70,11 +70,7 @@ func TestGenerateDeterministic(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "p.jsonl")
 	prompts(t, in, 24)
-	models := map[string]string{"generated": testmodels.Llama(t)}
-	if fx := testenv.Fixture(t, "models", "llama-2-tiny-random.gguf"); fileExists(fx) {
-		models["fixture"] = fx
-	}
-	for name, model := range models {
+	for name, model := range generateModels(t) {
 		run := func(workers int, extra ...string) []byte {
 			out := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.jsonl", name, workers, strings.Join(extra, "")))
 			args := append([]string{"generate", in, "-m", model, "-o", out, "--workers", fmt.Sprint(workers), "--threads", "1", "--max-tokens", "12"}, extra...)
@@ -103,20 +99,32 @@ func TestGenerateDeterministic(t *testing.T) {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
+// generateModels are the generated llama and, with the fixtures, the
+// llama-2-tiny-random fixture (a real llama vocabulary).
+func generateModels(t *testing.T) map[string]string {
+	models := map[string]string{"generated": testmodels.Llama(t)}
+	if fx := testenv.Fixture(t, "models", "llama-2-tiny-random.gguf"); fileExists(fx) {
+		models["fixture"] = fx
+	}
+	return models
+}
+
 // TestGenerateChoices: every output is one of the choices.
 func TestGenerateChoices(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "p.jsonl")
 	prompts(t, in, 40)
-	out := filepath.Join(dir, "out.jsonl")
-	runSynapse(t, nil, "generate", in, "-m", testmodels.Llama(t), "-o", out, "--choices", "yes, no").wantCode(t, exitOK)
-	rows := readGenerated(t, out)
-	if len(rows) != 40 {
-		t.Fatalf("%d rows; want 40", len(rows))
-	}
-	for _, r := range rows {
-		if (r.Text != "yes" && r.Text != "no") || (r.FinishReason != "grammar" && r.FinishReason != "stop") {
-			t.Errorf("row %s: %q (finish %s); want yes or no", r.ID, r.Text, r.FinishReason)
+	for name, model := range generateModels(t) {
+		out := filepath.Join(dir, name+".jsonl")
+		runSynapse(t, nil, "generate", in, "-m", model, "-o", out, "--choices", "yes, no").wantCode(t, exitOK)
+		rows := readGenerated(t, out)
+		if len(rows) != 40 {
+			t.Fatalf("%s: %d rows; want 40", name, len(rows))
+		}
+		for _, r := range rows {
+			if (r.Text != "yes" && r.Text != "no") || (r.FinishReason != "grammar" && r.FinishReason != "stop") {
+				t.Errorf("%s row %s: %q (finish %s); want yes or no", name, r.ID, r.Text, r.FinishReason)
+			}
 		}
 	}
 }
@@ -140,24 +148,26 @@ func TestGenerateJSONSchema(t *testing.T) {
 	prompts(t, in, 200)
 	schemaPath := filepath.Join(dir, "schema.json")
 	os.WriteFile(schemaPath, []byte(nestedSchema), 0o644)
-	out := filepath.Join(dir, "out.jsonl")
-	res := runSynapse(t, nil, "generate", in, "-m", testmodels.Llama(t), "-o", out, "--json-schema", schemaPath, "--max-tokens", "320")
-	if res.code != exitOK {
-		errs, _ := os.ReadFile(out + ".errors.jsonl")
-		t.Fatalf("exit %d; errors:\n%s", res.code, errs)
-	}
 	schema, err := grammar.ParseSchema([]byte(nestedSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := readGenerated(t, out)
-	if len(rows) != 200 {
-		t.Fatalf("%d rows; want 200", len(rows))
-	}
-	for _, r := range rows {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(r.Text), &v); err != nil || schema.Validate(r.Text) != nil {
-			t.Errorf("row %s: %q is not valid under the schema (%v, %v)", r.ID, r.Text, err, schema.Validate(r.Text))
+	for name, model := range generateModels(t) {
+		out := filepath.Join(dir, name+".jsonl")
+		res := runSynapse(t, nil, "generate", in, "-m", model, "-o", out, "--json-schema", schemaPath, "--max-tokens", "320")
+		if res.code != exitOK {
+			errs, _ := os.ReadFile(out + ".errors.jsonl")
+			t.Fatalf("%s: exit %d; errors:\n%s", name, res.code, errs)
+		}
+		rows := readGenerated(t, out)
+		if len(rows) != 200 {
+			t.Fatalf("%s: %d rows; want 200", name, len(rows))
+		}
+		for _, r := range rows {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(r.Text), &v); err != nil || schema.Validate(r.Text) != nil {
+				t.Errorf("%s row %s: %q is not valid under the schema (%v, %v)", name, r.ID, r.Text, err, schema.Validate(r.Text))
+			}
 		}
 	}
 }
