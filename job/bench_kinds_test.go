@@ -30,7 +30,7 @@ import (
 //	go test ./job -run '^$' -bench 'GenerateRaw$' -benchtime 1x
 //	go test ./job -run '^$' -bench 'GeneratePipeline$' -benchtime 1x
 //
-// Rerank: SYNAPSE_BENCH_QUERIES (default 60) SciFact test queries, each with
+// Rerank: SYNAPSE_BENCH_QUERIES (default 30) SciFact test queries, each with
 // 10 SciFact documents (its relevant ones first), scored by a
 // MiniLM-L6-shaped cross-encoder (random weights, bert-bge vocabulary).
 // Generate: SYNAPSE_BENCH_PROMPTS (default 40) SciFact titles completed to
@@ -41,7 +41,7 @@ import (
 // rerankBenchInput writes a grouped rerank input of SciFact queries.
 func rerankBenchInput(b *testing.B, dir string) (string, [][]string) {
 	b.Helper()
-	n := benchCount("SYNAPSE_BENCH_QUERIES", 60)
+	n := benchCount("SYNAPSE_BENCH_QUERIES", 30)
 	corpus := map[string]string{}
 	var ids []string
 	readJSONL(b, testenv.Fixture(b, "corpora", "scifact", "corpus.jsonl"), func(m map[string]any) {
