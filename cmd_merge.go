@@ -25,8 +25,13 @@ Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the merged `FILE`", DefaultText: "OUT.EXT"},
 			&cli.StringFlag{Name: "errors", Usage: "the merged errors `FILE`", DefaultText: "OUTPUT.errors.jsonl"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no summary"},
+			&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the merged errors file are at most this share of the rows read"},
 		},
 		Action: func(c *cli.Context) error {
+			rate := c.Float64("max-error-rate")
+			if rate < 0 || rate > 1 {
+				return usagef("merge: --max-error-rate %g: want a share between 0 and 1", rate)
+			}
 			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors")}
 			switch args := c.Args().Slice(); {
 			case len(args) == 0:
@@ -47,6 +52,15 @@ Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 				r := sum.Rows
 				fmt.Fprintf(c.App.Writer, "shards         %d\nrows read      %d = %d done + %d in errors\n", sum.Shards, r.Read, r.OK, r.Failed)
 				fmt.Fprintf(c.App.Writer, "output         %s (%d rows)\nerrors         %s (%d records)\n", sum.Out, sum.OutputRows, sum.Errors, sum.ErrorRecords)
+			}
+			// The merged job exits as the single run would have: 3 with
+			// rows in errors, unless --max-error-rate tolerates them.
+			r := sum.Rows
+			switch {
+			case r.FileErrors == 0 && r.Failed > 0 && float64(r.Failed) <= rate*float64(r.Read):
+				fmt.Fprintf(c.App.ErrWriter, "synapse: %d of %d rows in the errors file (%s), within --max-error-rate %g\n", r.Failed, r.Read, sum.Errors, rate)
+			case r.Failed > 0 || r.FileErrors > 0:
+				return partialError{fmt.Sprintf("merge: %d of %d rows are in the errors file and %d input files failed; see %s", r.Failed, r.Read, r.FileErrors, sum.Errors)}
 			}
 			return nil
 		},

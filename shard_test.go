@@ -84,7 +84,8 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 		t.Errorf("a done shard ran again:\n%s", res.stderr)
 	}
 	merged := filepath.Join(dir, "merged.arrow")
-	runSynapse(t, nil, "merge", out, "-o", merged).wantCode(t, exitOK)
+	// The merged job exits as the single run did: 3, rows in errors.
+	runSynapse(t, nil, "merge", out, "-o", merged).wantCode(t, exitPartial)
 	_, want := readOutput(t, single)
 	_, got := readOutput(t, merged)
 	sameRows(t, "merged vs single run", got, want)
@@ -187,6 +188,22 @@ func TestShardFlags(t *testing.T) {
 		t.Errorf("no word about the tolerated errors:\n%s", res.stderr)
 	}
 	runSynapse(t, nil, "embed", in, "-m", model, "-o", filepath.Join(dir, "ko.arrow"), "--max-error-rate", "0.01").wantCode(t, exitPartial)
+
+	// One shard of one (a Slurm array of one task): a part and a manifest
+	// like any shard, and merge makes the output.
+	one := filepath.Join(dir, "one.arrow")
+	runSynapse(t, nil, "embed", in, "-m", model, "-o", one, "--shard", "0/1").wantCode(t, exitPartial)
+	m, err := dataio.ReadManifest(filepath.Join(dir, "one.shard-0-of-1.json"))
+	if err != nil {
+		t.Fatalf("--shard 0/1 wrote no manifest: %v", err)
+	}
+	if m.Rows.Read != 51 || m.Rows.OK != 50 {
+		t.Errorf("--shard 0/1 manifest rows: got %+v; want 51 read, 50 embedded", m.Rows)
+	}
+	runSynapse(t, nil, "merge", one).wantCode(t, exitPartial)
+	if _, err := os.Stat(one); err != nil {
+		t.Errorf("merge of one shard: %v", err)
+	}
 }
 
 // newParquetWriter writes Parquet with the given row group length.

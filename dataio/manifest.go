@@ -38,7 +38,12 @@ type Manifest struct {
 
 // ManifestRows are a shard's record counters.
 type ManifestRows struct {
-	Read, OK, Failed, Items, Tokens, FileErrors int64
+	Read       int64 `json:"read"`
+	OK         int64 `json:"ok"`
+	Failed     int64 `json:"failed"`
+	Items      int64 `json:"items"`
+	Tokens     int64 `json:"tokens"`
+	FileErrors int64 `json:"file_errors"`
 }
 
 // ManifestInput is one input file in a manifest.

@@ -246,7 +246,7 @@ func (q *QueryReader) grouped(d Doc) Query {
 
 // flat adds a flat pair's row to the list it continues, or starts a list.
 func (q *QueryReader) flat(d Doc) {
-	if q.opts.Read.Shards > 1 {
+	if q.opts.Read.Shards > 0 {
 		q.fatal = fmt.Errorf("%w (%s:%d)", ErrShardFlatPairs, d.Source, d.Line)
 		return
 	}

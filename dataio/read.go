@@ -32,7 +32,7 @@ type ReadOptions struct {
 	// StartIndex skips records with a smaller Index without parsing them
 	// (whole Parquet row groups are skipped without reading).
 	StartIndex int64
-	// Shard and Shards, when Shards > 1, make this the reader of range
+	// Shard and Shards, when Shards > 0 (--shard given, N = 1 too), make this the reader of range
 	// shard Shard of Shards (see PlanShard): it reads its part of each
 	// file alone, counts indexes and lines from its start, and a row
 	// without an id is an error (the row index of a single run is not
@@ -88,7 +88,7 @@ func (o *ReadOptions) fill() error {
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
 	}
-	if o.Shards > 1 && (o.Shard < 0 || o.Shard >= o.Shards) {
+	if o.Shards > 0 && (o.Shard < 0 || o.Shard >= o.Shards) {
 		return fmt.Errorf("dataio: shard %d of %d out of range", o.Shard, o.Shards)
 	}
 	return nil
@@ -162,7 +162,7 @@ func Open(files []string, opts ReadOptions) (*Reader, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	if opts.Shards > 1 && opts.Parts == nil {
+	if opts.Shards > 0 && opts.Parts == nil {
 		parts, err := PlanShard(files, opts.Shard, opts.Shards)
 		if err != nil {
 			return nil, err
@@ -384,7 +384,7 @@ func indexID(idx int64) string { return strconv.FormatInt(idx, 10) }
 // fallbackID is the ID of a record without an ID field: its index, which a
 // range shard does not know (it counts from its own start).
 func (o *ReadOptions) fallbackID(d Doc) (string, error) {
-	if o.Shards > 1 {
+	if o.Shards > 0 {
 		return "", d.Error(ReasonMissingField, "no id field (id, _id): a sharded run needs row ids (name the field with --id-field)")
 	}
 	return indexID(d.Index), nil

@@ -305,7 +305,7 @@ func (rr *RunReader) Next() (Query, error) {
 		r := &rr.recs[rr.pos]
 		g := rr.pos / GroupRecords
 		rr.pos++
-		if r.index < sh.StartIndex || (sh.Shards > 1 && g*sh.Shards/groups != sh.Shard) {
+		if r.index < sh.StartIndex || (sh.Shards > 0 && g*sh.Shards/groups != sh.Shard) {
 			continue
 		}
 		if r.err != nil {

@@ -46,11 +46,11 @@ type Part struct {
 	Size int64  `json:"size"`           // the file's size (what merge checks)
 	Skip bool   `json:"skip,omitempty"` // nothing: the file belongs to other shards
 	// Plain JSON Lines: the lines that start in [Start, End).
-	Start int64 `json:"start,omitempty"`
-	End   int64 `json:"end,omitempty"`
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
 	// Parquet: row groups [RowGroup0, RowGroup1); RowGroup1 -1: all.
-	RowGroup0 int `json:"row_group0,omitempty"`
-	RowGroup1 int `json:"row_group1,omitempty"`
+	RowGroup0 int `json:"row_group0"`
+	RowGroup1 int `json:"row_group1"`
 }
 
 // Kinds of input files.

@@ -116,7 +116,9 @@ func writeJSONLRows(b *testing.B, path string, rows []map[string]any) {
 	f.Close()
 }
 
-func rerankModel(b *testing.B) string { return testmodels.BGE(b, "minilm-rerank", modelgen.MiniLMReranker) }
+func rerankModel(b *testing.B) string {
+	return testmodels.BGE(b, "minilm-rerank", modelgen.MiniLMReranker)
+}
 
 // BenchmarkRerankRaw scores the pairs the job sends, batched as the job
 // batches them, with the engine in this process.
@@ -321,4 +323,3 @@ func reportGen(b *testing.B, gen, prompt int, wall, cpu time.Duration) {
 	b.ReportMetric(float64(gen+prompt)/cpu.Seconds(), "tok/cpu-s")
 	b.ReportMetric(0, "ns/op")
 }
-

@@ -165,7 +165,7 @@ func begin(o *Options, kind string, formats ...dataio.Format) (*runner, error) {
 	if err := CheckOutputs(o, formats); err != nil {
 		return nil, err
 	}
-	if o.Read.Shards > 1 {
+	if o.Read.Shards > 0 {
 		if err := checkShard(o); err != nil {
 			return nil, err
 		}
@@ -430,7 +430,7 @@ func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k
 		return err
 	}
 	r.sum.Resumable = false
-	if r.o.Read.Shards > 1 {
+	if r.o.Read.Shards > 0 {
 		return r.writeManifest(src)
 	}
 	return nil
