@@ -137,7 +137,12 @@ func (s jobStatus) end(ctx context.Context, err error, log jobLog) error {
 	if s.srv == nil {
 		return err
 	}
-	s.srv.Finish(err)
+	var pe partialError
+	if errors.As(err, &pe) {
+		s.srv.Finish(nil) // the job finished, with rows in the errors file (the metrics count them)
+	} else {
+		s.srv.Finish(err)
+	}
 	if s.linger > 0 {
 		if err != nil && !isLogged(err) && exitCode(ctx, err) != exitInterrupted {
 			log.note(slog.LevelError, err.Error())
