@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -297,5 +299,33 @@ func TestClose(t *testing.T) {
 	if c, err := net.Dial("tcp", s.Addr()); err == nil {
 		c.Close()
 		t.Errorf("an unstarted server's %s still accepts connections after Close", s.Addr())
+	}
+}
+
+// TestREADMEListsEveryMetric: the README's metrics table names every
+// synapse_ metric the server exports, and no other.
+func TestREADMEListsEveryMetric(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := started(t, &pipeline.Stats{})
+	h := supervise.Health{Workers: []supervise.WorkerHealth{{ID: "w0", State: supervise.StateReady}}, Crashes: map[string]int{"recv": 1}}
+	s.Attach(Run{Kind: "embed", Model: "m", Health: func() supervise.Health { return h }, Estimate: dataio.Estimate{ParquetRows: 1}})
+	s.Request(time.Millisecond, nil)
+	s.ErrorRecord("r")
+	exported := map[string]bool{}
+	for name := range scrape(t, s) {
+		if strings.HasPrefix(name, "synapse_") {
+			exported[name] = true
+			if !strings.Contains(string(readme), "| `"+name+"` |") {
+				t.Errorf("README's metrics table does not list %s", name)
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile("\\| `(synapse_[a-z_]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+		if !exported[m[1]] {
+			t.Errorf("README lists %s, which the server does not export", m[1])
+		}
 	}
 }
