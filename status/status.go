@@ -172,7 +172,7 @@ const (
 	StatusStarting    = "starting"
 	StatusDegraded    = "degraded"    // many crashes within the supervisor's window
 	StatusQuarantined = "quarantined" // the model kept crashing workers; no request of it is sent
-	StatusFailed      = "failed"      // every worker failed to start
+	StatusFailed      = "failed"      // every worker was given up, or the job failed before its workers ran
 )
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -189,7 +189,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) health() Health {
 	run, phase, cause := s.state()
 	h := Health{Status: StatusStarting, Phase: phase, Error: cause, Reason: "the workers are starting"}
-	if run.Health == nil {
+	switch {
+	case run.Health == nil && phase == PhaseFailed:
+		h.Status, h.Reason = StatusFailed, "the job failed before its workers ran"
+		return h
+	case run.Health == nil:
 		return h
 	}
 	ph := run.Health()

@@ -230,6 +230,11 @@ func TestHealthz(t *testing.T) {
 	if code != http.StatusOK || h.Status != StatusStarting || h.Phase != PhaseStarting {
 		t.Errorf("before the start: %d %+v; want 200 starting", code, h)
 	}
+	early := started(t, &pipeline.Stats{})
+	early.Finish(errors.New("no worker started"))
+	if code, h := healthz(t, early); code != http.StatusServiceUnavailable || h.Status != StatusFailed || h.Error != "no worker started" {
+		t.Errorf("a job that failed before it started: %d %+v; want 503 failed with the error", code, h)
+	}
 	q := supervise.Quarantine{Model: supervise.ModelKey{Artifact: "sha256:abc"}, Crashes: 6, Since: time.Now()}
 	ready := []supervise.WorkerHealth{{ID: "w0", State: supervise.StateReady}}
 	failed := []supervise.WorkerHealth{{ID: "w0", State: supervise.StateFailed}}
