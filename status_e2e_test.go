@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,8 +21,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/artifact"
+	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/status"
+	"github.com/synapse-embed/synapse/supervise"
 	"github.com/synapse-embed/synapse/tokenize"
 )
 
@@ -378,5 +383,62 @@ func TestStatusFlagErrors(t *testing.T) {
 				t.Errorf("%s was written", out)
 			}
 		})
+	}
+}
+
+// TestStatusServerClosedAfterRun runs the job commands' wiring in this
+// process around a stand-in job (no workers): the server answers while
+// the job runs, and once runJob returns its listener is closed and no
+// goroutine of it, of the progress logger or of the linger is left.
+func TestStatusServerClosedAfterRun(t *testing.T) {
+	before := runtime.NumGoroutine()
+	var stdout, stderr bytes.Buffer
+	var addr string
+	health := supervise.Health{Workers: []supervise.WorkerHealth{{ID: "w0", State: supervise.StateBusy, RSSMB: 12}}}
+	app := &cli.App{Writer: &stdout, ErrWriter: &stderr, ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{{Name: "fake", Flags: jobFlags(""), Action: func(c *cli.Context) error {
+			var o job.Options
+			if err := statusOptionsFrom(c, "fake", &o); err != nil {
+				return err
+			}
+			return runJob(c, &o, words{verb: "faking", done: "faked", items: "items"}, func(ctx context.Context) (job.Summary, error) {
+				o.Started(job.Info{Kind: "embed", Model: &artifact.Artifact{Name: "m"}, Workers: 1, Threads: 1,
+					Health: func() supervise.Health { return health }, Restarts: func() int { return 0 }})
+				o.Stats.Read.Add(5)
+				o.Stats.OK.Add(5)
+				addr = o.Observer.(*status.Server).Addr()
+				mf := scrapeMetrics(t, addr)
+				if got := metric(t, mf, "synapse_rows_read_total"); got != 5 {
+					t.Errorf("rows read during the run: %v; want 5", got)
+				}
+				if got := metric(t, mf, "synapse_worker_rss_bytes", "worker", "w0"); got != 12<<20 {
+					t.Errorf("worker memory: %v; want 12 MiB", got)
+				}
+				return job.Summary{Kind: "embed", Started: true, Job: o.Stats.Snapshot(), Run: o.Stats.Snapshot()}, nil
+			})
+		}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // ends --status-linger at once, as Ctrl-C would
+	err := app.RunContext(ctx, []string{"synapse", "fake", "--status-addr", "127.0.0.1:0", "--status-linger", "1h",
+		"--log-format", "json", "--progress-every", "1ms"})
+	if err != nil {
+		t.Fatalf("runJob: %v\n%s", err, stderr.String())
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after the run", addr)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched() // connection goroutines end on their own: wait for that, with a deadline
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after the run; %d before\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+	for _, want := range []string{`"msg":"serving health and metrics"`, `"msg":"started"`, `"msg":"summary"`, `"rows_read":5`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr has no %s:\n%s", want, stderr.String())
+		}
 	}
 }
