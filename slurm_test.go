@@ -46,7 +46,11 @@ type slurmCluster struct {
 func needSlurm(t *testing.T) {
 	t.Helper()
 	if os.Getenv(slurmTestEnv) != "1" {
-		t.Skipf("Slurm test: set %s=1 to run it (as root, with Debian's slurm-wlm and munge): `make test-slurm` does", slurmTestEnv)
+		why := "Slurm is installed"
+		if _, err := exec.LookPath("slurmctld"); err != nil {
+			why = "Slurm is absent"
+		}
+		t.Skipf("Slurm test: %s, %s is not set: `make test-slurm` installs slurm-wlm and munge when missing and runs it", why, slurmTestEnv)
 	}
 	if os.Geteuid() != 0 {
 		t.Fatalf("%s=1: the private Slurm cluster needs root", slurmTestEnv)
