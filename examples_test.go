@@ -240,8 +240,8 @@ func exampleCalls(t *testing.T) map[string][][]string {
 		case strings.HasSuffix(path, ".sh"), strings.HasSuffix(path, ".sbatch"):
 			cmds = shellCommands(string(data))
 		case strings.HasSuffix(path, "README.md"):
-			for _, block := range regexp.MustCompile("(?s)```(?:sh|bash)?\n(.*?)```").FindAllStringSubmatch(string(data), -1) {
-				cmds = append(cmds, shellCommands(block[1])...)
+			for _, block := range shellBlocks(string(data)) {
+				cmds = append(cmds, shellCommands(block)...)
 			}
 		}
 		for _, cmd := range cmds {
@@ -251,6 +251,31 @@ func exampleCalls(t *testing.T) map[string][][]string {
 		}
 	}
 	return calls
+}
+
+// shellBlocks returns the fenced code blocks of a Markdown text that are
+// shell: marked sh, bash or nothing.
+func shellBlocks(md string) []string {
+	var blocks []string
+	var block strings.Builder
+	in, shell := false, false
+	for _, line := range strings.SplitAfter(md, "\n") {
+		fence := strings.HasPrefix(line, "```")
+		switch {
+		case fence && !in:
+			info := strings.TrimSpace(strings.TrimPrefix(line, "```"))
+			in, shell = true, info == "" || info == "sh" || info == "bash"
+			block.Reset()
+		case fence:
+			if shell {
+				blocks = append(blocks, block.String())
+			}
+			in = false
+		case in:
+			block.WriteString(line)
+		}
+	}
+	return blocks
 }
 
 // TestExampleFlagsExist: every synapse command in the examples names a
