@@ -43,7 +43,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib ort-lib hf-tokenizers build install test test-race vet fuzz bench demo clean
+.PHONY: setup llama-lib ort-lib hf-tokenizers build install test test-race test-slurm vet fuzz bench demo clean
 
 setup: llama-lib ort-lib
 	$(GO) mod download
@@ -145,6 +145,20 @@ test-race:
 	fi; \
 	echo "$(GO) test -json -count=1 $$race $(RACE_PKGS)"; \
 	$(GO) test -json -count=1 $$race $(RACE_PKGS) | $(TESTSUMMARY) -log $(TEST_EVENTS)
+
+# The Slurm examples for real (slurm_test.go): a private single-node cluster
+# (examples/slurm/local-cluster.sh) runs the array and merge jobs and the
+# fault drill. Needs root; installs Debian's slurm-wlm and munge when missing.
+# `make test` skips these tests, saying so.
+SLURM_PKGS := slurm-wlm munge
+test-slurm: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-slurm: setup build
+	@if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make test-slurm: Slurm and munge are missing and installing them needs root: apt-get install $(SLURM_PKGS)" >&2; exit 1; fi; \
+	  echo "test-slurm: installing $(SLURM_PKGS)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null; \
+	fi
+	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' .
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.
