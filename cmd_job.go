@@ -265,6 +265,7 @@ func runJob(c *cli.Context, o *job.Options, w words, run func(context.Context) (
 	sum, err := run(ctx)
 	prog.stop()
 	err = outcome(ctx, o, w, sum, err, quiet, c.Float64("max-error-rate"), stdout, log)
+	st.finish(err)
 	if log.json && err != nil && !isLogged(err) && exitCode(ctx, err) != exitInterrupted {
 		log.Error(err.Error(), "exit_code", exitCode(ctx, err))
 		err = loggedError{err}

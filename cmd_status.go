@@ -130,18 +130,25 @@ func (s jobStatus) start(o *job.Options, log jobLog) {
 	}
 }
 
-// end records the job's outcome, serves on for --status-linger (until ctx
-// ends: Ctrl-C) and closes the server. An error the user should see now
-// rather than after the linger is told first.
-func (s jobStatus) end(ctx context.Context, err error, log jobLog) error {
+// finish records the job's outcome (err as runJob returns it) for /healthz.
+func (s jobStatus) finish(err error) {
 	if s.srv == nil {
-		return err
+		return
 	}
 	var pe partialError
 	if errors.As(err, &pe) {
 		s.srv.Finish(nil) // the job finished, with rows in the errors file (the metrics count them)
 	} else {
 		s.srv.Finish(err)
+	}
+}
+
+// end serves on for --status-linger (until ctx ends: Ctrl-C) and closes
+// the server. An error the user should see now rather than after the
+// linger is told first.
+func (s jobStatus) end(ctx context.Context, err error, log jobLog) error {
+	if s.srv == nil {
+		return err
 	}
 	if s.linger > 0 {
 		if err != nil && !isLogged(err) && exitCode(ctx, err) != exitInterrupted {
