@@ -259,7 +259,7 @@ func runJob(c *cli.Context, o *job.Options, w words, run func(context.Context) (
 	st := jobStatus{linger: c.Duration("status-linger")}
 	st.srv, _ = o.Observer.(*status.Server)
 	prog := newProgress(c.App.ErrWriter, o.Stats, w, quiet)
-	prog.log, prog.json, prog.every = log, log.json, c.Duration("progress-every")
+	prog.log, prog.every = log, c.Duration("progress-every")
 	o.Started = prog.start
 	st.start(o, log)
 	sum, err := run(ctx)

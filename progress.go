@@ -23,9 +23,8 @@ type progress struct {
 	words words
 	quiet bool
 	tty   bool
-	bytes bool // the bar counts JSONL bytes, not Parquet rows
-	log   jobLog
-	json  bool          // log the start as a record too, never draw a bar
+	bytes bool          // the bar counts JSONL bytes, not Parquet rows
+	log   jobLog        // JSON logs (log.json): the start is a record too, and there is never a bar
 	every time.Duration // how often progress is logged without a bar
 
 	mu      sync.Mutex
@@ -53,7 +52,7 @@ func (p *progress) start(info job.Info) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.info, p.started = info, time.Now()
-	if p.json {
+	if p.log.json {
 		p.log.Info("started", "kind", info.Kind, "model", info.Model.Name, "workers", info.Workers, "threads", info.Threads,
 			"settings", info.Settings, "output", info.Out, "errors", info.Errors, "resumed", info.Resumed, "resume_from", info.ResumeFrom, "chaos", info.Chaos)
 		p.wg.Add(1)
@@ -71,7 +70,7 @@ func (p *progress) start(info job.Info) {
 	}
 	fmt.Fprintf(p.w, "%s with %s on %s × %s, %s\n", p.words.verb, info.Model.Name,
 		plural(info.Workers, "worker"), plural(info.Threads, "thread"), info.Settings)
-	if p.tty && !p.json {
+	if p.tty && !p.log.json {
 		// The bar counts Parquet rows (total from the footers) or, when JSONL
 		// is among the inputs, bytes read (total from the file sizes).
 		total := info.Estimate.ParquetRows

@@ -63,8 +63,7 @@ func TestProgressLogRecords(t *testing.T) {
 			st.Items.Store(9)
 			st.InputBytes.Store(250)
 			p := newProgress(w, st, words{verb: "embedding", items: "chunks"}, false)
-			log := newJobLog(w, format)
-			p.log, p.json, p.every = log, log.json, time.Millisecond
+			p.log, p.every = newJobLog(w, format), time.Millisecond
 			p.start(job.Info{Kind: "embed", Model: &artifact.Artifact{Name: "m"}, Workers: 1, Threads: 1,
 				Estimate: dataio.Estimate{JSONLBytes: 1000}})
 			want := "msg=progress rows=7 items=9"
