@@ -22,13 +22,14 @@ WAIT=${LOCAL_CLUSTER_WAIT:-60}
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 
-# free_port prints a TCP port nobody listens on, from a range the kernel does
-# not hand out as ephemeral ports.
+# free_port prints a TCP port nobody listens on (read from /proc/net/tcp*), from
+# a range the kernel does not hand out as ephemeral ports.
 free_port() {
-	local p
+	local p listening
+	listening=$(awk '$4 == "0A" { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
 	for _ in $(seq 200); do
 		p=$((20000 + RANDOM % 10000))
-		if ! ss -Htln "sport = :$p" | grep -q .; then
+		if ! grep -qx "$(printf %04X "$p")" <<<"$listening"; then
 			echo "$p"
 			return
 		fi
@@ -150,20 +151,29 @@ logs() {
 	done
 }
 
-# kill_pidfile FILE: TERM the process named in FILE, wait for it, then KILL.
-kill_pidfile() {
-	local pid
-	[ -s "$1" ] || return 0
-	pid=$(cat "$1")
-	kill_pid "$pid"
+# pidfiles FILE...: the processes named in the pid files that exist.
+pidfiles() {
+	local f
+	for f in "$@"; do
+		[ -s "$f" ] && cat "$f"
+	done
+	return 0
 }
 
-kill_pid() {
-	local pid=$1 deadline=$((SECONDS + 10))
-	kill -TERM "$pid" 2>/dev/null || return 0
-	while kill -0 "$pid" 2>/dev/null; do
+# kill_pids PID...: TERM the processes, wait at most 10 s for them to end,
+# then KILL those left.
+kill_pids() {
+	local pid alive deadline=$((SECONDS + 10))
+	[ $# -gt 0 ] || return 0
+	kill -TERM "$@" 2>/dev/null || true
+	while :; do
+		alive=()
+		for pid in "$@"; do
+			kill -0 "$pid" 2>/dev/null && alive+=("$pid")
+		done
+		[ ${#alive[@]} -gt 0 ] || return 0
 		if ((SECONDS >= deadline)); then
-			kill -KILL "$pid" 2>/dev/null || true
+			kill -KILL "${alive[@]}" 2>/dev/null || true
 			return 0
 		fi
 		sleep 0.1
@@ -188,13 +198,12 @@ stop() {
 			sleep 0.2
 		done
 	fi
-	kill_pidfile "$DIR/run/slurmd.pid"
-	kill_pidfile "$DIR/run/slurmctld.pid"
-	kill_pidfile "$DIR/run/munged.pid"
-	local pid
-	for pid in $(leftovers); do
-		[ "$pid" != $$ ] && kill_pid "$pid"
-	done
+	# shellcheck disable=SC2046 # lists of pids
+	kill_pids $(pidfiles "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid")
+	# shellcheck disable=SC2046
+	kill_pids $(pidfiles "$DIR/run/munged.pid")
+	# shellcheck disable=SC2046
+	kill_pids $(leftovers | grep -vx "$$")
 	rm -rf "$DIR"
 }
 
