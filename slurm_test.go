@@ -270,9 +270,19 @@ func TestSlurm(t *testing.T) {
 	f.single = filepath.Join(f.dir, "single.arrow")
 	runSynapse(t, nil, append(append([]string{"embed"}, f.inputs...), "-m", f.model, "-o", f.single, "-q")...).wantCode(t, exitOK)
 	t.Run("array and merge give the single run", f.arrayAndMerge)
-	t.Run("fault drill", f.faultDrill)
-	t.Run("usage error is not requeued", f.usageError)
-	t.Run("transient failure is requeued", f.transient)
+	// The faults run side by side: each waits for a requeued job's begin time.
+	t.Run("faults", func(t *testing.T) {
+		for name, test := range map[string]func(*testing.T){
+			"fault drill":                   f.faultDrill,
+			"usage error is not requeued":   f.usageError,
+			"transient failure is requeued": f.transient,
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				test(t)
+			})
+		}
+	})
 }
 
 // arrayAndMerge: submit.sh runs a 4-task array and the merge job after it;
