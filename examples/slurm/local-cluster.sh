@@ -183,9 +183,21 @@ kill_pids() {
 }
 
 # leftovers prints the processes that still hold a file in DIR open (a
-# slurmstepd of a job the daemons lost, a daemon whose pid file is gone).
+# slurmstepd of a job that could not be cancelled, a daemon whose pid file is
+# gone).
 leftovers() {
 	find /proc/[0-9]*/fd -maxdepth 1 -lname "$DIR/*" 2>/dev/null | cut -d/ -f3 | sort -u
+}
+
+# with_descendants PID...: the processes and all their descendants (a lost
+# slurmstepd's job), from /proc/PID/task/*/children.
+with_descendants() {
+	local pid
+	for pid in "$@"; do
+		echo "$pid"
+		# shellcheck disable=SC2046
+		with_descendants $(cat /proc/"$pid"/task/*/children 2>/dev/null)
+	done
 }
 
 stop() {
@@ -205,7 +217,7 @@ stop() {
 	# shellcheck disable=SC2046
 	kill_pids $(pidfiles "$DIR/run/munged.pid")
 	# shellcheck disable=SC2046
-	kill_pids $(leftovers | grep -vx "$$")
+	kill_pids $(with_descendants $(leftovers | grep -vx "$$"))
 	rm -rf "$DIR"
 }
 
