@@ -265,6 +265,15 @@ type slurmFixture struct {
 func TestSlurm(t *testing.T) {
 	needSlurm(t)
 	f := &slurmFixture{c: startSlurm(t), dir: t.TempDir(), model: tinyModel(t)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(f.dir, "slurm-*.out"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("=== %s\n%s", filepath.Base(l), b)
+			}
+		}
+	})
 	f.inputs = slurmCorpus(t, f.dir)
 	f.env = []string{"SYNAPSE=" + testenv.Binary(t), "SYNAPSE_LLAMA_LIB=" + testenv.LlamaLib(t)}
 	f.single = filepath.Join(f.dir, "single.arrow")
