@@ -19,8 +19,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			return runJob(c.Context, &o.Options, words{verb: "embedding", done: "embedded", items: "chunks"}, c.Bool("quiet"), c.Float64("max-error-rate"),
-				c.App.Writer, c.App.ErrWriter, func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) })
+			return runJob(c, &o.Options, words{verb: "embedding", done: "embedded", items: "chunks"}, func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) })
 		},
 	})
 }

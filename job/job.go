@@ -69,6 +69,8 @@ type Options struct {
 	// open, before any record is read.
 	Started func(Info)
 	Logger  *slog.Logger
+	// Observer, if set, is told of requests and error records (metrics).
+	Observer Observer
 }
 
 // ConfigError is a mistake in what the job was asked to do: an option that
@@ -104,6 +106,8 @@ type Info struct {
 	Settings string
 	// Restarts counts the worker restarts so far (from the pool's cached health).
 	Restarts func() int
+	// Health is the pool's cached health; it never sends a request.
+	Health func() supervise.Health
 }
 
 // Summary is the outcome of a job.
@@ -309,7 +313,13 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 		return fmt.Errorf("load %s: %w", r.model.Path, err)
 	}
 	r.req = &requester{pool: pool, modelRef: r.loaded.ModelRef, deadline: o.Deadline, perToken: o.DeadlinePerToken,
-		maxPatience: o.DeadlineStretch, onPatience: r.onPatience}
+		maxPatience: o.DeadlineStretch, onPatience: r.onPatience, obs: o.Observer}
+	if o.Observer != nil {
+		// One PING per worker establishes the health (memory) an observer
+		// reports from the start; the pool's PING loop keeps it fresh. A
+		// crash it meets is handled by the pool like any other.
+		_ = pool.Refresh(ctx)
+	}
 	return nil
 }
 
@@ -344,6 +354,9 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guard map[string]strin
 		opts.ResumeGuard[k] = v
 	}
 	opts.State = func() any { return o.Stats.Snapshot() }
+	if o.Observer != nil {
+		opts.OnError = o.Observer.ErrorRecord
+	}
 	if !o.Resume {
 		if err := dataio.RemoveResumeFiles(o.Out, o.Errors); err != nil {
 			return err
@@ -382,8 +395,12 @@ func (r *runner) info(settings string) Info {
 	in := Info{Kind: r.kind, Model: r.model, Workers: o.Workers, Threads: o.Threads, Resumed: r.resume.Resumed,
 		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
 	in.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
+	if o.Read.Shards > 0 {
+		in.Estimate, _ = dataio.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)
+	}
 	pool := r.pool
 	in.Restarts = func() int { return restarts(pool.Health()) }
+	in.Health = pool.Health
 	return in
 }
 
