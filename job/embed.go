@@ -1,7 +1,9 @@
 package job
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -101,6 +103,9 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map
 	if pooling == "" {
 		pooling = m.Pooling
 	}
+	for k, v := range o.settings(m, ch, dims).Metadata() {
+		meta[k] = v
+	}
 	for k, v := range map[string]string{
 		"synapse.pooling":       pooling,
 		"synapse.normalize":     strconv.FormatBool(o.Normalize),
@@ -112,6 +117,16 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map
 		meta[k] = v
 	}
 	return meta
+}
+
+// settings are the run's VectorSettings.
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int) VectorSettings {
+	fields := o.Read.TextFields
+	if len(fields) == 0 {
+		fields = []string{"text"}
+	}
+	return VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
+		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims}
 }
 
 // commonMetadata is the metadata every kind's output carries.
@@ -239,11 +254,15 @@ func (s *embedSink) Put(r pipeline.Result[record.Doc, Chunk, []float32]) error {
 	if r.RowErr != nil {
 		return s.w.Put(r.Index, r.Group, nil, []*record.RowError{r.RowErr})
 	}
+	var hash [dataio.DocHashSize]byte // zeros: a document with a failed chunk is never reused
+	if len(r.Failed) == 0 {
+		hash = sha256.Sum256([]byte(r.Rec.Text))
+	}
 	rows := make(dataio.EmbedRows, len(r.Done))
 	for i, d := range r.Done {
 		c := d.Item
 		rows[i] = dataio.EmbedRow{ID: r.Rec.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
-			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), Embedding: s.vector(d.Out)}
+			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), Embedding: s.vector(d.Out), DocHash: hash}
 	}
 	return s.w.Put(r.Index, r.Group, rows, itemErrors(r.Failed, func(f pipeline.Failed[Chunk]) *record.RowError {
 		reason, detail, log := describe(f.Err)
