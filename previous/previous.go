@@ -132,8 +132,20 @@ func (s *Set) Dims() int { return s.dims }
 // Rows is the number of rows of all the files.
 func (s *Set) Rows() int64 { return s.starts[len(s.starts)-1] }
 
+// safely runs fn, turning a panic of the Arrow or Parquet decoders on a
+// corrupt file (they trust the flatbuffers they read) into an error.
+func safely(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("corrupt: %v", p)
+		}
+	}()
+	return fn()
+}
+
 func (s *Set) add(path string) error {
-	f, err := openFile(path)
+	var f *batchFile
+	err := safely(func() (err error) { f, err = openFile(path); return err })
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
 	}
@@ -149,7 +161,7 @@ func (s *Set) add(path string) error {
 	}
 	if err == nil {
 		f.cols = cols
-		err = s.addBatches(f, len(s.files))
+		err = safely(func() error { return s.addBatches(f, len(s.files)) })
 	}
 	if err != nil {
 		f.close()
@@ -248,11 +260,16 @@ func (f *batchFile) schema() *arrow.Schema {
 }
 
 // batch decodes batch b of the file.
-func (f *batchFile) batch(b int) (arrow.RecordBatch, error) {
+func (f *batchFile) batch(b int) (rec arrow.RecordBatch, err error) {
+	err = safely(func() error { rec, err = f.decode(b); return err })
+	return rec, err
+}
+
+func (f *batchFile) decode(b int) (arrow.RecordBatch, error) {
 	if f.ipc != nil {
 		return f.ipc.RecordBatchAt(b)
 	}
-	tbl, err := f.pq.ReadRowGroups(context.Background(), nil, []int{b})
+	tbl, err := f.pq.ReadRowGroups(context.Background(), f.leaves(), []int{b})
 	if err != nil {
 		return nil, fmt.Errorf("row group %d: %w", b, err)
 	}
@@ -272,6 +289,16 @@ func (f *batchFile) batch(b int) (arrow.RecordBatch, error) {
 		c.Release()
 	}
 	return rec, nil
+}
+
+// leaves are the Parquet file's leaf columns: all of them.
+func (f *batchFile) leaves() []int {
+	n := f.pq.ParquetReader().MetaData().Schema.NumColumns()
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 func (f *batchFile) close() {
@@ -336,6 +363,10 @@ func checkSchema(sc *arrow.Schema) (int, columns, error) {
 // check verifies that a decoded batch's columns can be read: lengths,
 // string offsets within their data, and buffers as long as their rows.
 func (f *batchFile) check(rec arrow.RecordBatch) error {
+	return safely(func() error { return f.checkColumns(rec) })
+}
+
+func (f *batchFile) checkColumns(rec arrow.RecordBatch) error {
 	n := int(rec.NumRows())
 	for i, col := range rec.Columns() {
 		if col.Len() != n {
