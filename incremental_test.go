@@ -436,3 +436,39 @@ func TestEmbedIncrementalResume(t *testing.T) {
 		t.Errorf("--deleted lists %v; want %v", got, sortedKeys(v.deleted))
 	}
 }
+
+// TestEmbedDedupFailed: a copy of a document that failed fails alike: its
+// own error record names the document it copies, and the summary counts it
+// in errors.
+func TestEmbedDedupFailed(t *testing.T) {
+	docs := corpus(12)
+	var texts []string
+	for _, d := range docs {
+		texts = append(texts, d["text"].(string))
+	}
+	model := tinyModel(t)
+	poison, bad := poisonToken(t, model, texts)
+	badID := fmt.Sprint(docs[bad]["_id"])
+	docs = append(docs, map[string]any{"_id": "copy", "text": texts[bad]})
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "c.jsonl"), filepath.Join(dir, "o.arrow")
+	writeJSONL(t, in, docs)
+	res := runSynapse(t, nil, "embed", in, "-m", model, "-o", out, "--workers", "2", "--threads", "1", "--batch-tokens", "1024",
+		"--chaos", fmt.Sprintf("abort-on-token=%d", poison))
+	res.wantCode(t, exitPartial)
+	if read, ok, failed := res.counts(t); read != 13 || ok != 11 || failed != 2 {
+		t.Errorf("summary: %d read = %d embedded + %d in errors; want 13 = 11 + 2", read, ok, failed)
+	}
+	if c := res.incCounts(t); c.copied != 1 {
+		t.Errorf("copied %d; want 1", c.copied)
+	}
+	var copyErr *errLine
+	for _, e := range readErrors(t, out+".errors.jsonl") {
+		if e.ID == "copy" {
+			copyErr = &e
+		}
+	}
+	if copyErr == nil || copyErr.Reason != "engine_crashed" || !strings.Contains(copyErr.Detail, "identical text to document "+badID+", which failed") {
+		t.Errorf("the copy's error record: %+v; want engine_crashed naming %s", copyErr, badID)
+	}
+}

@@ -105,7 +105,7 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 		return err
 	}
 	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
-	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, inc: inc.counts}
+	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, inc: inc.counts, stats: o.Stats}
 	if o.Dedup {
 		sink.window = newWindow[seen](DedupWindow)
 	}
@@ -356,7 +356,8 @@ type embedSink struct {
 	dims   int
 	renorm bool
 	inc    *Incremental
-	window *window[seen] // --dedup: the rows of the last distinct texts
+	window *window[seen]    // --dedup: the rows of the last distinct texts
+	stats  *pipeline.Stats // a duplicate of a failed document fails too: the sink recounts it
 }
 
 func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
@@ -450,6 +451,11 @@ func (s *embedSink) copyOf(d doc) (dataio.EmbedRows, []*record.RowError, int64) 
 		} else {
 			errs = append(errs, d.ChunkError(*e.Chunk, e.Reason, detail, e.WorkerLog))
 		}
+	}
+	if len(errs) > 0 { // the pipeline counted the duplicate, which had no items, as done
+		s.stats.OK.Add(-1)
+		s.stats.Failed.Add(1)
+		s.stats.ItemFailures.Add(int64(len(errs)))
 	}
 	return rows, errs, tokens
 }
