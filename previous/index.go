@@ -90,7 +90,7 @@ func (s *Set) buildIndex() error {
 			os.Remove(r)
 		}
 	}()
-	buf := make([]entry, 0, SortRun)
+	buf := make([]entry, 0, s.sortRun)
 	flush := func() error {
 		if len(buf) == 0 {
 			return nil
@@ -107,7 +107,7 @@ func (s *Set) buildIndex() error {
 			return err
 		}
 		buf = append(buf, newEntry(id, h[:], row, end-row))
-		if len(buf) == SortRun {
+		if len(buf) == s.sortRun {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -70,6 +70,7 @@ type Set struct {
 	cache   *cache
 	tmpDir  string
 
+	sortRun int      // SortRun; smaller in tests
 	found   []uint64 // a bit per row: the document starting there was found
 	cursor  int64    // global row of the next document in the previous order
 	index   *index
@@ -110,7 +111,7 @@ type batchFile struct {
 // not their vectors), so that a truncated or corrupt file is refused here,
 // before the run starts. tmpDir holds the index, if one is needed.
 func Open(paths []string, tmpDir string) (*Set, error) {
-	s := &Set{tmpDir: tmpDir, starts: []int64{0}}
+	s := &Set{tmpDir: tmpDir, starts: []int64{0}, sortRun: SortRun}
 	for _, p := range paths {
 		if err := s.add(p); err != nil {
 			s.Close()
