@@ -421,6 +421,11 @@ func TestEmbedIncrementalResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-exited
+	refused := runSynapse(t, nil, args(newIn, out, "--previous", clean, "--resume")...)
+	refused.wantCode(t, exitUsage)
+	if !strings.Contains(refused.stderr, "--previous") {
+		t.Errorf("a resume with another --previous: stderr does not name it:\n%s", refused.stderr)
+	}
 	del := filepath.Join(dir, "deleted.txt")
 	res := runSynapse(t, nil, args(newIn, out, "--previous", prev, "--resume", "--deleted", del)...)
 	res.wantCode(t, exitOK)

@@ -135,7 +135,7 @@ func (o *EmbedOptions) checkIncremental() error {
 func (o *EmbedOptions) incGuard() map[string]string {
 	g := map[string]string{"--dedup": strconv.FormatBool(o.Dedup), "--previous-any": strconv.FormatBool(o.PreviousAny)}
 	for k, v := range dataio.InputGuard(o.Previous) {
-		g["--previous "+k] = v
+		g["--previous "+strings.TrimPrefix(k, "input ")] = v
 	}
 	return g
 }
