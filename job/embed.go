@@ -356,7 +356,7 @@ type embedSink struct {
 	dims   int
 	renorm bool
 	inc    *Incremental
-	window *window[seen]    // --dedup: the rows of the last distinct texts
+	window *window[seen]   // --dedup: the rows of the last distinct texts
 	stats  *pipeline.Stats // a duplicate of a failed document fails too: the sink recounts it
 }
 
