@@ -238,11 +238,16 @@ func (c *Incremental) summaryLines(prevs []string, note string, dedup bool) []Su
 			out = append(out, SummaryLine{"", note})
 		}
 	}
-	line := fmt.Sprintf("%d reused from the previous output, %d embedded", c.Reused, c.Embedded)
+	line := fmt.Sprintf("%d embedded", c.Embedded)
+	if len(prevs) > 0 {
+		line = fmt.Sprintf("%d reused from the previous output, %s", c.Reused, line)
+	}
 	if dedup {
 		line += fmt.Sprintf(", %d copied from an identical text in this run (--dedup)", c.Deduped)
 	}
 	out = append(out, SummaryLine{"documents", line})
-	out = append(out, SummaryLine{"tokens saved", strconv.FormatInt(c.TokensSaved, 10)})
+	if len(prevs) > 0 || c.TokensSaved > 0 {
+		out = append(out, SummaryLine{"tokens saved", strconv.FormatInt(c.TokensSaved, 10)})
+	}
 	return out
 }
