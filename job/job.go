@@ -293,7 +293,7 @@ func checkWritable(flag, p string, inputs []string) error {
 		return configErrorf("%s %s is a directory", flag, p)
 	}
 	for _, in := range inputs {
-		if in != "-" && sameFile(in, p) {
+		if in != "-" && (sameFile(in, p) || filepath.Clean(in) == filepath.Clean(p)) {
 			return configErrorf("%s %s would overwrite %s", flag, p, in)
 		}
 	}
