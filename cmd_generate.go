@@ -31,8 +31,7 @@ Rows: id, text, finish_reason (stop: the model ended; grammar: the grammar allow
 			if err != nil {
 				return err
 			}
-			return runJob(c.Context, &o.Options, words{verb: "generating", done: "generated", items: "generations"}, c.Bool("quiet"), c.Float64("max-error-rate"),
-				c.App.Writer, c.App.ErrWriter, func(ctx context.Context) (job.Summary, error) { return job.Generate(ctx, o) })
+			return runJob(c, &o.Options, words{verb: "generating", done: "generated", items: "generations"}, func(ctx context.Context) (job.Summary, error) { return job.Generate(ctx, o) })
 		},
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/synapse-embed/synapse/hfmodel"
 	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/pipeline"
+	"github.com/synapse-embed/synapse/status"
 )
 
 // The flags and the run loop every job command (embed, rerank, generate)
@@ -48,6 +49,7 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.StringFlag{Name: "ort-lib", Usage: "`DIR` of ONNX Runtime's libonnxruntime.so.1 (ONNX models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
 		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
 	}
+	flags = append(flags, statusFlags()...)    // --status-addr, --log-format, ... (cmd_status.go)
 	return append(flags, modelCacheFlags()...) // --quantize, --min-cosine, --allow-degraded (cmd_models.go)
 }
 
@@ -139,8 +141,14 @@ func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string, format
 	if err := job.CheckOutputs(&o, formats); err != nil {
 		return o, err
 	}
+	if err := statusOptionsFrom(c, name, &o); err != nil { // binds --status-addr (cmd_status.go)
+		return o, err
+	}
 	var err error
 	o.Model, err = modelForRun(c, o.Model, o.Worker, o.Env, o.Chaos) // the model cache (cmd_models.go)
+	if srv, ok := o.Observer.(*status.Server); ok && err != nil {
+		srv.Close(context.Background())
+	}
 	return o, err
 }
 
@@ -241,18 +249,39 @@ type words struct {
 }
 
 // runJob runs a job with progress on stderr and the summary on stdout, and
-// turns its outcome into the error exitCode maps.
-func runJob(ctx context.Context, o *job.Options, w words, quiet bool, maxErrorRate float64, stdout, stderr io.Writer,
-	run func(context.Context) (job.Summary, error)) error {
+// turns its outcome into the error exitCode maps. With --status-addr it
+// serves health and metrics meanwhile (cmd_status.go).
+func runJob(c *cli.Context, o *job.Options, w words, run func(context.Context) (job.Summary, error)) error {
+	ctx, quiet, stdout := c.Context, c.Bool("quiet"), c.App.Writer
 	o.Stats = &pipeline.Stats{}
-	o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	prog := newProgress(stderr, o.Stats, w, quiet)
+	log := newJobLog(c.App.ErrWriter, c.String("log-format"))
+	o.Logger = log.Logger
+	st := jobStatus{linger: c.Duration("status-linger")}
+	st.srv, _ = o.Observer.(*status.Server)
+	prog := newProgress(c.App.ErrWriter, o.Stats, w, quiet)
+	prog.log, prog.json, prog.every = log, log.json, c.Duration("progress-every")
 	o.Started = prog.start
+	st.start(o, log)
 	sum, err := run(ctx)
 	prog.stop()
+	err = outcome(ctx, o, w, sum, err, quiet, c.Float64("max-error-rate"), stdout, log)
+	st.finish(err)
+	if log.json && err != nil && !isLogged(err) && exitCode(ctx, err) != exitInterrupted {
+		log.Error(err.Error(), "exit_code", exitCode(ctx, err))
+		err = loggedError{err}
+	}
+	return st.end(ctx, err, log)
+}
+
+// outcome prints the summary and turns the job's outcome into the error
+// exitCode maps.
+func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err error, quiet bool, maxErrorRate float64, stdout io.Writer, log jobLog) error {
 	if errors.Is(err, job.ErrShardDone) {
-		fmt.Fprintf(stderr, "synapse: nothing to do: %v\n", err)
+		log.note(slog.LevelInfo, fmt.Sprintf("nothing to do: %v", err))
 		return nil
+	}
+	if !quiet && sum.Started && log.json {
+		log.summary(sum)
 	}
 	if !quiet && sum.Started {
 		printSummary(stdout, sum, w, err == nil)
@@ -260,18 +289,18 @@ func runJob(ctx context.Context, o *job.Options, w words, quiet bool, maxErrorRa
 	switch {
 	case err != nil && ctx.Err() != nil && isCanceled(err):
 		if sum.Resumable {
-			fmt.Fprintf(stderr, "synapse: interrupted; run again with --resume to continue (%s)\n", o.Out)
+			log.note(slog.LevelWarn, fmt.Sprintf("interrupted; run again with --resume to continue (%s)", o.Out))
 		} else {
-			fmt.Fprintln(stderr, "synapse: interrupted before any output was written")
+			log.note(slog.LevelWarn, "interrupted before any output was written")
 		}
 		return err
 	case err != nil:
 		return err
 	case sum.Job.Read == 0 && sum.Job.FileErrors == 0:
-		fmt.Fprintf(stderr, "synapse: warning: the input held no records; %s is empty\n", o.Out)
+		log.note(slog.LevelWarn, fmt.Sprintf("warning: the input held no records; %s is empty", o.Out))
 	case sum.Job.FileErrors == 0 && sum.Job.Failed > 0 && float64(sum.Job.Failed) <= maxErrorRate*float64(sum.Job.Read):
-		fmt.Fprintf(stderr, "synapse: %d of %d %s in the errors file (%s), within --max-error-rate %g\n",
-			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), sum.Errors, maxErrorRate)
+		log.note(slog.LevelWarn, fmt.Sprintf("%d of %d %s in the errors file (%s), within --max-error-rate %g",
+			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), sum.Errors, maxErrorRate))
 	case sum.Job.Failed > 0 || sum.Job.FileErrors > 0:
 		return partialError{fmt.Sprintf("%d of %d %s could not be %s and %d input files failed; see %s",
 			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), w.done, sum.Job.FileErrors, sum.Errors)}
@@ -299,6 +328,9 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 	fmt.Fprintf(w, "%-14s %d\n", words.items, j.Items)
 	fmt.Fprintf(w, "tokens         %d (%.0f tokens/s over %.1fs)\n", j.Tokens, float64(s.Run.Tokens)/max(secs, 1e-9), secs)
 	fmt.Fprintf(w, "restarts       %s, %s\n", plural(s.Restarts, "worker restart"), plural(s.Quarantined, "quarantined model"))
+	for _, l := range s.Lines {
+		fmt.Fprintf(w, "%-14s %s\n", l.Label, l.Text)
+	}
 	if s.DeadlineStretch > 1 {
 		fmt.Fprintf(w, "deadlines      stretched up to %d× after requests timed out (--deadline-stretch)\n", s.DeadlineStretch)
 	}

@@ -32,8 +32,7 @@ doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncat
 			if err != nil {
 				return err
 			}
-			err = runJob(c.Context, &o.Options, words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored"}, c.Bool("quiet"), c.Float64("max-error-rate"),
-				c.App.Writer, c.App.ErrWriter, func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) })
+			err = runJob(c, &o.Options, words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored"}, func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) })
 			if q := c.String("qrels"); q != "" && (err == nil || exitCode(c.Context, err) == exitPartial) {
 				if eerr := evaluateOutput(c.App.Writer, o.Out, o.Run.Run, q); eerr != nil {
 					return eerr

@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	err := app.RunContext(ctx, flagsFirst(app, args))
 	code := exitCode(ctx, err)
-	if err != nil && code != exitOK && code != exitInterrupted { // the job said it was interrupted
+	if err != nil && code != exitOK && code != exitInterrupted && !isLogged(err) { // the job said it was interrupted, or logged err
 		fmt.Fprintf(stderr, "synapse: %v\n", err)
 	}
 	return code

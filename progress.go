@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // progress shows a job's progress: a bar on a terminal, a log line every
-// few seconds elsewhere, nothing when quiet.
+// few seconds elsewhere (or with JSON logs), nothing when quiet.
 type progress struct {
 	w     io.Writer
 	st    *pipeline.Stats
@@ -23,6 +24,9 @@ type progress struct {
 	quiet bool
 	tty   bool
 	bytes bool // the bar counts JSONL bytes, not Parquet rows
+	log   jobLog
+	json  bool          // log the start as a record too, never draw a bar
+	every time.Duration // how often progress is logged without a bar
 
 	mu      sync.Mutex
 	info    job.Info
@@ -32,11 +36,9 @@ type progress struct {
 	wg      sync.WaitGroup
 }
 
-// logEvery is how often progress is logged when stderr is not a terminal.
-const logEvery = 5 * time.Second
-
 func newProgress(w io.Writer, st *pipeline.Stats, words words, quiet bool) *progress {
-	p := &progress{w: w, st: st, words: words, quiet: quiet, done: make(chan struct{})}
+	p := &progress{w: w, st: st, words: words, quiet: quiet, done: make(chan struct{}),
+		log: newJobLog(w, "text"), every: defaultProgressEvery}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty = true
 	}
@@ -51,6 +53,13 @@ func (p *progress) start(info job.Info) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.info, p.started = info, time.Now()
+	if p.json {
+		p.log.Info("started", "kind", info.Kind, "model", info.Model.Name, "workers", info.Workers, "threads", info.Threads,
+			"settings", info.Settings, "output", info.Out, "errors", info.Errors, "resumed", info.Resumed, "resume_from", info.ResumeFrom, "chaos", info.Chaos)
+		p.wg.Add(1)
+		go p.loop()
+		return
+	}
 	switch {
 	case info.Resumed:
 		fmt.Fprintf(p.w, "resuming %s: records before #%d were done by an earlier run\n", info.Out, info.ResumeFrom)
@@ -62,7 +71,7 @@ func (p *progress) start(info job.Info) {
 	}
 	fmt.Fprintf(p.w, "%s with %s on %s × %s, %s\n", p.words.verb, info.Model.Name,
 		plural(info.Workers, "worker"), plural(info.Threads, "thread"), info.Settings)
-	if p.tty {
+	if p.tty && !p.json {
 		// The bar counts Parquet rows (total from the footers) or, when JSONL
 		// is among the inputs, bytes read (total from the file sizes).
 		total := info.Estimate.ParquetRows
@@ -83,8 +92,8 @@ func (p *progress) start(info job.Info) {
 
 func (p *progress) loop() {
 	defer p.wg.Done()
-	every := logEvery
-	if p.tty {
+	every := p.every
+	if p.bar != nil {
 		every = 250 * time.Millisecond
 	}
 	t := time.NewTicker(every)
@@ -108,20 +117,41 @@ func (p *progress) show() {
 	if p.info.Restarts != nil {
 		restarts = p.info.Restarts()
 	}
-	line := fmt.Sprintf("%d rows, %d %s, %.0f tok/s, %d restarts, %d failed", run.Read, run.Items, p.words.items, rate, restarts, run.Failed)
-	if p.bar != nil {
-		done := p.st.InputRows.Load()
-		if p.bytes {
-			done = p.st.InputBytes.Load()
-		}
-		if eta, ok := p.eta(done); ok {
-			line += ", ETA " + eta.String()
-		}
-		p.bar.Describe(line)
-		p.bar.Set64(done)
+	if p.bar == nil {
+		p.logLine(run, rate, restarts)
 		return
 	}
-	fmt.Fprintf(p.w, "progress: %s\n", line)
+	line := fmt.Sprintf("%d rows, %d %s, %.0f tok/s, %d restarts, %d failed", run.Read, run.Items, p.words.items, rate, restarts, run.Failed)
+	done := p.st.InputRows.Load()
+	if p.bytes {
+		done = p.st.InputBytes.Load()
+	}
+	if eta, ok := p.eta(done); ok {
+		line += ", ETA " + eta.String()
+	}
+	p.bar.Describe(line)
+	p.bar.Set64(done)
+}
+
+// logLine logs progress as one record: this run's counts (items: chunks,
+// pairs or generations) and rate, and how far the input is read when its
+// size is known.
+func (p *progress) logLine(run pipeline.Counters, rate float64, restarts int) {
+	args := []any{"rows", run.Read, "items", run.Items, "tokens_per_second", int64(rate), "restarts", restarts,
+		"failed", run.Failed, "elapsed", time.Since(p.started).Round(time.Second).String()}
+	est := p.info.Estimate
+	switch {
+	case est.JSONLBytes > 0:
+		args = append(args, "read_percent", percent(p.st.InputBytes.Load(), est.JSONLBytes))
+	case est.JSONLBytes == 0 && est.ParquetRows > 0:
+		args = append(args, "read_percent", percent(p.st.InputRows.Load(), est.ParquetRows))
+	}
+	p.log.Info("progress", args...)
+}
+
+// percent is done of total in percent, one decimal, at most 100.
+func percent(done, total int64) float64 {
+	return math.Round(min(float64(done)/float64(total), 1)*1000) / 10
 }
 
 // eta extrapolates the time left from the share of the input read so far.

@@ -85,6 +85,9 @@ type WriterOptions struct {
 	// in the checkpoint and returned by a resume (ResumeState.State): the
 	// caller's counters of the records written so far.
 	State func() any
+	// OnError, if set, is told the reason of every error record written
+	// (for metrics).
+	OnError func(reason string)
 }
 
 // Writer writes the rows and error records of a run. One goroutine owns it.
@@ -194,6 +197,9 @@ func (w *Writer) Put(index, group int64, rows Rows, errs []*RowError) error {
 		if err := w.errs.write(e); err != nil {
 			return err
 		}
+		if w.opts.OnError != nil {
+			w.opts.OnError(e.Reason)
+		}
 	}
 	w.last, w.group = index, group
 	w.pendingRecs++
@@ -214,6 +220,9 @@ func (w *Writer) PutFileError(fe *FileError) error {
 	}
 	if fe.Index <= w.last {
 		return fmt.Errorf("%w: file error at index %d after record %d", ErrOutOfOrder, fe.Index, w.last)
+	}
+	if w.opts.OnError != nil {
+		w.opts.OnError(ReasonFileError)
 	}
 	return w.errs.writeJSON(fileErrorJSONOf(fe))
 }

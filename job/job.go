@@ -69,6 +69,8 @@ type Options struct {
 	// open, before any record is read.
 	Started func(Info)
 	Logger  *slog.Logger
+	// Observer, if set, is told of requests and error records (metrics).
+	Observer Observer
 }
 
 // ConfigError is a mistake in what the job was asked to do: an option that
@@ -104,6 +106,8 @@ type Info struct {
 	Settings string
 	// Restarts counts the worker restarts so far (from the pool's cached health).
 	Restarts func() int
+	// Health is the pool's cached health; it never sends a request.
+	Health func() supervise.Health
 }
 
 // Summary is the outcome of a job.
@@ -120,7 +124,13 @@ type Summary struct {
 	Out, Errors     string
 	Resumable       bool   // the run stopped with its resume files kept
 	Chaos           string // the drills that were armed
+	// Lines are what the kind adds to the summary (embed: what an
+	// incremental run reused).
+	Lines []SummaryLine
 }
+
+// SummaryLine is one labelled line of a summary ("" continues the last).
+type SummaryLine struct{ Label, Text string }
 
 // DefaultParallelism picks workers and threads per worker for a core count:
 // workers × threads = cores, one or two threads each.
@@ -144,6 +154,7 @@ type runner struct {
 	w      *dataio.Writer
 	resume dataio.ResumeState
 	sum    Summary
+	extra  any // the kind's counters, kept in the checkpoint beside the pipeline's
 	closer []func()
 }
 
@@ -269,6 +280,30 @@ func checkShard(o *Options) error {
 	return nil
 }
 
+// checkWritable refuses, before anything starts, a file option the job
+// cannot write, or one that would overwrite an input.
+func checkWritable(flag, p string, inputs []string) error {
+	dir := filepath.Dir(p)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return configErrorf("%s %s: its directory: %w", flag, p, err)
+	case !st.IsDir():
+		return configErrorf("%s %s: %s is not a directory", flag, p, dir)
+	case syscall.Access(dir, 2 /* W_OK */) != nil:
+		return configErrorf("%s %s: directory %s is not writable", flag, p, dir)
+	}
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return configErrorf("%s %s is a directory", flag, p)
+	}
+	for _, in := range inputs {
+		if in != "-" && (sameFile(in, p) || filepath.Clean(in) == filepath.Clean(p)) {
+			return configErrorf("%s %s would overwrite %s", flag, p, in)
+		}
+	}
+	return nil
+}
+
 func sameFile(a, b string) bool {
 	sa, err1 := os.Stat(a)
 	sb, err2 := os.Stat(b)
@@ -309,7 +344,13 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 		return fmt.Errorf("load %s: %w", r.model.Path, err)
 	}
 	r.req = &requester{pool: pool, modelRef: r.loaded.ModelRef, deadline: o.Deadline, perToken: o.DeadlinePerToken,
-		maxPatience: o.DeadlineStretch, onPatience: r.onPatience}
+		maxPatience: o.DeadlineStretch, onPatience: r.onPatience, obs: o.Observer}
+	if o.Observer != nil {
+		// One PING per worker establishes the health (memory) an observer
+		// reports from the start; the pool's PING loop keeps it fresh. A
+		// crash it meets is handled by the pool like any other.
+		_ = pool.Refresh(ctx)
+	}
 	return nil
 }
 
@@ -335,15 +376,25 @@ func (r *runner) onPatience(f int, cause error) {
 // openWriter opens the checkpointed output (resuming an interrupted run
 // when asked) and restores the interrupted run's counters. guard adds to
 // the inputs' sizes and times what a resume must find unchanged.
-func (r *runner) openWriter(schema *dataio.WriterOptions, guard map[string]string) error {
+func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]string) error {
 	o := r.o
 	opts := *schema
 	opts.ErrorsPath = o.Errors
 	opts.ResumeGuard = dataio.InputGuard(o.Inputs)
-	for k, v := range guard {
-		opts.ResumeGuard[k] = v
+	for _, guard := range guards {
+		for k, v := range guard {
+			opts.ResumeGuard[k] = v
+		}
 	}
-	opts.State = func() any { return o.Stats.Snapshot() }
+	opts.State = func() any {
+		if r.extra != nil {
+			return checkpointState{o.Stats.Snapshot(), r.extra}
+		}
+		return o.Stats.Snapshot()
+	}
+	if o.Observer != nil {
+		opts.OnError = o.Observer.ErrorRecord
+	}
 	if !o.Resume {
 		if err := dataio.RemoveResumeFiles(o.Out, o.Errors); err != nil {
 			return err
@@ -363,10 +414,25 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guard map[string]strin
 			return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
 		}
 		o.Stats.Restore(c)
+		if r.extra != nil {
+			var x checkpointState
+			x.Kind = r.extra
+			if err := json.Unmarshal(st.State, &x); err != nil {
+				w.Abort()
+				return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
+			}
+		}
 	}
 	r.w, r.resume = w, st
 	r.sum.Resumable = true // from here on, an interrupted run leaves resume files
 	return nil
+}
+
+// checkpointState is the checkpoint's counters: the pipeline's, and the
+// kind's under "kind".
+type checkpointState struct {
+	pipeline.Counters
+	Kind any `json:"kind"`
 }
 
 // started tells the caller (Options.Started) that the job has begun.
@@ -382,8 +448,12 @@ func (r *runner) info(settings string) Info {
 	in := Info{Kind: r.kind, Model: r.model, Workers: o.Workers, Threads: o.Threads, Resumed: r.resume.Resumed,
 		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
 	in.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
+	if o.Read.Shards > 0 {
+		in.Estimate, _ = dataio.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)
+	}
 	pool := r.pool
 	in.Restarts = func() int { return restarts(pool.Health()) }
+	in.Health = pool.Health
 	return in
 }
 

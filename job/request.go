@@ -30,6 +30,8 @@ type requester struct {
 	maxPatience int
 	// onPatience, if set, is told when the factor changes.
 	onPatience func(factor int, cause error)
+	// obs, if set, is told how long each request took.
+	obs Observer
 
 	patience atomic.Int64 // the current factor; 0 means 1
 }
@@ -98,6 +100,9 @@ func (q *requester) do(ctx context.Context, req wire.Message, tokens int) (wire.
 	f := q.factor()
 	start := time.Now()
 	resp, err := q.pool.Do(ctx, req, stretched(base, f))
+	if q.obs != nil {
+		q.obs.Request(time.Since(start), err)
+	}
 	var ce *supervise.CrashError
 	var qe *supervise.QuarantinedError
 	switch {

@@ -3,6 +3,7 @@ package supervise
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -42,6 +43,11 @@ type Health struct {
 	Degraded        bool // DegradedCrashes or more crashes within DegradedWindow
 	CrashesInWindow int
 	Quarantined     []Quarantine
+	// Crashes counts the crashes since the pool started by stage: where
+	// the worker was when it died ("send", "recv", "timeout", "protocol",
+	// "load" while replaying LOADs after a restart) or "start" for a
+	// restart that failed.
+	Crashes map[string]int
 }
 
 // Health returns the cached state. It never sends a request; the PING loop
@@ -51,6 +57,7 @@ func (p *Pool) Health() Health {
 	defer p.mu.Unlock()
 	var h Health
 	h.Degraded, h.CrashesInWindow = p.budget.degraded(p.now())
+	h.Crashes = maps.Clone(p.crashes)
 	for _, s := range p.slots {
 		wh := WorkerHealth{ID: s.id, State: s.state, Restarts: s.restarts, RSSMB: s.rssMB,
 			ModelsLoaded: slices.Clone(s.models), LastPong: s.lastPong}

@@ -86,7 +86,8 @@ type Pool struct {
 	models  []*model
 	byRef   map[string]*model
 	budget  *budget
-	onPing  func() // test hook, called after each PING round
+	crashes map[string]int // crashes since the start, by stage (Health.Crashes)
+	onPing  func()         // test hook, called after each PING round
 }
 
 // NewPool creates the sockets, starts cfg.Workers workers and waits for
@@ -107,6 +108,7 @@ func NewPool(ctx context.Context, cfg Config) (*Pool, error) {
 		changed: make(chan struct{}),
 		byRef:   make(map[string]*model),
 		budget:  newBudget(cfg),
+		crashes: make(map[string]int),
 	}
 	if created {
 		p.tmpDir = root
@@ -289,6 +291,7 @@ func (p *Pool) crashed(s *slot, w *worker, f *failure, req wire.Message, m *mode
 		return fmt.Errorf("supervise: request abandoned, worker %s killed: %w", w.id, f.err)
 	}
 	s.lastCrash = &CrashInfo{Time: ce.Time, Stage: ce.Stage, Reason: crashReason(ce)}
+	p.crashes[ce.Stage]++
 	q := p.budget.record(ce.Model, m != nil, ce.Time, ce)
 	p.log.Warn("worker crashed", "worker", w.id, "pid", w.pid, "stage", ce.Stage, "reason", s.lastCrash.Reason)
 	if q != nil {

@@ -3,6 +3,7 @@ package supervise
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -179,6 +180,9 @@ func TestCrashMidRequest(t *testing.T) {
 	if w.Restarts != 1 || w.LastCrash == nil || w.LastCrash.Stage != "recv" || w.PID == ce.PID {
 		t.Errorf("health after restart: got %+v (last crash %+v); want 1 restart, a new pid, last crash recv", w, w.LastCrash)
 	}
+	if !maps.Equal(h.Crashes, map[string]int{"recv": 1}) {
+		t.Errorf("crashes by stage: got %v; want recv: 1", h.Crashes)
+	}
 }
 
 func TestHangPastDeadline(t *testing.T) {
@@ -253,6 +257,9 @@ func TestCancelMidRequest(t *testing.T) {
 	h := waitHealth(t, p, func(h Health) bool { return h.Workers[0].State == StateReady })
 	if h.CrashesInWindow != 0 || h.Workers[0].LastCrash != nil {
 		t.Errorf("health: got %d crashes, last %+v; want a cancellation not counted", h.CrashesInWindow, h.Workers[0].LastCrash)
+	}
+	if len(h.Crashes) != 0 {
+		t.Errorf("crashes by stage: got %v; want none for a cancellation", h.Crashes)
 	}
 }
 

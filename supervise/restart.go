@@ -78,6 +78,7 @@ func (p *Pool) startFailedRestart(s *slot, err error) {
 	}
 	s.startFailures++
 	s.lastErr = err
+	p.crashes["start"]++
 	p.budget.record(ModelKey{}, false, p.now(), nil)
 	p.log.Warn("worker restart failed", "worker", s.id, "failures", s.startFailures, "err", err)
 	if s.startFailures >= p.cfg.MaxStartFailures {
