@@ -16,6 +16,7 @@
 # start), their own munge socket, and SLURM_CONF points the commands at DIR/slurm.conf.
 # Settings for a container: no cgroups (proctrack/linuxproc, task/none), slurmd as root.
 set -euo pipefail
+PATH=$PATH:/usr/sbin:/sbin # the daemons, for a user whose PATH lacks them
 
 # How long start waits for each daemon to answer, in seconds.
 WAIT=${LOCAL_CLUSTER_WAIT:-60}
