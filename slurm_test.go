@@ -369,6 +369,9 @@ func (f *slurmFixture) faultDrill(t *testing.T) {
 	c.run(t, dir, nil, "scontrol", "requeue", embed+"_1")
 	c.waitDone(t, embed)
 	c.wantState(t, embed, "COMPLETED", "0:0")
+	if j := c.task(t, embed, 1); j["Restarts"] != "1" {
+		t.Errorf("task 1 after the requeue: Restarts=%s; want 1", j["Restarts"])
+	}
 	runSynapse(t, nil, "merge", out, "-q").wantCode(t, exitOK)
 	_, want := readOutput(t, f.single)
 	_, got := readOutput(t, out)

@@ -109,7 +109,7 @@ EOF
 
 start_munge() {
 	mkdir -p "$DIR/munge"
-	chmod 0700 "$DIR/munge"
+	chmod 0700 "$DIR/munge" # root only: the clients and the jobs run as root
 	# A fresh random key, readable by root only, as munged requires.
 	(umask 077 && head -c 1024 /dev/urandom >"$DIR/munge/munge.key")
 	munged --force \
