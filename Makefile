@@ -152,6 +152,7 @@ test-race:
 # `make test` skips these tests, saying so.
 SLURM_PKGS := slurm-wlm munge
 test-slurm: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-slurm: export PATH := $(PATH):/usr/sbin:/sbin
 test-slurm: setup build
 	@if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "make test-slurm: Slurm and munge are missing and installing them needs root: apt-get install $(SLURM_PKGS)" >&2; exit 1; fi; \

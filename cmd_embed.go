@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,6 +36,10 @@ func embedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
 		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)", DefaultText: "all"},
+		&cli.StringSliceFlag{Name: "previous", Usage: "incremental run: copy the chunks of documents whose id and text are unchanged from this earlier output `FILE` (.arrow or .parquet; repeat it for the part files of a sharded run) instead of embedding them"},
+		&cli.BoolFlag{Name: "previous-any", Usage: "with --previous made under other settings (model, chunking, pooling, dims, prefix, text fields): embed everything instead of refusing it"},
+		&cli.StringFlag{Name: "deleted", Usage: "with --previous: write the ids of its documents that are no longer in the input to `FILE`, one a line"},
+		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (among the last %d distinct texts); --dedup=false embeds each", job.DedupWindow)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
 }
@@ -43,7 +48,8 @@ func embedFlags() []cli.Flag {
 func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow", job.EmbedFormats)
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
-		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims")}
+		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
+		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup")}
 	if err != nil {
 		return o, err
 	}

@@ -12,31 +12,33 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:   "gen-corpus",
-		Usage:  "write a synthetic Parquet corpus (id, title, text) for benchmarks (internal)",
+		Usage:  "write a synthetic Parquet corpus (id, title, text), or a later version of one, for benchmarks (internal)",
 		Hidden: true,
-		Description: `synapse gen-corpus --rows N --out FILE.parquet writes N rows of pseudo-words: id "synth-N", a title and a text
-of 8 to 200 words (1,000 to 3,000 for one row in 50), ` + fmt.Sprint(dataio.SyntheticRowGroup) + ` rows per row group, snappy compressed.
-The same --seed gives the same file. Memory use is one row group, whatever N is.`,
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "rows", Usage: "number of rows", Value: 1_000_000},
-			&cli.Int64Flag{Name: "seed", Usage: "the rows' seed", Value: 1},
-			&cli.StringFlag{Name: "out", Usage: "the Parquet `FILE` to write (required)"},
+			&cli.IntFlag{Name: "rows", Usage: "rows of the original corpus", Value: 100000},
+			&cli.Int64Flag{Name: "seed", Usage: "seed of the original corpus", Value: 1},
+			&cli.Float64Flag{Name: "changed", Usage: "share of the rows given another title and text (e.g. 0.02)"},
+			&cli.Float64Flag{Name: "deleted", Usage: "share of the rows left out"},
+			&cli.Float64Flag{Name: "added", Usage: "share of new rows appended (ids synth-new-N)"},
+			&cli.Int64Flag{Name: "change-seed", Usage: "seed of which rows change", Value: 2},
+			&cli.StringFlag{Name: "out", Usage: "the .parquet file to write (required)"},
 		},
 		Action: func(c *cli.Context) error {
-			out := c.String("out")
+			s := dataio.Synthetic{Rows: c.Int("rows"), Seed: c.Int64("seed"), Changed: c.Float64("changed"),
+				Deleted: c.Float64("deleted"), Added: c.Float64("added"), ChangeSeed: c.Int64("change-seed")}
 			switch {
-			case out == "" || !strings.HasSuffix(out, ".parquet"):
+			case !strings.HasSuffix(c.String("out"), ".parquet"):
 				return usagef("gen-corpus: --out FILE.parquet is required")
-			case c.Int("rows") < 0:
-				return usagef("gen-corpus: --rows %d: want 0 or more", c.Int("rows"))
+			case s.Rows < 0 || s.Changed < 0 || s.Deleted < 0 || s.Added < 0 || s.Changed+s.Deleted > 1:
+				return usagef("gen-corpus: --rows and the shares must not be negative, --changed + --deleted at most 1")
 			}
-			if err := dataio.WriteSyntheticParquet(out, c.Int("rows"), c.Int64("seed")); err != nil {
+			if err := dataio.WriteSynthetic(c.String("out"), s); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "%s: %d rows\n", out, c.Int("rows"))
+			fmt.Fprintf(c.App.Writer, "wrote %s\n", c.String("out"))
 			return nil
 		},
 	})

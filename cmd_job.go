@@ -328,6 +328,9 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 	fmt.Fprintf(w, "%-14s %d\n", words.items, j.Items)
 	fmt.Fprintf(w, "tokens         %d (%.0f tokens/s over %.1fs)\n", j.Tokens, float64(s.Run.Tokens)/max(secs, 1e-9), secs)
 	fmt.Fprintf(w, "restarts       %s, %s\n", plural(s.Restarts, "worker restart"), plural(s.Quarantined, "quarantined model"))
+	for _, l := range s.Lines {
+		fmt.Fprintf(w, "%-14s %s\n", l.Label, l.Text)
+	}
 	if s.DeadlineStretch > 1 {
 		fmt.Fprintf(w, "deadlines      stretched up to %d× after requests timed out (--deadline-stretch)\n", s.DeadlineStretch)
 	}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -200,6 +202,7 @@ type outRow struct {
 	ID                                                       string
 	Chunk, TokenStart, TokenEnd, CharStart, CharEnd, NTokens int32
 	Emb                                                      []float32
+	Hash                                                     [dataio.DocHashSize]byte
 }
 
 // readOutput reads an Arrow IPC or Parquet output under a checked allocator
@@ -258,10 +261,13 @@ func appendRows(t *testing.T, rows []outRow, rec arrow.RecordBatch) []outRow {
 	vals := fsl.ListValues().(*array.Float32).Float32Values()
 	chunk, ts, te := i32(dataio.ColChunk), i32(dataio.ColTokenStart), i32(dataio.ColTokenEnd)
 	cs, ce, nt := i32(dataio.ColCharStart), i32(dataio.ColCharEnd), i32(dataio.ColNTokens)
+	hashes := col(dataio.ColDocHash).(*array.FixedSizeBinary)
 	for i := range int(rec.NumRows()) {
 		off := (fsl.Offset() + i) * dims
-		rows = append(rows, outRow{ID: ids.Value(i), Chunk: chunk[i], TokenStart: ts[i], TokenEnd: te[i],
-			CharStart: cs[i], CharEnd: ce[i], NTokens: nt[i], Emb: slices.Clone(vals[off : off+dims])})
+		r := outRow{ID: ids.Value(i), Chunk: chunk[i], TokenStart: ts[i], TokenEnd: te[i],
+			CharStart: cs[i], CharEnd: ce[i], NTokens: nt[i], Emb: slices.Clone(vals[off : off+dims])}
+		copy(r.Hash[:], hashes.Value(i))
+		rows = append(rows, r)
 	}
 	return rows
 }
@@ -1008,7 +1014,7 @@ func TestEmbedOutputs(t *testing.T) {
 			got = append(got, f.Name+" "+f.Type.String())
 		}
 		wantFields := []string{"id utf8", "chunk int32", "token_start int32", "token_end int32", "char_start int32",
-			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[32]"}
+			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[32]", "doc_hash fixed_size_binary[32]"}
 		if !slices.Equal(got, wantFields) {
 			t.Errorf("schema %v; want %v", got, wantFields)
 		}
@@ -1030,6 +1036,25 @@ func TestEmbedOutputs(t *testing.T) {
 		}
 		if _, ok := meta["synapse.prefix"]; !ok {
 			t.Error("metadata has no synapse.prefix")
+		}
+		settings := fmt.Sprintf(`{"model_digest":%q,"text_fields":["title","text"],"prefix":"","chunk_tokens":200,"chunk_overlap":0,"pooling":"mean","normalize":true,"dims":32}`, digest)
+		if meta["synapse.settings"] != settings {
+			t.Errorf("metadata synapse.settings = %s; want %s", meta["synapse.settings"], settings)
+		}
+		sum := sha256.Sum256([]byte(settings))
+		if d := "sha256:" + hex.EncodeToString(sum[:]); meta["synapse.settings_digest"] != d {
+			t.Errorf("metadata synapse.settings_digest = %s; want %s", meta["synapse.settings_digest"], d)
+		}
+		// doc_hash: the SHA-256 of the joined text ("title\ntext"), the same on every chunk
+		docs := map[string]map[string]any{}
+		for _, d := range corpus(30) {
+			docs[d["_id"].(string)] = d
+		}
+		for _, r := range want {
+			d := docs[r.ID]
+			if h := sha256.Sum256([]byte(d["title"].(string) + "\n" + d["text"].(string))); r.Hash != h {
+				t.Fatalf("%s chunk %d: doc_hash %x; want %x", r.ID, r.Chunk, r.Hash, h)
+			}
 		}
 	})
 

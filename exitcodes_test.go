@@ -25,7 +25,8 @@ func TestExitCodesEndToEnd(t *testing.T) {
 	many := filepath.Join(dir, "many.jsonl")
 	var docs []map[string]any
 	for i := range 20 {
-		docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": "hello world"})
+		// distinct texts: --dedup would send one identical text once
+		docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": fmt.Sprintf("hello world %d", i)})
 	}
 	writeJSONL(t, many, docs)
 	empty := filepath.Join(dir, "empty.jsonl")

@@ -189,7 +189,7 @@ func (c *slurmCluster) waitDone(t *testing.T, ids ...string) {
 
 // wantState fails the test unless the job (every task of it) ended in state
 // with exit code (Slurm's "code:signal").
-func (c *slurmCluster) wantState(t *testing.T, dir, id, state, exit string) {
+func (c *slurmCluster) wantState(t *testing.T, id, state, exit string) {
 	t.Helper()
 	for _, j := range c.jobs(t, id) {
 		if j["JobState"] != state || j["ExitCode"] != exit {
@@ -244,60 +244,100 @@ func slurmCorpus(t *testing.T, dir string) []string {
 	return []string{jsonl, pq}
 }
 
-// slurmRun is the environment of the example scripts in a test: the
-// synapse binary, its libraries, the model and the inputs.
-func slurmRun(t *testing.T) (dir, model string, inputs []string, env []string) {
-	t.Helper()
-	dir = t.TempDir()
-	inputs = slurmCorpus(t, dir)
-	model = tinyModel(t)
-	env = []string{"SYNAPSE=" + testenv.Binary(t), "SYNAPSE_LLAMA_LIB=" + testenv.LlamaLib(t)}
-	return dir, model, inputs, env
+// slurmFixture is what the Slurm tests share: the cluster, the corpus, the
+// model, the single run's output to compare with, and the environment of the
+// example scripts (the synapse binary and its libraries).
+type slurmFixture struct {
+	c           *slurmCluster
+	dir, model  string
+	inputs, env []string
+	single      string
 }
 
-// TestSlurmArrayMergesToTheSingleRun: examples/slurm/submit.sh runs a
-// 4-task array over a Parquet and a JSONL corpus and the merge job after
-// it; the merged file is the single run's, row for row.
-func TestSlurmArrayMergesToTheSingleRun(t *testing.T) {
+// TestSlurm runs the Slurm examples on one private cluster:
+//   - the array of 4 shards over a Parquet and a JSONL corpus, and the merge
+//     job after it, give the single run's rows;
+//   - a fault drill: a task cancelled mid-run leaves its shard undone, the
+//     dependent merge job never runs, `synapse merge` names the missing
+//     shard; the task requeued, merge gives the single run;
+//   - a task with a usage error (exit 2) fails without a requeue; one that
+//     fails transiently (exit 1) requeues itself, then gives up.
+func TestSlurm(t *testing.T) {
 	needSlurm(t)
-	c := startSlurm(t)
-	dir, model, inputs, env := slurmRun(t)
-	single := filepath.Join(dir, "single.arrow")
-	runSynapse(t, nil, append(append([]string{"embed"}, inputs...), "-m", model, "-o", single, "-q")...).wantCode(t, exitOK)
+	f := &slurmFixture{c: startSlurm(t), dir: t.TempDir(), model: tinyModel(t)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(f.dir, "slurm-*.out"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("=== %s\n%s", filepath.Base(l), b)
+			}
+		}
+	})
+	f.inputs = slurmCorpus(t, f.dir)
+	f.env = []string{"SYNAPSE=" + testenv.Binary(t), "SYNAPSE_LLAMA_LIB=" + testenv.LlamaLib(t)}
+	f.single = filepath.Join(f.dir, "single.arrow")
+	runSynapse(t, nil, append(append([]string{"embed"}, f.inputs...), "-m", f.model, "-o", f.single, "-q")...).wantCode(t, exitOK)
+	t.Run("array and merge give the single run", f.arrayAndMerge)
+	// The faults run side by side: each waits for a requeued job's begin time.
+	t.Run("faults", func(t *testing.T) {
+		for name, test := range map[string]func(*testing.T){
+			"fault drill":                   f.faultDrill,
+			"usage error is not requeued":   f.usageError,
+			"transient failure is requeued": f.transient,
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				test(t)
+			})
+		}
+	})
+}
 
-	out := filepath.Join(dir, "out", "vectors.arrow")
+// arrayAndMerge: submit.sh runs a 4-task array and the merge job after it;
+// the merged file is the single run's, row for row.
+func (f *slurmFixture) arrayAndMerge(t *testing.T) {
+	c := f.c
+	out := filepath.Join(f.dir, "out", "vectors.arrow")
 	if err := os.Mkdir(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	embed, merge := c.submit(t, dir, env, append([]string{"-n", "4", "-k", "4", "-c", "1", "-m", model, "-o", out}, inputs...)...)
+	embed, merge := c.submit(t, f.dir, f.env, append([]string{"-n", "4", "-k", "4", "-c", "1", "-m", f.model, "-o", out}, f.inputs...)...)
 	c.waitDone(t, embed, merge)
-	c.wantState(t, dir, embed, "COMPLETED", "0:0")
-	c.wantState(t, dir, merge, "COMPLETED", "0:0")
+	c.wantState(t, embed, "COMPLETED", "0:0")
+	c.wantState(t, merge, "COMPLETED", "0:0")
 	if n := len(c.jobs(t, embed)); n != 4 {
 		t.Errorf("the array ran %d tasks; want 4", n)
 	}
-	_, want := readOutput(t, single)
+	_, want := readOutput(t, f.single)
 	_, got := readOutput(t, out)
 	sameRows(t, "merged by the Slurm merge job vs single run", got, want)
+
+	// A done shard submitted again (alone: an array of one task) does
+	// nothing and succeeds.
+	manifest := filepath.Join(f.dir, "out", "vectors.shard-2-of-4.json")
+	before, _ := os.ReadFile(manifest)
+	script, _ := filepath.Abs(filepath.Join("examples", "slurm", "embed-array.sbatch"))
+	env := append(f.env, "SHARDS=4", "MODEL="+f.model, "OUT="+out, "INPUTS="+strings.Join(f.inputs, " "))
+	again := strings.TrimSpace(c.run(t, f.dir, env, "sbatch", "--parsable", "--array=2", "--cpus-per-task=1", script))
+	c.waitDone(t, again)
+	c.wantState(t, again, "COMPLETED", "0:0")
+	after, _ := os.ReadFile(manifest)
+	log, _ := os.ReadFile(c.task(t, again, 2)["StdOut"])
+	if !bytes.Equal(before, after) || !bytes.Contains(log, []byte("nothing to do")) {
+		t.Errorf("shard 2 submitted again: manifest unchanged %v; want true and a log saying \"nothing to do\":\n%s", bytes.Equal(before, after), log)
+	}
 }
 
-// TestSlurmFaultDrill: an array task cancelled mid-run leaves its shard
-// undone: the dependent merge job never runs, `synapse merge` names the
-// missing shard (exit 1); the task requeued, merge gives the single run.
-// A task with a usage error (exit 2) fails without a requeue; one that
-// fails transiently (exit 1) requeues itself, then gives up.
-func TestSlurmFaultDrill(t *testing.T) {
-	needSlurm(t)
-	c := startSlurm(t)
-	dir, model, inputs, env := slurmRun(t)
-	single := filepath.Join(dir, "single.arrow")
-	runSynapse(t, nil, append(append([]string{"embed"}, inputs...), "-m", model, "-o", single, "-q")...).wantCode(t, exitOK)
-
+// faultDrill: a task cancelled mid-run; merge names it; requeued, the merge
+// gives the single run.
+func (f *slurmFixture) faultDrill(t *testing.T) {
+	c, dir := f.c, f.dir
 	// Every request of the drill's workers waits 200 ms, so that a task is
 	// still running when it is cancelled.
-	out := filepath.Join(dir, "vectors.arrow")
-	drillEnv := append(env, "SYNAPSE_ARGS=--chaos delay=200ms")
-	embed, merge := c.submit(t, dir, drillEnv, append([]string{"-n", "4", "-c", "1", "-m", model, "-o", out}, inputs...)...)
+	out := filepath.Join(dir, "drill.arrow")
+	env := append(f.env, "SYNAPSE_ARGS=--chaos delay=200ms")
+	embed, merge := c.submit(t, dir, env, append([]string{"-n", "4", "-c", "1", "-m", f.model, "-o", out}, f.inputs...)...)
 	log1 := filepath.Join(dir, fmt.Sprintf("slurm-%s_1.out", embed))
 	c.waitUntil(t, "task 1 to start synapse", func() bool {
 		b, _ := os.ReadFile(log1)
@@ -322,27 +362,32 @@ func TestSlurmFaultDrill(t *testing.T) {
 		t.Fatalf("merge with task 1 cancelled:\n%s\nwant it to name shard 1", res.stderr)
 	}
 
-	// Requeued (at once: no two-minute begin time), task 1 runs again alone.
+	// Requeued, task 1 runs again alone, once its begin time comes
+	// (cred_expire, 10 s on the local cluster: starting it sooner races with
+	// slurmd, which refuses the job while it holds the revoked credential of
+	// the cancelled run).
 	c.run(t, dir, nil, "scontrol", "requeue", embed+"_1")
-	c.run(t, dir, nil, "scontrol", "update", "JobId="+embed+"_1", "StartTime=now")
 	c.waitDone(t, embed)
-	c.wantState(t, dir, embed, "COMPLETED", "0:0")
+	c.wantState(t, embed, "COMPLETED", "0:0")
+	if j := c.task(t, embed, 1); j["Restarts"] != "1" {
+		t.Errorf("task 1 after the requeue: Restarts=%s; want 1", j["Restarts"])
+	}
 	runSynapse(t, nil, "merge", out, "-q").wantCode(t, exitOK)
-	_, want := readOutput(t, single)
+	_, want := readOutput(t, f.single)
 	_, got := readOutput(t, out)
 	sameRows(t, "merged after the requeue vs single run", got, want)
-
-	t.Run("usage error is not requeued", func(t *testing.T) { slurmUsageError(t, c, dir, model, inputs, env) })
-	t.Run("transient failure is requeued", func(t *testing.T) { slurmTransient(t, c, dir, model, env) })
 }
 
-// slurmUsageError: a task whose synapse exits 2 (--dims larger than the
-// model's) ends FAILED with exit 2 and no requeue.
-func slurmUsageError(t *testing.T, c *slurmCluster, dir, model string, inputs, env []string) {
-	out := filepath.Join(dir, "usage.arrow")
-	embed, merge := c.submit(t, dir, append(env, "SYNAPSE_ARGS=--dims 4096"), append([]string{"-n", "1", "-c", "1", "-m", model, "-o", out}, inputs...)...)
+// usageError: a task whose synapse exits 2 (--dims larger than the model's)
+// ends FAILED with exit 2 and no requeue; the merge job never runs.
+func (f *slurmFixture) usageError(t *testing.T) {
+	c := f.c
+	out := filepath.Join(f.dir, "usage.arrow")
+	env := append(f.env, "SYNAPSE_ARGS=--dims 4096")
+	embed, merge := c.submit(t, f.dir, env, append([]string{"-n", "1", "-c", "1", "-m", f.model, "-o", out}, f.inputs...)...)
 	c.waitDone(t, embed, merge)
-	c.wantState(t, dir, embed, "FAILED", "2:0")
+	c.wantState(t, embed, "FAILED", "2:0")
+	c.wantState(t, merge, "CANCELLED", "0:0")
 	j := c.task(t, embed, 0)
 	if j["Restarts"] != "0" {
 		t.Errorf("a usage error was requeued: Restarts=%s; want 0", j["Restarts"])
@@ -352,27 +397,27 @@ func slurmUsageError(t *testing.T, c *slurmCluster, dir, model string, inputs, e
 	}
 }
 
-// slurmTransient: a task whose synapse exits 1 (the model quarantined: every
+// transient: a task whose synapse exits 1 (the model quarantined: every
 // request crashes its worker) requeues itself once (MAX_RETRIES=1), then
 // ends FAILED with exit 1.
-func slurmTransient(t *testing.T, c *slurmCluster, dir, model string, env []string) {
-	in := filepath.Join(dir, "many.jsonl")
+func (f *slurmFixture) transient(t *testing.T) {
+	c := f.c
+	in := filepath.Join(f.dir, "many.jsonl")
 	writeJSONL(t, in, corpus(40))
-	tok, err := tokenize.Load(model)
+	tok, err := tokenize.Load(f.model)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cls, _ := tok.Affixes() // in every chunk: every request crashes
-	out := filepath.Join(dir, "transient.arrow")
-	env = append(env, fmt.Sprintf("SYNAPSE_ARGS=--id-field _id --chaos abort-on-token=%d", cls[0]), "MAX_RETRIES=1")
-	embed, merge := c.submit(t, dir, env, "-n", "1", "-c", "1", "-m", model, "-o", out, in)
+	out := filepath.Join(f.dir, "transient.arrow")
+	env := append(f.env, fmt.Sprintf("SYNAPSE_ARGS=--chaos abort-on-token=%d", cls[0]), "MAX_RETRIES=1")
+	embed, merge := c.submit(t, f.dir, env, "-n", "1", "-c", "1", "-m", f.model, "-o", out, in)
 	c.waitUntil(t, "the failed task to be requeued", func() bool {
 		j := c.task(t, embed, 0)
 		return j["Restarts"] == "1" && j["JobState"] == "PENDING"
 	})
-	c.run(t, dir, nil, "scontrol", "update", "JobId="+embed+"_0", "StartTime=now")
 	c.waitDone(t, embed, merge)
-	c.wantState(t, dir, embed, "FAILED", "1:0")
+	c.wantState(t, embed, "FAILED", "1:0")
 	log, _ := os.ReadFile(c.task(t, embed, 0)["StdOut"])
 	for _, want := range []string{"(exit 1, transient): requeued", "after 1 requeues: giving up"} {
 		if !bytes.Contains(log, []byte(want)) {

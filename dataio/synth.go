@@ -28,6 +28,24 @@ const SyntheticRowGroup = 16384
 // compressed, SyntheticRowGroup rows per row group. The same seed gives the
 // same rows. Memory use is one row group, whatever rows is.
 func WriteSyntheticParquet(path string, rows int, seed int64) error {
+	return WriteSynthetic(path, Synthetic{Rows: rows, Seed: seed})
+}
+
+// Synthetic describes a synthetic corpus, or a later version of one: the
+// corpus of Rows and Seed with a share of its rows changed (another title
+// and text under the same id), deleted, and added at the end (ids
+// "synth-new-N"). Which rows change is drawn from ChangeSeed; the rows that
+// do not change are those of the original corpus, byte for byte.
+type Synthetic struct {
+	Rows                    int
+	Seed                    int64
+	Changed, Deleted, Added float64 // shares of Rows, 0 to 1
+	ChangeSeed              int64
+}
+
+// WriteSynthetic writes the corpus s describes to path (see
+// WriteSyntheticParquet for its columns); memory use is one row group.
+func WriteSynthetic(path string, s Synthetic) error {
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.BinaryTypes.String},
 		{Name: "title", Type: arrow.BinaryTypes.String},
@@ -45,34 +63,84 @@ func WriteSyntheticParquet(path string, rows int, seed int64) error {
 	if err != nil {
 		return fmt.Errorf("dataio: synthetic: %w", err)
 	}
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer bld.Release()
-	var sb strings.Builder
-	for done := 0; done < rows; {
-		n := min(SyntheticRowGroup, rows-done)
-		for i := range n {
-			bld.Field(0).(*array.StringBuilder).Append("synth-" + strconv.Itoa(done+i))
-			bld.Field(1).(*array.StringBuilder).Append(synthWords(rng, &sb, 3+rng.IntN(10)))
-			words := 8 + rng.IntN(193)
-			if rng.IntN(50) == 0 {
-				words = 1000 + rng.IntN(2001) // a long document that needs chunking
-			}
-			bld.Field(2).(*array.StringBuilder).Append(synthWords(rng, &sb, words))
+	g := &synthGen{rng: rand.New(rand.NewPCG(uint64(s.Seed), 0x5eed)), change: rand.New(rand.NewPCG(uint64(s.ChangeSeed), 0xc4a9e)),
+		bld: array.NewRecordBuilder(memory.DefaultAllocator, sc), fw: fw}
+	defer g.bld.Release()
+	added := int(s.Added * float64(s.Rows))
+	for i := range s.Rows + added {
+		if i >= s.Rows {
+			g.row("synth-new-"+strconv.Itoa(i-s.Rows), g.change)
+		} else if err := g.next(i, s); err != nil {
+			break
 		}
-		rec := bld.NewRecordBatch()
-		err := fw.Write(rec)
-		rec.Release()
-		if err != nil {
-			fw.Close()
-			return fmt.Errorf("dataio: synthetic: %w", err)
+		if err := g.cut(false); err != nil {
+			break
 		}
-		done += n
 	}
-	if err := errors.Join(fw.Close(), bw.Flush(), f.Close()); err != nil {
+	if err := errors.Join(g.err, g.cut(true), fw.Close(), bw.Flush(), f.Close()); err != nil {
 		return fmt.Errorf("dataio: synthetic: %w", err)
 	}
 	return nil
+}
+
+// synthGen writes a synthetic corpus row by row.
+type synthGen struct {
+	rng, change *rand.Rand
+	sb          strings.Builder
+	bld         *array.RecordBuilder
+	fw          *pqarrow.FileWriter
+	n           int
+	err         error
+}
+
+// next writes row i of the original corpus, changed, or not at all.
+func (g *synthGen) next(i int, s Synthetic) error {
+	id := "synth-" + strconv.Itoa(i)
+	title, text := g.words(g.rng)
+	switch u := g.change.Float64(); {
+	case u < s.Deleted:
+		return nil
+	case u < s.Deleted+s.Changed:
+		g.row(id, g.change)
+	default:
+		g.append(id, title, text)
+	}
+	return nil
+}
+
+// row appends a row whose words come from rng.
+func (g *synthGen) row(id string, rng *rand.Rand) {
+	title, text := g.words(rng)
+	g.append(id, title, text)
+}
+
+func (g *synthGen) words(rng *rand.Rand) (title, text string) {
+	title = synthWords(rng, &g.sb, 3+rng.IntN(10))
+	words := 8 + rng.IntN(193)
+	if rng.IntN(50) == 0 {
+		words = 1000 + rng.IntN(2001) // a long document that needs chunking
+	}
+	return title, synthWords(rng, &g.sb, words)
+}
+
+func (g *synthGen) append(id, title, text string) {
+	g.bld.Field(0).(*array.StringBuilder).Append(id)
+	g.bld.Field(1).(*array.StringBuilder).Append(title)
+	g.bld.Field(2).(*array.StringBuilder).Append(text)
+	g.n++
+}
+
+// cut writes the rows held as a row group when there are SyntheticRowGroup
+// of them, or any at all when last.
+func (g *synthGen) cut(last bool) error {
+	if g.err != nil || g.n == 0 || (g.n < SyntheticRowGroup && !last) {
+		return g.err
+	}
+	rec := g.bld.NewRecordBatch()
+	g.err = g.fw.Write(rec)
+	rec.Release()
+	g.n = 0
+	return g.err
 }
 
 var synthSyllables = [...]string{"ka", "lo", "mi", "ne", "ru", "sta", "ther", "ion", "pro", "tein", "cell", "gen",

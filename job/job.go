@@ -124,7 +124,13 @@ type Summary struct {
 	Out, Errors     string
 	Resumable       bool   // the run stopped with its resume files kept
 	Chaos           string // the drills that were armed
+	// Lines are what the kind adds to the summary (embed: what an
+	// incremental run reused).
+	Lines []SummaryLine
 }
+
+// SummaryLine is one labelled line of a summary ("" continues the last).
+type SummaryLine struct{ Label, Text string }
 
 // DefaultParallelism picks workers and threads per worker for a core count:
 // workers × threads = cores, one or two threads each.
@@ -148,6 +154,7 @@ type runner struct {
 	w      *dataio.Writer
 	resume dataio.ResumeState
 	sum    Summary
+	extra  any // the kind's counters, kept in the checkpoint beside the pipeline's
 	closer []func()
 }
 
@@ -273,6 +280,30 @@ func checkShard(o *Options) error {
 	return nil
 }
 
+// checkWritable refuses, before anything starts, a file option the job
+// cannot write, or one that would overwrite an input.
+func checkWritable(flag, p string, inputs []string) error {
+	dir := filepath.Dir(p)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return configErrorf("%s %s: its directory: %w", flag, p, err)
+	case !st.IsDir():
+		return configErrorf("%s %s: %s is not a directory", flag, p, dir)
+	case syscall.Access(dir, 2 /* W_OK */) != nil:
+		return configErrorf("%s %s: directory %s is not writable", flag, p, dir)
+	}
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return configErrorf("%s %s is a directory", flag, p)
+	}
+	for _, in := range inputs {
+		if in != "-" && (sameFile(in, p) || filepath.Clean(in) == filepath.Clean(p)) {
+			return configErrorf("%s %s would overwrite %s", flag, p, in)
+		}
+	}
+	return nil
+}
+
 func sameFile(a, b string) bool {
 	sa, err1 := os.Stat(a)
 	sb, err2 := os.Stat(b)
@@ -345,15 +376,22 @@ func (r *runner) onPatience(f int, cause error) {
 // openWriter opens the checkpointed output (resuming an interrupted run
 // when asked) and restores the interrupted run's counters. guard adds to
 // the inputs' sizes and times what a resume must find unchanged.
-func (r *runner) openWriter(schema *dataio.WriterOptions, guard map[string]string) error {
+func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]string) error {
 	o := r.o
 	opts := *schema
 	opts.ErrorsPath = o.Errors
 	opts.ResumeGuard = dataio.InputGuard(o.Inputs)
-	for k, v := range guard {
-		opts.ResumeGuard[k] = v
+	for _, guard := range guards {
+		for k, v := range guard {
+			opts.ResumeGuard[k] = v
+		}
 	}
-	opts.State = func() any { return o.Stats.Snapshot() }
+	opts.State = func() any {
+		if r.extra != nil {
+			return checkpointState{o.Stats.Snapshot(), r.extra}
+		}
+		return o.Stats.Snapshot()
+	}
 	if o.Observer != nil {
 		opts.OnError = o.Observer.ErrorRecord
 	}
@@ -376,10 +414,25 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guard map[string]strin
 			return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
 		}
 		o.Stats.Restore(c)
+		if r.extra != nil {
+			var x checkpointState
+			x.Kind = r.extra
+			if err := json.Unmarshal(st.State, &x); err != nil {
+				w.Abort()
+				return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
+			}
+		}
 	}
 	r.w, r.resume = w, st
 	r.sum.Resumable = true // from here on, an interrupted run leaves resume files
 	return nil
+}
+
+// checkpointState is the checkpoint's counters: the pipeline's, and the
+// kind's under "kind".
+type checkpointState struct {
+	pipeline.Counters
+	Kind any `json:"kind"`
 }
 
 // started tells the caller (Options.Started) that the job has begun.

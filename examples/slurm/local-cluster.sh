@@ -16,19 +16,21 @@
 # start), their own munge socket, and SLURM_CONF points the commands at DIR/slurm.conf.
 # Settings for a container: no cgroups (proctrack/linuxproc, task/none), slurmd as root.
 set -euo pipefail
+PATH=$PATH:/usr/sbin:/sbin # the daemons, for a user whose PATH lacks them
 
 # How long start waits for each daemon to answer, in seconds.
 WAIT=${LOCAL_CLUSTER_WAIT:-60}
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 
-# free_port prints a TCP port nobody listens on, from a range the kernel does
-# not hand out as ephemeral ports.
+# free_port prints a TCP port nobody listens on (read from /proc/net/tcp*), from
+# a range the kernel does not hand out as ephemeral ports.
 free_port() {
-	local p
+	local p listening
+	listening=$(awk '$4 == "0A" { split($2, a, ":"); print a[2] }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
 	for _ in $(seq 200); do
 		p=$((20000 + RANDOM % 10000))
-		if ! ss -Htln "sport = :$p" | grep -q .; then
+		if ! grep -qx "$(printf %04X "$p")" <<<"$listening"; then
 			echo "$p"
 			return
 		fi
@@ -67,7 +69,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+# cred_expire: a requeued job waits this long (default 120 s) before it can start
+# again, until the node has dropped the revoked credential of its last run.
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool/%n
 SlurmctldPidFile=$DIR/run/slurmctld.pid
@@ -105,7 +109,7 @@ EOF
 
 start_munge() {
 	mkdir -p "$DIR/munge"
-	chmod 0700 "$DIR/munge"
+	chmod 0700 "$DIR/munge" # root only: the clients and the jobs run as root
 	# A fresh random key, readable by root only, as munged requires.
 	(umask 077 && head -c 1024 /dev/urandom >"$DIR/munge/munge.key")
 	munged --force \
@@ -150,20 +154,29 @@ logs() {
 	done
 }
 
-# kill_pidfile FILE: TERM the process named in FILE, wait for it, then KILL.
-kill_pidfile() {
-	local pid
-	[ -s "$1" ] || return 0
-	pid=$(cat "$1")
-	kill_pid "$pid"
+# pidfiles FILE...: the processes named in the pid files that exist.
+pidfiles() {
+	local f
+	for f in "$@"; do
+		[ -s "$f" ] && cat "$f"
+	done
+	return 0
 }
 
-kill_pid() {
-	local pid=$1 deadline=$((SECONDS + 10))
-	kill -TERM "$pid" 2>/dev/null || return 0
-	while kill -0 "$pid" 2>/dev/null; do
+# kill_pids PID...: TERM the processes, wait at most 10 s for them to end,
+# then KILL those left.
+kill_pids() {
+	local pid alive deadline=$((SECONDS + 10))
+	[ $# -gt 0 ] || return 0
+	kill -TERM "$@" 2>/dev/null || true
+	while :; do
+		alive=()
+		for pid in "$@"; do
+			kill -0 "$pid" 2>/dev/null && alive+=("$pid")
+		done
+		[ ${#alive[@]} -gt 0 ] || return 0
 		if ((SECONDS >= deadline)); then
-			kill -KILL "$pid" 2>/dev/null || true
+			kill -KILL "${alive[@]}" 2>/dev/null || true
 			return 0
 		fi
 		sleep 0.1
@@ -171,9 +184,21 @@ kill_pid() {
 }
 
 # leftovers prints the processes that still hold a file in DIR open (a
-# slurmstepd of a job the daemons lost, a daemon whose pid file is gone).
+# slurmstepd of a job that could not be cancelled, a daemon whose pid file is
+# gone).
 leftovers() {
 	find /proc/[0-9]*/fd -maxdepth 1 -lname "$DIR/*" 2>/dev/null | cut -d/ -f3 | sort -u
+}
+
+# with_descendants PID...: the processes and all their descendants (a lost
+# slurmstepd's job), from /proc/PID/task/*/children.
+with_descendants() {
+	local pid
+	for pid in "$@"; do
+		echo "$pid"
+		# shellcheck disable=SC2046
+		with_descendants $(cat /proc/"$pid"/task/*/children 2>/dev/null)
+	done
 }
 
 stop() {
@@ -188,13 +213,12 @@ stop() {
 			sleep 0.2
 		done
 	fi
-	kill_pidfile "$DIR/run/slurmd.pid"
-	kill_pidfile "$DIR/run/slurmctld.pid"
-	kill_pidfile "$DIR/run/munged.pid"
-	local pid
-	for pid in $(leftovers); do
-		[ "$pid" != $$ ] && kill_pid "$pid"
-	done
+	# shellcheck disable=SC2046 # lists of pids
+	kill_pids $(pidfiles "$DIR/run/slurmd.pid" "$DIR/run/slurmctld.pid")
+	# shellcheck disable=SC2046
+	kill_pids $(pidfiles "$DIR/run/munged.pid")
+	# shellcheck disable=SC2046
+	kill_pids $(with_descendants $(leftovers | grep -vx "$$"))
 	rm -rf "$DIR"
 }
 
