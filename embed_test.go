@@ -64,7 +64,14 @@ func synapseCmd(ctx context.Context, t testing.TB, env []string, args ...string)
 // runSynapse runs synapse to its end (at most two minutes).
 func runSynapse(t *testing.T, env []string, args ...string) embedResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return runSynapseWithin(t, 2*time.Minute, env, args...)
+}
+
+// runSynapseWithin runs synapse to its end, failing the test if it takes
+// longer than limit (a hang, not a speed check: limits are generous).
+func runSynapseWithin(t *testing.T, limit time.Duration, env []string, args ...string) embedResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := synapseCmd(ctx, t, env, args...)
 	var out, errb bytes.Buffer
@@ -77,7 +84,7 @@ func runSynapse(t *testing.T, env []string, args ...string) embedResult {
 		t.Fatalf("synapse %s: %v", strings.Join(args, " "), err)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("synapse %s: still running after 2 minutes\nstderr:\n%s", strings.Join(args, " "), errb.String())
+		t.Fatalf("synapse %s: still running after %v\nstderr:\n%s", strings.Join(args, " "), limit, errb.String())
 	}
 	return embedResult{out.String(), errb.String(), code}
 }

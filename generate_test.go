@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/synapse-embed/synapse/grammar"
 	"github.com/synapse-embed/synapse/internal/testenv"
@@ -154,7 +155,8 @@ func TestGenerateJSONSchema(t *testing.T) {
 	}
 	for name, model := range generateModels(t) {
 		out := filepath.Join(dir, name+".jsonl")
-		res := runSynapse(t, nil, "generate", in, "-m", model, "-o", out, "--json-schema", schemaPath, "--max-tokens", "320")
+		// 200 rows of up to 320 tokens: minutes on a busy 2-core machine.
+		res := runSynapseWithin(t, 8*time.Minute, nil, "generate", in, "-m", model, "-o", out, "--json-schema", schemaPath, "--max-tokens", "320")
 		if res.code != exitOK {
 			errs, _ := os.ReadFile(out + ".errors.jsonl")
 			t.Fatalf("%s: exit %d; errors:\n%s", name, res.code, errs)
