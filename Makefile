@@ -128,7 +128,7 @@ test: setup hf-tokenizers vet
 	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
 	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
 	$(MAKE) --no-print-directory test-race
-	set -o pipefail; $(GO) test -json -count=1 $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
+	set -o pipefail; $(GO) test -json -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	@$(TESTSUMMARY) -summary $(TEST_EVENTS)
 
