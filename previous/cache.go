@@ -41,6 +41,9 @@ func (c *cache) get(g int) (arrow.RecordBatch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: batch %d: %w", ErrInvalid, f.path, ref.batch, err)
 	}
+	if f.mm != nil { // decoding a mapped batch reads all of it
+		c.s.touch((c.s.starts[g+1] - c.s.starts[g]) * int64(4*c.s.dims+64))
+	}
 	if len(c.order) == c.max {
 		old := c.order[0]
 		c.order = c.order[1:]

@@ -52,7 +52,7 @@ import (
 // Bounds of the module's memory while it reads a previous output.
 const (
 	CacheBatches = 8        // decoded record batches held
-	TouchBudget  = 64 << 20 // bytes read from mapped files between returns of their pages
+	TouchBudget  = 32 << 20 // bytes read from mapped files between returns of their pages
 	SortRun      = 1 << 18  // index entries sorted in memory at a time (16 MiB)
 )
 
@@ -118,6 +118,7 @@ func Open(paths []string, tmpDir string) (*Set, error) {
 			return nil, err
 		}
 	}
+	s.releaseAll() // the checks read every batch through the mappings
 	rows := s.starts[len(s.starts)-1]
 	s.found = make([]uint64, (rows+63)/64)
 	s.cache = newCache(s, CacheBatches)
@@ -183,6 +184,9 @@ func (s *Set) addBatches(f *batchFile, k int) error {
 		if f.pq != nil {
 			rows = f.pq.ParquetReader().MetaData().RowGroup(b).NumRows()
 		} else {
+			if b%16 == 15 {
+				f.mm.release() // decoding a batch reads all of it
+			}
 			rec, err := f.batch(b)
 			if err != nil {
 				return err
