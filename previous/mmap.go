@@ -65,7 +65,4 @@ func (s *Set) releaseAll() {
 			f.mm.release()
 		}
 	}
-	if s.index != nil && s.index.mm != nil {
-		s.index.mm.release()
-	}
 }
