@@ -23,12 +23,13 @@ func init() {
 			&cli.Float64Flag{Name: "changed", Usage: "share of the rows given another title and text (e.g. 0.02)"},
 			&cli.Float64Flag{Name: "deleted", Usage: "share of the rows left out"},
 			&cli.Float64Flag{Name: "added", Usage: "share of new rows appended (ids synth-new-N)"},
-			&cli.Int64Flag{Name: "change-seed", Usage: "seed of which rows change", Value: 2},
+			&cli.Int64Flag{Name: "change-seed", Usage: "seed of which rows change (and of --shuffle)", Value: 2},
+			&cli.BoolFlag{Name: "shuffle", Usage: "write the rows in a random order (holds the corpus in memory)"},
 			&cli.StringFlag{Name: "out", Usage: "the .parquet file to write (required)"},
 		},
 		Action: func(c *cli.Context) error {
 			s := dataio.Synthetic{Rows: c.Int("rows"), Seed: c.Int64("seed"), Changed: c.Float64("changed"),
-				Deleted: c.Float64("deleted"), Added: c.Float64("added"), ChangeSeed: c.Int64("change-seed")}
+				Deleted: c.Float64("deleted"), Added: c.Float64("added"), ChangeSeed: c.Int64("change-seed"), Shuffle: c.Bool("shuffle")}
 			switch {
 			case !strings.HasSuffix(c.String("out"), ".parquet"):
 				return usagef("gen-corpus: --out FILE.parquet is required")

@@ -192,3 +192,51 @@ func BenchmarkWrite384(b *testing.B) {
 		})
 	}
 }
+
+// TestWriteSyntheticVersion: a later version of a synthetic corpus keeps
+// the rows it does not change byte for byte, changes, deletes and adds
+// about the shares asked, and --shuffle only reorders them.
+func TestWriteSyntheticVersion(t *testing.T) {
+	dir := t.TempDir()
+	read := func(s Synthetic) map[string]string {
+		p := filepath.Join(dir, "v.parquet")
+		if err := WriteSynthetic(p, s); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := Open([]string{p}, ReadOptions{TextFields: []string{"title", "text"}})
+		docs, fes := readAll(t, r)
+		if len(fes) != 0 {
+			t.Fatal(fes)
+		}
+		m := map[string]string{}
+		for _, d := range docs {
+			m[d.ID] = d.Text
+		}
+		return m
+	}
+	const n = 5000
+	v1 := read(Synthetic{Rows: n, Seed: 1})
+	v2 := Synthetic{Rows: n, Seed: 1, Changed: 0.1, Deleted: 0.05, Added: 0.02, ChangeSeed: 7}
+	got := read(v2)
+	var changed, deleted, added int
+	for id, text := range v1 {
+		switch g, ok := got[id]; {
+		case !ok:
+			deleted++
+		case g != text:
+			changed++
+		}
+	}
+	for id := range got {
+		if _, ok := v1[id]; !ok {
+			added++
+		}
+	}
+	if changed < n*8/100 || changed > n*12/100 || deleted < n*3/100 || deleted > n*7/100 || added != n*2/100 {
+		t.Errorf("%d changed, %d deleted, %d added of %d; want about 10%%, 5%% and 2%%", changed, deleted, added, n)
+	}
+	v2.Shuffle = true
+	if shuffled := read(v2); !reflect.DeepEqual(shuffled, got) {
+		t.Error("--shuffle changed the rows, not only their order")
+	}
+}

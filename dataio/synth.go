@@ -41,6 +41,9 @@ type Synthetic struct {
 	Seed                    int64
 	Changed, Deleted, Added float64 // shares of Rows, 0 to 1
 	ChangeSeed              int64
+	// Shuffle writes the rows in an order drawn from ChangeSeed; the rows
+	// are then held in memory until the end.
+	Shuffle bool
 }
 
 // WriteSynthetic writes the corpus s describes to path (see
@@ -64,7 +67,7 @@ func WriteSynthetic(path string, s Synthetic) error {
 		return fmt.Errorf("dataio: synthetic: %w", err)
 	}
 	g := &synthGen{rng: rand.New(rand.NewPCG(uint64(s.Seed), 0x5eed)), change: rand.New(rand.NewPCG(uint64(s.ChangeSeed), 0xc4a9e)),
-		bld: array.NewRecordBuilder(memory.DefaultAllocator, sc), fw: fw}
+		bld: array.NewRecordBuilder(memory.DefaultAllocator, sc), fw: fw, shuffle: s.Shuffle}
 	defer g.bld.Release()
 	added := int(s.Added * float64(s.Rows))
 	for i := range s.Rows + added {
@@ -76,6 +79,10 @@ func WriteSynthetic(path string, s Synthetic) error {
 		if err := g.cut(false); err != nil {
 			break
 		}
+	}
+	if s.Shuffle {
+		g.shuffle = false
+		g.writeShuffled()
 	}
 	if err := errors.Join(g.err, g.cut(true), fw.Close(), bw.Flush(), f.Close()); err != nil {
 		return fmt.Errorf("dataio: synthetic: %w", err)
@@ -91,6 +98,19 @@ type synthGen struct {
 	fw          *pqarrow.FileWriter
 	n           int
 	err         error
+	shuffle     bool
+	held        [][3]string // Synthetic.Shuffle: every row, until the end
+}
+
+// writeShuffled writes the held rows in a random order.
+func (g *synthGen) writeShuffled() {
+	rows := g.held
+	g.held = nil
+	g.change.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	for _, r := range rows {
+		g.append(r[0], r[1], r[2])
+		g.cut(false)
+	}
 }
 
 // next writes row i of the original corpus, changed, or not at all.
@@ -124,6 +144,10 @@ func (g *synthGen) words(rng *rand.Rand) (title, text string) {
 }
 
 func (g *synthGen) append(id, title, text string) {
+	if g.shuffle {
+		g.held = append(g.held, [3]string{id, title, text})
+		return
+	}
 	g.bld.Field(0).(*array.StringBuilder).Append(id)
 	g.bld.Field(1).(*array.StringBuilder).Append(title)
 	g.bld.Field(2).(*array.StringBuilder).Append(text)

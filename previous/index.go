@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sort"
 
 	"github.com/synapse-embed/synapse/dataio"
 )
@@ -37,47 +38,52 @@ func newEntry(id string, h []byte, row, n int64) entry {
 	return e
 }
 
-// index is the sorted entries of every previous document, memory mapped.
+// IndexBlock is how many index entries one read of the index file covers:
+// the module keeps the first key of each block in memory (16 bytes per
+// IndexBlock previous documents) and reads one block (IndexBlock ×
+// EntrySize bytes) per lookup, two when an id's entries straddle blocks.
+const IndexBlock = 256
+
+// index is the sorted entries of every previous document in a file, and
+// the first key of each block of it.
 type index struct {
-	path string
-	mm   *mapping
-	n    int
+	path  string
+	f     *os.File
+	n     int
+	first [][16]byte
+	buf   []byte
 }
 
-func (x *index) at(i int) entry {
-	var e entry
-	copy(e[:], x.mm.data[i*EntrySize:(i+1)*EntrySize])
-	return e
-}
-
-// lookup returns the entries of the id, in row order within equal hashes.
-func (x *index) lookup(s *Set, id string) []entry {
+// lookup returns the entries of the id.
+func (x *index) lookup(id string) ([]entry, error) {
 	k := idKey(id)
-	lo, hi := 0, x.n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		e := x.at(m)
-		if bytes.Compare(e.key(), k[:16]) < 0 {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
+	b := sort.Search(len(x.first), func(i int) bool { return bytes.Compare(x.first[i][:], k[:16]) >= 0 })
+	b = max(b-1, 0) // the block before may end with the key
 	var out []entry
-	for i := lo; i < x.n; i++ {
-		e := x.at(i)
-		if !bytes.Equal(e.key(), k[:16]) {
-			break
+	for ; b < len(x.first); b++ {
+		lo := b * IndexBlock
+		hi := min(lo+IndexBlock, x.n)
+		buf := x.buf[:(hi-lo)*EntrySize]
+		if _, err := x.f.ReadAt(buf, int64(lo)*EntrySize); err != nil {
+			return nil, fmt.Errorf("previous: index: %w", err)
 		}
-		out = append(out, e)
+		for i := range hi - lo {
+			var e entry
+			copy(e[:], buf[i*EntrySize:])
+			switch c := bytes.Compare(e.key(), k[:16]); {
+			case c == 0:
+				out = append(out, e)
+			case c > 0:
+				return out, nil
+			}
+		}
 	}
-	s.touch(int64(20 * EntrySize))
-	return out
+	return out, nil
 }
 
 func (x *index) close() {
-	if x.mm != nil {
-		x.mm.close()
+	if x.f != nil {
+		x.f.Close()
 	}
 	os.Remove(x.path)
 }
@@ -117,16 +123,14 @@ func (s *Set) buildIndex() error {
 	if err := flush(); err != nil {
 		return err
 	}
-	out, n, err := mergeRuns(s.tmpDir, runs)
+	out, n, first, err := mergeRuns(s.tmpDir, runs)
 	if err != nil {
 		return err
 	}
-	x := &index{path: out, n: n}
-	if n > 0 {
-		if x.mm, err = mapFile(out); err != nil {
-			os.Remove(out)
-			return fmt.Errorf("previous: index: %w", err)
-		}
+	x := &index{path: out, n: n, first: first, buf: make([]byte, IndexBlock*EntrySize)}
+	if x.f, err = os.Open(out); err != nil {
+		os.Remove(out)
+		return fmt.Errorf("previous: index: %w", err)
 	}
 	s.index = x
 	s.Stats.IndexBuilt = true
@@ -148,12 +152,14 @@ func writeRun(dir string, entries []entry) (string, error) {
 	return f.Name(), nil
 }
 
-// mergeRuns merges sorted runs into one file.
-func mergeRuns(dir string, runs []string) (string, int, error) {
+// mergeRuns merges sorted runs into one file, and returns the first key
+// of each IndexBlock of it.
+func mergeRuns(dir string, runs []string) (string, int, [][16]byte, error) {
 	f, err := os.CreateTemp(dir, "synapse-previous-index-*")
 	if err != nil {
-		return "", 0, fmt.Errorf("previous: index: %w", err)
+		return "", 0, nil, fmt.Errorf("previous: index: %w", err)
 	}
+	var first [][16]byte
 	h := &runHeap{}
 	var all []*runCursor
 	for _, r := range runs {
@@ -161,7 +167,7 @@ func mergeRuns(dir string, runs []string) (string, int, error) {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
-			return "", 0, fmt.Errorf("previous: index: %w", err)
+			return "", 0, nil, fmt.Errorf("previous: index: %w", err)
 		}
 		defer rf.Close()
 		c := &runCursor{r: bufio.NewReaderSize(rf, 1<<16)}
@@ -174,6 +180,9 @@ func mergeRuns(dir string, runs []string) (string, int, error) {
 	n := 0
 	for h.Len() > 0 {
 		c := (*h)[0]
+		if n%IndexBlock == 0 {
+			first = append(first, [16]byte(c.cur[:16]))
+		}
 		bw.Write(c.cur[:])
 		n++
 		if c.next() {
@@ -188,9 +197,9 @@ func mergeRuns(dir string, runs []string) (string, int, error) {
 	}
 	if err := errors.Join(readErr, bw.Flush(), f.Close()); err != nil {
 		os.Remove(f.Name())
-		return "", 0, fmt.Errorf("previous: index: %w", err)
+		return "", 0, nil, fmt.Errorf("previous: index: %w", err)
 	}
-	return f.Name(), n, nil
+	return f.Name(), n, first, nil
 }
 
 type runCursor struct {

@@ -47,8 +47,12 @@ func (s *Set) Find(id string, hash [dataio.DocHashSize]byte) (Match, error) {
 			return Match{}, err
 		}
 	}
+	entries, err := s.index.lookup(id)
+	if err != nil {
+		return Match{}, err
+	}
 	var pick *entry
-	for _, e := range s.index.lookup(s, id) {
+	for _, e := range entries {
 		if s.isFound(e.row()) {
 			continue
 		}

@@ -54,13 +54,15 @@ func (s *Set) touch(n int64) {
 	if s.touched < TouchBudget {
 		return
 	}
+	s.releaseAll()
+}
+
+// releaseAll releases the pages of every mapping.
+func (s *Set) releaseAll() {
 	s.touched = 0
 	for _, f := range s.files {
 		if f.mm != nil {
 			f.mm.release()
 		}
-	}
-	if s.index != nil {
-		s.index.mm.release()
 	}
 }

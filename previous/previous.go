@@ -11,8 +11,9 @@
 // mapped and read without copies; the pages it touched are handed back to
 // the kernel after every [TouchBudget] bytes read, so that the module's
 // resident memory stays flat whatever the file's size. A Parquet file is
-// decoded one row group at a time. At most [CacheBatches] batches are held
-// at once.
+// decoded one row group at a time. At most [CacheBatches] decoded Parquet
+// row groups are held at once, or [CacheMapped] Arrow batches (their arrays
+// only: the data stays in the mapping).
 //
 // # Lookup
 //
@@ -22,10 +23,11 @@
 // cursor costs no search. The first document not at the cursor (an added,
 // deleted or moved document, or a shard that starts in the middle) builds
 // the index once: an entry of [EntrySize] bytes per previous document (a
-// 128-bit hash of its id, its doc_hash, first row and chunk count), sorted
-// on disk in runs of [SortRun] entries and merged into a temporary file,
-// then memory mapped and binary searched. The cursor moves to every
-// document found through the index, so that a run that goes on in the
+// 128-bit hash of its id, its doc_hash, first row and row count), sorted
+// on disk in runs of [SortRun] entries and merged into a temporary file;
+// the first key of each [IndexBlock] entries stays in memory, and a lookup
+// reads one block of the file. The cursor moves to every document found
+// through the index, so that a run that goes on in the
 // previous order streams again.
 //
 // A bit per previous row marks the documents found; [Set.Deleted] lists
@@ -51,8 +53,9 @@ import (
 
 // Bounds of the module's memory while it reads a previous output.
 const (
-	CacheBatches = 8        // decoded record batches held
-	TouchBudget  = 64 << 20 // bytes read from mapped files between returns of their pages
+	CacheBatches = 8        // decoded Parquet row groups held
+	CacheMapped  = 1024     // Arrow record batches held (a few KiB each: their data is mapped)
+	TouchBudget  = 32 << 20 // bytes read from mapped files between returns of their pages
 	SortRun      = 1 << 18  // index entries sorted in memory at a time (16 MiB)
 )
 
@@ -118,10 +121,24 @@ func Open(paths []string, tmpDir string) (*Set, error) {
 			return nil, err
 		}
 	}
+	s.releaseAll() // the checks read every batch through the mappings
 	rows := s.starts[len(s.starts)-1]
 	s.found = make([]uint64, (rows+63)/64)
-	s.cache = newCache(s, CacheBatches)
+	n := CacheBatches
+	if s.allMapped() {
+		n = CacheMapped
+	}
+	s.cache = newCache(s, n)
 	return s, nil
+}
+
+func (s *Set) allMapped() bool {
+	for _, f := range s.files {
+		if f.mm == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Metadata is the first file's schema metadata.
@@ -183,6 +200,9 @@ func (s *Set) addBatches(f *batchFile, k int) error {
 		if f.pq != nil {
 			rows = f.pq.ParquetReader().MetaData().RowGroup(b).NumRows()
 		} else {
+			if b%16 == 15 {
+				f.mm.release() // decoding a batch reads all of it
+			}
 			rec, err := f.batch(b)
 			if err != nil {
 				return err
