@@ -19,11 +19,10 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/artifact"
+	"github.com/synapse-embed/synapse/internal/promtest"
 	"github.com/synapse-embed/synapse/job"
 	"github.com/synapse-embed/synapse/status"
 	"github.com/synapse-embed/synapse/supervise"
@@ -122,48 +121,7 @@ func scrapeMetrics(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: status %d; want 200\n%s", code, body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mf, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v\n%s", err, body)
-	}
-	return mf
-}
-
-// metric is the value of a counter or gauge (a histogram's sample count)
-// with the given labels (name, value pairs), summed over the others.
-func metric(t *testing.T, mf map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	t.Helper()
-	f := mf[name]
-	if f == nil {
-		t.Fatalf("/metrics has no %s", name)
-	}
-	sum, found := 0.0, false
-next:
-	for _, m := range f.Metric {
-		for i := 0; i+1 < len(labels); i += 2 {
-			ok := false
-			for _, l := range m.Label {
-				ok = ok || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
-			}
-			if !ok {
-				continue next
-			}
-		}
-		found = true
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.Histogram.GetSampleCount())
-		}
-	}
-	if !found {
-		t.Fatalf("/metrics has no %s%v", name, labels)
-	}
-	return sum
+	return promtest.Parse(t, body)
 }
 
 func getHealth(t *testing.T, addr string) (int, status.Health) {
@@ -210,14 +168,14 @@ func TestStatusMetricsDuringRun(t *testing.T) {
 
 	// The pipe is open: the run cannot have ended.
 	mf := scrapeMetrics(t, addr)
-	read := metric(t, mf, "synapse_rows_read_total")
+	read := promtest.Value(t, mf, "synapse_rows_read_total")
 	if read < p.num("rows") || read > 600 {
 		t.Errorf("during the run: rows read %v; want between the %v of the progress record and the 600 written", read, p.num("rows"))
 	}
-	if got := metric(t, mf, "synapse_job_info", "kind", "embed"); got != 1 {
+	if got := promtest.Value(t, mf, "synapse_job_info", "kind", "embed"); got != 1 {
 		t.Errorf("synapse_job_info{kind=embed} = %v; want 1", got)
 	}
-	if metric(t, mf, "synapse_request_duration_seconds", "outcome", "ok") < 1 || metric(t, mf, "synapse_worker_rss_bytes") <= 0 {
+	if promtest.Value(t, mf, "synapse_request_duration_seconds", "outcome", "ok") < 1 || promtest.Value(t, mf, "synapse_worker_rss_bytes") <= 0 {
 		t.Errorf("during the run: no request latency or no worker memory")
 	}
 	if mf["synapse_progress_ratio"] != nil {
@@ -239,7 +197,7 @@ func TestStatusMetricsDuringRun(t *testing.T) {
 	for name, key := range map[string]string{"synapse_rows_read_total": "rows_read", "synapse_rows_done_total": "rows_done",
 		"synapse_rows_failed_total": "rows_failed", "synapse_items_total": "items", "synapse_tokens_total": "tokens",
 		"synapse_worker_restarts_total": "restarts", "synapse_quarantined_models": "quarantined"} {
-		if got, want := metric(t, mf, name), sum.num(key); got != want {
+		if got, want := promtest.Value(t, mf, name), sum.num(key); got != want {
 			t.Errorf("after the run: %s = %v; want the summary's %s %v", name, got, key, want)
 		}
 	}
@@ -251,11 +209,11 @@ func TestStatusMetricsDuringRun(t *testing.T) {
 	}
 	reasons := errorReasons(t, out+".errors.jsonl")
 	for reason, n := range reasons {
-		if got := metric(t, mf, "synapse_error_records_total", "reason", reason); got != float64(n) {
+		if got := promtest.Value(t, mf, "synapse_error_records_total", "reason", reason); got != float64(n) {
 			t.Errorf("synapse_error_records_total{reason=%q} = %v; want the errors file's %d", reason, got, n)
 		}
 	}
-	if got := metric(t, mf, "synapse_error_records_total"); got != 2 || len(reasons) == 0 {
+	if got := promtest.Value(t, mf, "synapse_error_records_total"); got != 2 || len(reasons) == 0 {
 		t.Errorf("error records %v (reasons %v); want 2", got, reasons)
 	}
 	if code, h := getHealth(t, addr); code != http.StatusOK || h.Phase != status.PhaseFinished {
@@ -325,13 +283,13 @@ func TestStatusHealthzQuarantine(t *testing.T) {
 		t.Errorf("/healthz: %d %+v; want 503 quarantined, one model, phase failed", code, h)
 	}
 	mf := scrapeMetrics(t, addr)
-	if got := metric(t, mf, "synapse_quarantined_models"); got != 1 {
+	if got := promtest.Value(t, mf, "synapse_quarantined_models"); got != 1 {
 		t.Errorf("synapse_quarantined_models = %v; want 1", got)
 	}
-	if crashes, restarts := metric(t, mf, "synapse_worker_crashes_total"), metric(t, mf, "synapse_worker_restarts_total"); crashes < 3 || restarts < 1 {
+	if crashes, restarts := promtest.Value(t, mf, "synapse_worker_crashes_total"), promtest.Value(t, mf, "synapse_worker_restarts_total"); crashes < 3 || restarts < 1 {
 		t.Errorf("crashes %v, restarts %v; want at least 3 crashes and a restart", crashes, restarts)
 	}
-	if got := metric(t, mf, "synapse_request_duration_seconds", "outcome", "error"); got < 3 {
+	if got := promtest.Value(t, mf, "synapse_request_duration_seconds", "outcome", "error"); got < 3 {
 		t.Errorf("failed requests in the latency histogram: %v; want at least 3", got)
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -408,10 +366,10 @@ func TestStatusServerClosedAfterRun(t *testing.T) {
 				o.Stats.OK.Add(5)
 				addr = o.Observer.(*status.Server).Addr()
 				mf := scrapeMetrics(t, addr)
-				if got := metric(t, mf, "synapse_rows_read_total"); got != 5 {
+				if got := promtest.Value(t, mf, "synapse_rows_read_total"); got != 5 {
 					t.Errorf("rows read during the run: %v; want 5", got)
 				}
-				if got := metric(t, mf, "synapse_worker_rss_bytes", "worker", "w0"); got != 12<<20 {
+				if got := promtest.Value(t, mf, "synapse_worker_rss_bytes", "worker", "w0"); got != 12<<20 {
 					t.Errorf("worker memory: %v; want 12 MiB", got)
 				}
 				return job.Summary{Kind: "embed", Started: true, Job: o.Stats.Snapshot(), Run: o.Stats.Snapshot()}, nil

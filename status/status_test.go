@@ -15,10 +15,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/synapse-embed/synapse/dataio"
+	"github.com/synapse-embed/synapse/internal/promtest"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
 )
@@ -60,51 +59,7 @@ func scrape(t *testing.T, s *Server) map[string]*dto.MetricFamily {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: status %d; want 200", code)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mf, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v\n%s", err, body)
-	}
-	return mf
-}
-
-// value is the value of the metric name with the labels given (name=value pairs).
-func value(t *testing.T, mf map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	t.Helper()
-	f := mf[name]
-	if f == nil {
-		t.Fatalf("no metric %s", name)
-	}
-	for _, m := range f.Metric {
-		if !hasLabels(m, labels) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	t.Fatalf("no metric %s with labels %v", name, labels)
-	return 0
-}
-
-func hasLabels(m *dto.Metric, labels []string) bool {
-	for i := 0; i+1 < len(labels); i += 2 {
-		found := false
-		for _, l := range m.Label {
-			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+	return promtest.Parse(t, body)
 }
 
 func healthz(t *testing.T, s *Server) (int, Health) {
@@ -136,7 +91,7 @@ func TestMetrics(t *testing.T) {
 	st := &pipeline.Stats{}
 	s := started(t, st)
 	mf := scrape(t, s)
-	if got := value(t, mf, "synapse_rows_read_total"); got != 0 {
+	if got := promtest.Value(t, mf, "synapse_rows_read_total"); got != 0 {
 		t.Errorf("rows read before the start: got %v; want 0", got)
 	}
 	if mf["synapse_job_info"] != nil || mf["synapse_progress_ratio"] != nil {
@@ -190,7 +145,7 @@ func TestMetrics(t *testing.T) {
 		{"synapse_request_duration_seconds", []string{"outcome", "error"}, 1},
 		{"synapse_job_info", []string{"kind", "embed", "model", "tiny"}, 1},
 	} {
-		if got := value(t, mf, tc.name, tc.labels...); got != tc.want {
+		if got := promtest.Value(t, mf, tc.name, tc.labels...); got != tc.want {
 			t.Errorf("%s%v = %v; want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}
