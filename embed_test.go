@@ -477,6 +477,21 @@ func TestEmbedWorkerCountBitExact(t *testing.T) {
 	}
 }
 
+// poisonedCorpus is a 12-document corpus, the test model, a token found in
+// one document only (for an abort-on-token or hang-on-token drill) and that
+// document's index.
+func poisonedCorpus(t *testing.T) (docs []map[string]any, model string, poison int32, bad int) {
+	t.Helper()
+	docs = corpus(12)
+	var texts []string
+	for _, d := range docs {
+		texts = append(texts, d["text"].(string))
+	}
+	model = tinyModel(t)
+	poison, bad = poisonToken(t, model, texts)
+	return docs, model, poison, bad
+}
+
 // poisonToken returns a token id found in exactly one of texts (the
 // smallest such id above 1000, deterministic) and that text's index.
 func poisonToken(t *testing.T, model string, texts []string) (int32, int) {
@@ -513,13 +528,7 @@ func poisonToken(t *testing.T, model string, texts []string) (int32, int) {
 // hangs it) on a token found in one document only: that document lands in
 // the errors file and every other one is embedded.
 func TestEmbedPoisonDocument(t *testing.T) {
-	docs := corpus(12)
-	var texts []string
-	for _, d := range docs {
-		texts = append(texts, d["text"].(string))
-	}
-	model := tinyModel(t)
-	poison, bad := poisonToken(t, model, texts)
+	docs, model, poison, bad := poisonedCorpus(t)
 	badID := fmt.Sprint(docs[bad]["_id"])
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")

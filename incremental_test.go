@@ -446,15 +446,9 @@ func TestEmbedIncrementalResume(t *testing.T) {
 // own error record names the document it copies, and the summary counts it
 // in errors.
 func TestEmbedDedupFailed(t *testing.T) {
-	docs := corpus(12)
-	var texts []string
-	for _, d := range docs {
-		texts = append(texts, d["text"].(string))
-	}
-	model := tinyModel(t)
-	poison, bad := poisonToken(t, model, texts)
+	docs, model, poison, bad := poisonedCorpus(t)
 	badID := fmt.Sprint(docs[bad]["_id"])
-	docs = append(docs, map[string]any{"_id": "copy", "text": texts[bad]})
+	docs = append(docs, map[string]any{"_id": "copy", "text": docs[bad]["text"]})
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "c.jsonl"), filepath.Join(dir, "o.arrow")
 	writeJSONL(t, in, docs)
