@@ -131,8 +131,8 @@ func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string, format
 		}
 	}
 	o.Force = c.Bool("force")
-	if r := c.Float64("max-error-rate"); r < 0 || r > 1 {
-		return o, usagef("%s: --max-error-rate %g: want a share between 0 and 1", name, r)
+	if _, err := maxErrorRate(c, name); err != nil {
+		return o, err
 	}
 	if err := workerCommand(c, &o); err != nil {
 		return o, err
@@ -298,7 +298,7 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 		return err
 	case sum.Job.Read == 0 && sum.Job.FileErrors == 0:
 		log.note(slog.LevelWarn, fmt.Sprintf("warning: the input held no records; %s is empty", o.Out))
-	case sum.Job.FileErrors == 0 && sum.Job.Failed > 0 && float64(sum.Job.Failed) <= maxErrorRate*float64(sum.Job.Read):
+	case withinErrorRate(sum.Job.Read, sum.Job.Failed, sum.Job.FileErrors, maxErrorRate):
 		log.note(slog.LevelWarn, fmt.Sprintf("%d of %d %s in the errors file (%s), within --max-error-rate %g",
 			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), sum.Errors, maxErrorRate))
 	case sum.Job.Failed > 0 || sum.Job.FileErrors > 0:
@@ -306,6 +306,22 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), w.done, sum.Job.FileErrors, sum.Errors)}
 	}
 	return nil
+}
+
+// maxErrorRate is the --max-error-rate of command name, a share between 0 and 1.
+func maxErrorRate(c *cli.Context, name string) (float64, error) {
+	r := c.Float64("max-error-rate")
+	if r < 0 || r > 1 {
+		return r, usagef("%s: --max-error-rate %g: want a share between 0 and 1", name, r)
+	}
+	return r, nil
+}
+
+// withinErrorRate tells whether --max-error-rate tolerates a finished job's
+// rows in errors (exit 0 instead of 3): some rows failed, no input file did,
+// and the failed rows are at most rate × the rows read.
+func withinErrorRate(read, failed, fileErrors int64, rate float64) bool {
+	return fileErrors == 0 && failed > 0 && float64(failed) <= rate*float64(read)
 }
 
 func printSummary(w io.Writer, s job.Summary, words words, done bool) {

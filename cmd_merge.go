@@ -28,9 +28,9 @@ Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 			&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the merged errors file are at most this share of the rows read"},
 		},
 		Action: func(c *cli.Context) error {
-			rate := c.Float64("max-error-rate")
-			if rate < 0 || rate > 1 {
-				return usagef("merge: --max-error-rate %g: want a share between 0 and 1", rate)
+			rate, err := maxErrorRate(c, "merge")
+			if err != nil {
+				return err
 			}
 			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors")}
 			switch args := c.Args().Slice(); {
@@ -57,7 +57,7 @@ Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 			// rows in errors, unless --max-error-rate tolerates them.
 			r := sum.Rows
 			switch {
-			case r.FileErrors == 0 && r.Failed > 0 && float64(r.Failed) <= rate*float64(r.Read):
+			case withinErrorRate(r.Read, r.Failed, r.FileErrors, rate):
 				fmt.Fprintf(c.App.ErrWriter, "synapse: %d of %d rows in the errors file (%s), within --max-error-rate %g\n", r.Failed, r.Read, sum.Errors, rate)
 			case r.Failed > 0 || r.FileErrors > 0:
 				return partialError{fmt.Sprintf("merge: %d of %d rows are in the errors file and %d input files failed; see %s", r.Failed, r.Read, r.FileErrors, sum.Errors)}
