@@ -95,7 +95,7 @@ $(HFTOK_STAMP):
 	  touch "$@"; echo "setup: test reference tokenizers in $(HFTOK_DIR)"
 
 build:
-	$(GO) build -o bin/synapse .
+	$(GO) build -o bin/synapse ./cmd/synapse
 
 # The binary and the llama.cpp libraries, laid out so that the binary finds
 # them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE.
@@ -119,7 +119,7 @@ vet:
 # through internal/testsummary, which shows package results and failed tests
 # and ends the run with one line counting passed, failed and skipped tests,
 # with why they were skipped (a missing ../shared/fixtures, say).
-RACE_PKGS := ./wire/... ./supervise/... ./pipeline/...
+RACE_PKGS := ./internal/wire/... ./internal/supervise/... ./internal/pipeline/...
 TEST_EVENTS := $(CURDIR)/.cache/test-events.json
 TESTSUMMARY := $(CURDIR)/bin/testsummary
 # Tests keep the model cache's digest cache out of the user's home.
@@ -128,7 +128,7 @@ test: setup hf-tokenizers vet
 	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
 	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
 	$(MAKE) --no-print-directory test-race
-	set -o pipefail; $(GO) test -json -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
+	set -o pipefail; $(GO) test -json -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/internal/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	@$(TESTSUMMARY) -summary $(TEST_EVENTS)
 
@@ -159,7 +159,7 @@ test-slurm: setup build
 	  echo "test-slurm: installing $(SLURM_PKGS)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null; \
 	fi
-	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' .
+	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' ./cmd/synapse
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/tokenize"
+	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
 // benchDocs is how many corpus documents one benchmark op tokenizes

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/tokenize"
+	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
 // TestHFParity tokenizes every text with the Go tokenizer.json tokenizer and

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/testenv"
 )
 

@@ -13,10 +13,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/supervise"
-	"github.com/synapse-embed/synapse/tokenize"
-	"github.com/synapse-embed/synapse/wire"
+	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/internal/wire"
 )
 
 // lanes is the number of workers and of goroutines feeding them.

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/tokenize"
-	"github.com/synapse-embed/synapse/wire"
+	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/internal/wire"
 )
 
 // Environment of the long runs (see /work/notes/tokenize-readme.md).

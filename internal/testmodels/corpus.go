@@ -7,7 +7,7 @@ import (
 	"sync"
 	"unicode"
 
-	"github.com/synapse-embed/synapse/gguf/modelgen"
+	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 )
 
 // commonWords are the words of the texts tests write by hand ("hello

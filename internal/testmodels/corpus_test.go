@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/gguf/modelgen"
-	"github.com/synapse-embed/synapse/tokenize"
+	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
+	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
 // TestVocabCoversCorpus: the generated vocabulary tokenizes every word of

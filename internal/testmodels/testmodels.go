@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/synapse-embed/synapse/gguf/modelgen"
+	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
 )
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/internal/job"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "embed",
+		Usage:     "embed every document of Parquet or JSONL files into an Arrow (or Parquet) file of vectors",
+		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
+		Flags:     embedFlags(),
+		Action: func(c *cli.Context) error {
+			o, err := embedOptionsFrom(c)
+			if err != nil {
+				return err
+			}
+			return runJob(c, &o.Options, words{verb: "embedding", done: "embedded", items: "chunks"}, func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) })
+		},
+	})
+}
+
+func embedFlags() []cli.Flag {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE`: .arrow (Arrow IPC), .parquet or .jsonl", DefaultText: "FIRST_INPUT.vectors.arrow"},
+	}
+	flags = append(flags, readFlags("text")...)
+	flags = append(flags,
+		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded", DefaultText: "the model's context minus its special tokens"},
+		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
+		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
+		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
+		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)", DefaultText: "all"},
+		&cli.StringSliceFlag{Name: "previous", Usage: "incremental run: copy the chunks of documents whose id and text are unchanged from this earlier output `FILE` (.arrow or .parquet; repeat it for the part files of a sharded run) instead of embedding them"},
+		&cli.BoolFlag{Name: "previous-any", Usage: "with --previous made under other settings (model, chunking, pooling, dims, prefix, text fields): embed everything instead of refusing it"},
+		&cli.StringFlag{Name: "deleted", Usage: "with --previous: write the ids of its documents that are no longer in the input to `FILE`, one a line"},
+		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (among the last %d distinct texts); --dedup=false embeds each", job.DedupWindow)},
+	)
+	return append(flags, jobFlags("4 × the chunk size")...)
+}
+
+// embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
+func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
+	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow", job.EmbedFormats)
+	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
+		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
+		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup")}
+	if err != nil {
+		return o, err
+	}
+	readOptionsFrom(c, &o.Options)
+	switch o.Pooling {
+	case "", "mean", "cls", "last":
+	default:
+		return o, usagef("embed: --pooling %q: want mean, cls or last", o.Pooling)
+	}
+	for name, v := range map[string]int{"chunk-tokens": o.ChunkTokens, "overlap": o.Overlap, "dims": o.Dims} {
+		if v < 0 {
+			return o, usagef("embed: --%s %d must not be negative", name, v)
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/synapse-embed/synapse/internal/artifact"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/onnx"
+)
+
+// onnxModelInfo is what inspect reports for an ONNX model; it is also the
+// --json schema (format "onnx").
+type onnxModelInfo struct {
+	Format   string `json:"format"` // "onnx"
+	Path     string `json:"path"`   // as given
+	Graph    string `json:"graph"`  // the .onnx file LOAD names
+	FileSize int64  `json:"file_size"`
+	Digest   string `json:"digest"` // sha256:<hex> of the .onnx file
+	Name     string `json:"name"`
+
+	Producer     string           `json:"producer,omitempty"`
+	IRVersion    int64            `json:"ir_version"`
+	Opsets       map[string]int64 `json:"opsets"` // domain ("" = ai.onnx) → version
+	Inputs       []string         `json:"inputs"`
+	Outputs      []string         `json:"outputs"`
+	Nodes        int              `json:"nodes"`
+	Quantized    bool             `json:"quantized"` // integer matrix products (dynamic int8 and the like)
+	Parameters   int64            `json:"parameters"`
+	ExternalData bool             `json:"external_data"` // weights in files the digest does not cover
+
+	Architecture  string `json:"architecture,omitempty"` // config.json model_type
+	Dims          int64  `json:"dims"`                   // output width (sentence_embedding, else last_hidden_state), 0 when not fixed
+	ContextLength int    `json:"context_length"`
+	Pooling       string `json:"pooling"` // the model's own: sentence-transformers config, else mean
+
+	Tokenizer onnxTokenizerInfo `json:"tokenizer"`
+}
+
+type onnxTokenizerInfo struct {
+	File          string  `json:"file"`
+	Model         string  `json:"model"` // WordPiece, Unigram, BPE
+	Normalizer    string  `json:"normalizer,omitempty"`
+	PreTokenizer  string  `json:"pre_tokenizer,omitempty"`
+	PostProcessor string  `json:"post_processor,omitempty"`
+	VocabSize     int     `json:"vocab_size"`
+	Prefix        []int32 `json:"prefix"` // special tokens before a single sequence
+	Suffix        []int32 `json:"suffix"`
+	PrefixText    string  `json:"prefix_text"`
+	SuffixText    string  `json:"suffix_text"`
+}
+
+// isONNXModel reports whether inspect should read path as an ONNX model.
+func isONNXModel(path string) bool { return hfmodel.IsONNX(path) }
+
+// describeONNX reads an ONNX model as the module would (artifact.Open).
+func describeONNX(path string) (*onnxModelInfo, error) {
+	a, err := artifact.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	g := a.ONNX
+	info := &onnxModelInfo{Format: artifact.FormatONNX, Path: path, Graph: a.Path, FileSize: a.Size, Digest: a.Digest, Name: a.Name,
+		Producer: strings.TrimSpace(g.Producer + " " + g.ProducerVersion), IRVersion: g.IRVersion, Opsets: g.Opsets,
+		Nodes: g.Nodes, Parameters: g.Parameters, ExternalData: g.ExternalData,
+		Architecture: a.Arch, ContextLength: a.ContextLength, Pooling: a.Pooling}
+	for _, v := range g.Inputs {
+		info.Inputs = append(info.Inputs, v.String())
+	}
+	for _, v := range g.Outputs {
+		info.Outputs = append(info.Outputs, v.String())
+	}
+	for _, op := range g.OpNames() {
+		if strings.Contains(op, "MatMulInteger") || strings.Contains(op, "QLinear") || strings.Contains(op, "DynamicQuantize") {
+			info.Quantized = true
+		}
+	}
+	info.Dims = outputDims(g)
+	if o, ok := g.Output("sentence_embedding"); ok && o.Last() > 0 {
+		info.Pooling = "sentence_embedding (in the graph)"
+	}
+	info.Tokenizer = describeHFTokenizer(a)
+	return info, nil
+}
+
+// outputDims is the embedding width the graph fixes, 0 when it does not.
+func outputDims(g *onnx.Info) int64 {
+	for _, name := range []string{"sentence_embedding", "last_hidden_state", "token_embeddings"} {
+		if o, ok := g.Output(name); ok && o.Last() > 0 {
+			return o.Last()
+		}
+	}
+	return 0
+}
+
+func describeHFTokenizer(a *artifact.Artifact) onnxTokenizerInfo {
+	files, _ := hfmodel.Resolve(a.Path)
+	t := onnxTokenizerInfo{File: files.Tokenizer, VocabSize: len(a.Tokenizer.Vocab().Tokens)}
+	var j struct {
+		Normalizer, PreTokenizer, PostProcessor, Model json.RawMessage
+	}
+	if b, err := os.ReadFile(files.Tokenizer); err == nil {
+		var raw map[string]json.RawMessage
+		if json.Unmarshal(b, &raw) == nil {
+			j.Normalizer, j.PreTokenizer, j.PostProcessor, j.Model = raw["normalizer"], raw["pre_tokenizer"], raw["post_processor"], raw["model"]
+		}
+	}
+	t.Normalizer, t.PreTokenizer, t.PostProcessor = componentTypes(j.Normalizer), componentTypes(j.PreTokenizer), componentTypes(j.PostProcessor)
+	t.Model = componentTypes(j.Model)
+	if t.Model == "" {
+		t.Model = string(a.Tokenizer.Vocab().Kind)
+	}
+	t.Prefix, t.Suffix = a.Tokenizer.Affixes()
+	t.PrefixText, t.SuffixText = tokenTexts(a, t.Prefix), tokenTexts(a, t.Suffix)
+	return t
+}
+
+// componentTypes names a tokenizer.json component, a Sequence by its parts.
+func componentTypes(raw json.RawMessage) string {
+	var c struct {
+		Type          string            `json:"type"`
+		Normalizers   []json.RawMessage `json:"normalizers"`
+		PreTokenizers []json.RawMessage `json:"pretokenizers"`
+		Processors    []json.RawMessage `json:"processors"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &c) != nil {
+		return ""
+	}
+	if c.Type != "Sequence" {
+		return c.Type
+	}
+	var parts []string
+	for _, p := range append(append(c.Normalizers, c.PreTokenizers...), c.Processors...) {
+		parts = append(parts, componentTypes(p))
+	}
+	return "Sequence(" + strings.Join(parts, ", ") + ")"
+}
+
+func tokenTexts(a *artifact.Artifact, ids []int32) string {
+	toks := a.Tokenizer.Vocab().Tokens
+	var parts []string
+	for _, id := range ids {
+		if id >= 0 && int(id) < len(toks) {
+			parts = append(parts, toks[id])
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// printONNXInfo writes info as two aligned columns.
+func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row("format", "onnx (ONNX Runtime engine)")
+	row("model", "%s", info.Path)
+	row("graph", "%s", info.Graph)
+	row("size", "%s (%d bytes)", humanBytes(info.FileSize), info.FileSize)
+	row("digest", "%s (the .onnx file)", info.Digest)
+	row("name", "%s", orNone(info.Name))
+	row("producer", "%s, IR version %d, opsets %s", orNone(info.Producer), info.IRVersion, opsetList(info.Opsets))
+	row("architecture", "%s", orNone(info.Architecture))
+	for i, in := range info.Inputs {
+		row(map[bool]string{true: "inputs"}[i == 0], "%s", in)
+	}
+	for i, out := range info.Outputs {
+		row(map[bool]string{true: "outputs"}[i == 0], "%s", out)
+	}
+	row("embedding width", "%s", dimsText(info.Dims))
+	row("context length", "%d", info.ContextLength)
+	row("pooling", "%s", info.Pooling)
+	row("quantized", "%t", info.Quantized)
+	row("nodes", "%d", info.Nodes)
+	row("parameters", "%d (%s)", info.Parameters, humanCount(uint64(info.Parameters)))
+	if info.ExternalData {
+		row("external data", "yes: some weights live in other files, which the digest does not cover")
+	}
+	t := info.Tokenizer
+	row("tokenizer", "%s (%s)", t.Model, filepath.Base(t.File))
+	row("normalizer", "%s", orNone(t.Normalizer))
+	row("pre-tokenizer", "%s", orNone(t.PreTokenizer))
+	row("post-processor", "%s", orNone(t.PostProcessor))
+	row("vocabulary", "%d tokens", t.VocabSize)
+	row("special tokens", "%s … %s (%v … %v)", orNone(t.PrefixText), orNone(t.SuffixText), t.Prefix, t.Suffix)
+	return tw.Flush()
+}
+
+func dimsText(d int64) string {
+	if d <= 0 {
+		return "not fixed in the graph"
+	}
+	return fmt.Sprint(d)
+}
+
+func opsetList(m map[string]int64) string {
+	var parts []string
+	for d, v := range m {
+		if d == "" {
+			d = "ai.onnx"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", d, v))
+	}
+	return strings.Join(parts, ", ")
+}

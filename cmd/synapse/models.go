@@ -1,0 +1,414 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/internal/artifact"
+	"github.com/synapse-embed/synapse/internal/engine"
+	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/ingest"
+	"github.com/synapse-embed/synapse/internal/modelcache"
+)
+
+func init() {
+	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsRmCommand(), modelsVerifyCommand()}
+	for _, c := range subs {
+		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+	}
+	register(&cli.Command{
+		Name:  "models",
+		Usage: "the model cache: add (and quantize) models once, list, verify and remove them",
+		Description: `Models are kept once, under their SHA-256, in $SYNAPSE_MODELS, else
+$XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); -m in every command
+takes a file, a cached model's name or a digest prefix.`,
+		Subcommands: subs,
+	})
+}
+
+// modelsDirFlag selects the store.
+func modelsDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "models-dir", Usage: "the model cache `DIR`", EnvVars: []string{modelcache.EnvDir}}
+}
+
+func openStore(c *cli.Context) (*modelcache.Store, error) {
+	s, err := modelcache.Open(c.String("models-dir"))
+	if err != nil {
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	return s, nil
+}
+
+func modelsAddCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "add",
+		Usage:     "validate a GGUF model (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
+		ArgsUsage: "FILE.gguf (with --quantize, also a cached NAME)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
+			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this file `TYPE`: " + strings.Join(gguf.FileTypeNames(), ", ")},
+			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
+			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},
+			&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text is kept but marked degraded"},
+			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
+			&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads in the worker", DefaultText: "all cores"},
+			modelsDirFlag(),
+			&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+			&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+		},
+		Action: modelsAdd,
+	}
+}
+
+// ingestOptions are the worker and store settings of a models command.
+func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (ingest.Options, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return ingest.Options{}, fmt.Errorf("models: find the synapse executable for workers: %w", err)
+	}
+	o := ingest.Options{Store: s, Worker: []string{self, "worker"}, Threads: c.Int("threads"), Version: version,
+		Chaos: c.String("chaos"), Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}
+	if o.Chaos != "" {
+		if _, err := engine.ParseChaos(o.Chaos); err != nil {
+			return o, usageError{fmt.Errorf("models add: --chaos: %w", err)}
+		}
+		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", o.Chaos)
+	}
+	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
+	if err != nil {
+		return o, err
+	}
+	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
+	return o, nil
+}
+
+func modelsAdd(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("models add: want one FILE.gguf argument, got %d", c.NArg())
+	}
+	if c.Int("threads") < 0 || c.Int("rounds") < 1 || c.Int("sample-texts") < 1 {
+		return usagef("models add: --threads must not be negative; --rounds and --sample-texts must be at least 1")
+	}
+	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
+		return usagef("models add: --min-cosine %g: want a cosine in (-1, 1]", mc)
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	o, err := ingestOptions(c, s, c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	ref, w := c.Args().First(), c.App.Writer
+	if c.String("quantize") == "" {
+		if c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds") {
+			return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
+		}
+		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
+		if err != nil {
+			return addError(err)
+		}
+		printAdded(w, e, existed)
+		if existed && c.IsSet("name") && e.Name != c.String("name") {
+			fmt.Fprintf(c.App.ErrWriter, "synapse: %s is cached already as %s; --name %s is not used (`synapse models rm %s` first to rename it)\n", ref, e.Name, c.String("name"), e.Name)
+		}
+		return nil
+	}
+	q, err := quantizeOptions(c)
+	if err != nil {
+		return err
+	}
+	added := false
+	if c.IsSet("name") {
+		if _, statErr := os.Stat(ref); statErr == nil {
+			_, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
+			if err != nil {
+				return addError(err)
+			}
+			added = !existed
+		}
+	}
+	res, err := ingest.EnsureQuantized(c.Context, ref, q, o)
+	if err != nil {
+		return addError(err)
+	}
+	printAdded(w, res.Source, !(added || res.SourceAdded))
+	printVariant(w, c.App.ErrWriter, res)
+	return nil
+}
+
+// quantizeOptions reads --quantize and the measurement flags.
+func quantizeOptions(c *cli.Context) (ingest.QuantizeOptions, error) {
+	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine"), Rounds: c.Int("rounds")}
+	if _, err := gguf.ParseFileType(q.FType); err != nil {
+		return q, usagef("models add: --quantize: %v", err)
+	}
+	if path := c.String("sample"); path != "" {
+		sample, err := ingest.ReadSample(path, c.Int("sample-texts"))
+		if err != nil {
+			return q, usageError{fmt.Errorf("models add: --sample: %w", err)}
+		}
+		q.Sample = sample
+	}
+	return q, nil
+}
+
+// addError marks what running again unchanged cannot fix as a usage error
+// (exit 2): a name taken, a missing, unusable or unquantizable model.
+func addError(err error) error {
+	if errors.Is(err, modelcache.ErrNameTaken) || errors.Is(err, ingest.ErrCannotQuantize) || errors.Is(err, ingest.ErrInvalid) ||
+		artifact.Unusable(err) {
+		return usageError{err}
+	}
+	return err
+}
+
+func printAdded(w io.Writer, e modelcache.Entry, existed bool) {
+	verb := "added"
+	if existed {
+		verb = "cached"
+	}
+	fmt.Fprintf(w, "%-9s %s  sha256:%s  %s  %s %s, %d dims, context %d, %s (%s from %s)\n", verb, e.Name, e.Short(),
+		humanBytes(e.Size), e.Architecture, e.Kind, e.Dims, e.Context, e.Quantization, e.Stored, e.SourcePath)
+}
+
+// printVariant reports a variant and its quality report; a degraded one
+// also gets a warning on stderr saying what was measured.
+func printVariant(w, stderr io.Writer, res ingest.Result) {
+	v := res.Variant
+	verb := "quantized"
+	if !res.Made {
+		verb = "cached"
+	}
+	if v.Digest == res.Source.Digest {
+		fmt.Fprintf(w, "%-9s %s is %s already; nothing to quantize\n", verb, v.Name, v.Quantization)
+		return
+	}
+	fmt.Fprintf(w, "%-9s %s  sha256:%s  %s  %s\n", verb, v.Name, v.Short(), humanBytes(v.Size), v.Quantization)
+	q := v.Quality
+	if q == nil {
+		return
+	}
+	fmt.Fprintf(w, "quality   cosine to %s: min %.6f, mean %.6f over %d %s texts (%d tokens)\n",
+		res.Source.Quantization, q.MinCosine, q.MeanCosine, q.Texts, q.Sample, q.Tokens)
+	fmt.Fprintf(w, "speed     %.2f× the source's tokens/s (%.0f vs %.0f, %d threads, median of %d rounds)\n",
+		q.SpeedRatio, q.TokensPerSec, q.SourceTokensPerSec, q.Threads, q.Rounds)
+	if q.Degraded {
+		fmt.Fprintf(stderr, "synapse: warning: %s is degraded: its worst cosine %.6f is below --min-cosine %g; it is kept, and -m %s uses it only with --allow-degraded\n",
+			v.Name, q.MinCosine, q.MinCosineRequired, v.Name)
+	}
+}
+
+func modelsLsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "ls",
+		Usage: "list the cached models",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array of entries"}, modelsDirFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return usagef("models ls: unexpected arguments %q", c.Args().Slice())
+			}
+			s, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			entries, listErr := s.Entries()
+			if c.Bool("json") {
+				err = printEntriesJSON(c.App.Writer, entries)
+			} else {
+				err = printEntries(c.App.Writer, s, entries)
+			}
+			if listErr != nil {
+				return fmt.Errorf("models ls: %w", listErr)
+			}
+			return err
+		},
+	}
+}
+
+// entryJSON is an entry with its path, as ls --json prints it.
+type entryJSON struct {
+	modelcache.Entry
+	Path string `json:"path"`
+}
+
+func printEntriesJSON(w io.Writer, entries []modelcache.Entry) error {
+	out := make([]entryJSON, len(entries))
+	for i, e := range entries {
+		out[i] = entryJSON{Entry: e, Path: e.Path()}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func printEntries(w io.Writer, s *modelcache.Store, entries []modelcache.Entry) error {
+	if len(entries) == 0 {
+		fmt.Fprintf(w, "no models in %s\n", s.Root)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tKIND\tDIMS\tCTX\tQUANT\tQUALITY\tADDED")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Name, e.Short(), humanBytes(e.Size), e.Kind,
+			e.Dims, e.Context, e.Quantization, qualityColumn(e), e.Added.Format("2006-01-02"))
+	}
+	return tw.Flush()
+}
+
+// qualityColumn summarises a variant's quality report.
+func qualityColumn(e modelcache.Entry) string {
+	q := e.Quality
+	switch {
+	case q == nil:
+		return "-"
+	case q.Degraded:
+		return fmt.Sprintf("DEGRADED min %.6f", q.MinCosine)
+	}
+	return fmt.Sprintf("min %.6f, %.2f×", q.MinCosine, q.SpeedRatio)
+}
+
+func modelsRmCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "rm",
+		Usage:     "remove cached models (a hard-linked model's original file stays)",
+		ArgsUsage: "NAME|DIGEST-PREFIX...",
+		Flags:     []cli.Flag{modelsDirFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return usagef("models rm: give the NAME or digest prefix of the models to remove")
+			}
+			s, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			for _, ref := range c.Args().Slice() {
+				e, err := s.Lookup(ref)
+				if err != nil {
+					return lookupError("models rm", err)
+				}
+				if err := s.Remove(e); err != nil {
+					return fmt.Errorf("models rm: %w", err)
+				}
+				fmt.Fprintf(c.App.Writer, "removed %s (sha256:%s)\n", e.Name, e.Short())
+			}
+			return nil
+		},
+	}
+}
+
+// lookupError makes an unknown name or an ambiguous digest prefix a usage
+// error.
+func lookupError(cmd string, err error) error {
+	var ae *modelcache.AmbiguousError
+	if errors.Is(err, modelcache.ErrNotFound) || errors.As(err, &ae) {
+		return usageError{fmt.Errorf("%s: %w", cmd, err)}
+	}
+	return fmt.Errorf("%s: %w", cmd, err)
+}
+
+func modelsVerifyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "hash cached models again and report any whose file changed",
+		ArgsUsage: "[NAME|DIGEST-PREFIX...] (default: every model)",
+		Flags:     []cli.Flag{modelsDirFlag()},
+		Action:    modelsVerify,
+	}
+}
+
+func modelsVerify(c *cli.Context) error {
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	entries, listErr := s.Entries()
+	if c.NArg() > 0 {
+		entries, listErr = nil, nil
+		for _, ref := range c.Args().Slice() {
+			e, err := s.Lookup(ref)
+			if err != nil {
+				return lookupError("models verify", err)
+			}
+			entries = append(entries, e)
+		}
+	}
+	bad := 0
+	for _, e := range entries {
+		if err := s.Verify(e); err != nil {
+			bad++
+			fmt.Fprintf(c.App.Writer, "FAILED  %s  sha256:%s  %v\n", e.Name, e.Short(), err)
+			continue
+		}
+		fmt.Fprintf(c.App.Writer, "ok      %s  sha256:%s\n", e.Name, e.Short())
+	}
+	if listErr != nil {
+		return fmt.Errorf("models verify: %d of %d entries failed, and some could not be read: %w", bad, len(entries), listErr)
+	}
+	if bad > 0 {
+		return fmt.Errorf("models verify: %d of %d cached models failed verification (remove them with `synapse models rm` and add them again)", bad, len(entries))
+	}
+	return nil
+}
+
+// modelCacheFlags are the model cache's flags of commands that run a model
+// (embed; rerank and generate to come).
+func modelCacheFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` (q8_0, q4_k_m, …) variant of -m, made and measured on first use and cached (see `synapse models`)"},
+		&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded"},
+		&cli.BoolFlag{Name: "allow-degraded", Usage: "run a quantized variant even though its measured quality is below its threshold"},
+	}
+}
+
+// modelForRun applies --quantize and --allow-degraded to a command's -m: it
+// returns the file to run. With --quantize the model is added to the cache
+// and quantized if the cache does not have that variant yet (workers from
+// worker and env, armed with chaos); a degraded variant, by --quantize or by name, is a usage
+// error unless --allow-degraded. Other references are returned unchanged,
+// for the job to open.
+func modelForRun(c *cli.Context, ref string, worker, env []string, chaos string) (string, error) {
+	allow := c.Bool("allow-degraded")
+	if c.String("quantize") == "" {
+		path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: allow})
+		if errors.Is(err, artifact.ErrDegraded) {
+			return "", usageError{err}
+		}
+		if err != nil || !allow {
+			return ref, nil
+		}
+		return path, nil
+	}
+	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine")}
+	if _, err := gguf.ParseFileType(q.FType); err != nil {
+		return "", usagef("--quantize: %v", err)
+	}
+	s, err := modelcache.Open("")
+	if err != nil {
+		return "", err
+	}
+	o := ingest.Options{Store: s, Worker: worker, Env: env, Chaos: chaos, Threads: c.Int("threads"), Version: version,
+		Progress: func(line string) { fmt.Fprintf(c.App.ErrWriter, "synapse: %s\n", line) }}
+	res, err := ingest.EnsureQuantized(c.Context, ref, q, o)
+	if err != nil {
+		return "", addError(err)
+	}
+	v := res.Variant
+	if qa := v.Quality; qa != nil {
+		fmt.Fprintf(c.App.ErrWriter, "synapse: running %s (%s of %s, sha256:%s): cosine to the source min %.6f, mean %.6f; %.2f× its tokens/s when measured\n",
+			v.Name, v.Quantization, res.Source.Name, v.Short(), qa.MinCosine, qa.MeanCosine, qa.SpeedRatio)
+	}
+	if v.Degraded() && !allow {
+		return "", usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
+			v.Name, res.Source.Name, v.Quality.MinCosine, v.Quality.MinCosineRequired)
+	}
+	return v.Path(), nil
+}

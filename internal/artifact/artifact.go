@@ -1,0 +1,175 @@
+// Package artifact opens the model a job names and tells the module what it
+// needs from it without loading any weights: where the workers load it from,
+// its format and digest, its tokenizer, its context size and architecture.
+//
+// Two formats resolve through Open: a GGUF file, and an ONNX model (a
+// Hugging Face style directory or a .onnx file beside its tokenizer.json;
+// see package hfmodel). A reference that is not a file is looked up in the
+// model cache (package modelcache) by name or digest prefix; see OpenWith.
+// Jobs never look at a model's files themselves.
+package artifact
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/modelcache"
+	"github.com/synapse-embed/synapse/internal/onnx"
+	"github.com/synapse-embed/synapse/internal/tokenize"
+)
+
+// Formats of an artifact, as LOAD's format field names them.
+const (
+	FormatGGUF = "gguf"
+	FormatONNX = "onnx"
+)
+
+// ErrInvalid marks a model that exists but cannot be used: not a model file,
+// a damaged one, or a tokenizer the module does not support. Open's other
+// errors are the file system's (fs.ErrNotExist, permissions, I/O).
+var ErrInvalid = errors.New("not a usable model")
+
+// Artifact is what the module knows of a model.
+type Artifact struct {
+	Path   string // what LOAD's artifact_path names: the GGUF file, or the ONNX graph (.onnx)
+	Format string // FormatGGUF or FormatONNX
+	Digest string // "sha256:<hex>" of that file, LOAD's artifact_digest
+	Size   int64  // bytes of the artifact
+	Name   string // general.name, else the file name; ONNX: the model directory's name (and the variant's)
+
+	Arch          string // general.architecture ("bert", "llama", …); ONNX: config.json model_type
+	Dims          int    // the width of its hidden states (embedding length)
+	ContextLength int    // training context; 512 when the model does not say
+	// Pooling is the model's own pooling ("mean", "cls", "last", "rank",
+	// "none"), "" when it does not say.
+	Pooling string
+	// Classifier is the number of classifier outputs (rerankers), 0 for none.
+	Classifier int
+	// ChatTemplate is the model's Jinja chat template, "" when it has none.
+	ChatTemplate string
+
+	Tokenizer tokenize.Tokenizer
+	// GGUF is the file's header and metadata (nil for other formats).
+	GGUF *gguf.File
+	// Entry is the model cache's entry when the model is a cached one
+	// (named by name, digest prefix or its path in a store), else nil.
+	Entry *modelcache.Entry
+	// ONNX is the graph's inputs, outputs and opsets (nil for other formats).
+	ONNX *onnx.Info
+}
+
+// Open reads the model ref names, with default Options: its metadata, its
+// vocabulary and its digest. ref is a file, or a name or digest prefix in
+// the default model cache.
+func Open(ref string) (*Artifact, error) { return OpenWith(ref, Options{}) }
+
+// OpenWith reads the model ref names: a file, or else a name or digest
+// prefix in the model cache (o.Store).
+func OpenWith(ref string, o Options) (*Artifact, error) {
+	path, digest, err := o.resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if st.IsDir() || strings.EqualFold(filepath.Ext(path), ".onnx") {
+		return openONNX(path)
+	}
+	return openGGUF(path, digest)
+}
+
+func openGGUF(path string, digest digestFunc) (*Artifact, error) {
+	f, err := ReadGGUF(path)
+	if err != nil {
+		return nil, err
+	}
+	v, err := tokenize.VocabFromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	tok, err := tokenize.New(v)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	size, sum, err := digest(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	a := &Artifact{Path: path, Format: FormatGGUF, Digest: sum, Size: size, Name: filepath.Base(path),
+		Arch: f.Architecture(), ContextLength: 512, Tokenizer: tok, GGUF: f}
+	if e, ok := modelcache.EntryFor(path); ok {
+		a.Entry, a.Name = &e, e.Name
+	}
+	if n, ok := f.String("general.name"); ok && n != "" && a.Entry == nil {
+		a.Name = n
+	}
+	if n, ok := f.Uint(a.Arch + ".context_length"); ok && n > 0 {
+		a.ContextLength = int(n)
+	}
+	if n, ok := f.Uint(a.Arch + ".embedding_length"); ok {
+		a.Dims = int(n)
+	}
+	if p, ok := f.Uint(a.Arch + ".pooling_type"); ok {
+		a.Pooling = poolingName(p)
+	}
+	if labels, ok := f.Strings(a.Arch + ".classifier.output_labels"); ok {
+		a.Classifier = len(labels)
+	} else if _, ok := f.Tensor("cls.output.weight"); ok {
+		a.Classifier = 1
+	}
+	a.ChatTemplate, _ = f.String("tokenizer.chat_template")
+	return a, nil
+}
+
+// ReadGGUF reads a GGUF file's header and metadata; its errors are Open's.
+func ReadGGUF(path string) (*gguf.File, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, classify(path, err)
+	}
+	return f, nil
+}
+
+// Unusable reports an error of Open or ReadGGUF that says the model named
+// cannot be used as it is: it does not exist (no such file, no such cached
+// name), may not be read, is not a usable model, is a degraded cached
+// variant, or the digest prefix naming it is ambiguous. Running again
+// unchanged cannot succeed.
+func Unusable(err error) bool {
+	var ae *modelcache.AmbiguousError
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrInvalid) ||
+		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae)
+}
+
+// classify keeps file-system errors as they are and marks format errors.
+func classify(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("model: %w", err)
+	}
+	return fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+}
+
+// poolingName names llama.cpp's pooling types (llama_pooling_type).
+func poolingName(p uint64) string {
+	switch p {
+	case 0:
+		return "none"
+	case 1:
+		return "mean"
+	case 2:
+		return "cls"
+	case 3:
+		return "last"
+	case 4:
+		return "rank"
+	}
+	return fmt.Sprintf("unknown (%d)", p)
+}

@@ -1,0 +1,93 @@
+package artifact
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/onnx"
+	"github.com/synapse-embed/synapse/internal/tokenize"
+)
+
+// openONNX opens an ONNX model: a model directory (its model.onnx) or a
+// .onnx file (a variant, e.g. model_quantized.onnx), with the
+// tokenizer.json beside it, config.json and the sentence-transformers
+// pooling config when there are. LOAD names the .onnx file; the digest is
+// that file's.
+func openONNX(path string) (*Artifact, error) {
+	files, err := hfmodel.Resolve(path)
+	if errors.Is(err, hfmodel.ErrLayout) {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if files.Tokenizer == "" {
+		dir := filepath.Dir(files.Graph)
+		return nil, fmt.Errorf("model %s: %w: no tokenizer.json in %s or %s (synapse tokenizes ONNX models with the model's own tokenizer.json)",
+			path, ErrInvalid, dir, filepath.Dir(dir))
+	}
+	info, err := onnx.ReadFile(files.Graph)
+	if err != nil {
+		return nil, classify(files.Graph, err)
+	}
+	if _, ok := info.Input("input_ids"); !ok {
+		return nil, fmt.Errorf("model %s: %w: the graph has no input_ids input (inputs: %v); synapse runs text encoders", files.Graph, ErrInvalid, info.Inputs)
+	}
+	tok, err := tokenize.LoadHF(files.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	cfg, err := hfmodel.ReadConfig(files.Config)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	pooling, err := hfmodel.ReadPooling(files.Pooling)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
+	if pooling == "" {
+		pooling = hfmodel.PoolingMean
+	}
+	size, digest, err := hfmodel.Digest(files.Graph)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	a := &Artifact{Path: files.Graph, Format: FormatONNX, Digest: digest, Size: size, Name: onnxName(files),
+		Arch: cfg.ModelType, ContextLength: cfg.ContextLength(), Pooling: pooling, Tokenizer: tok, ONNX: info}
+	if a.ContextLength == 0 {
+		a.ContextLength = tokenizerMaxLength(files.Tokenizer)
+	}
+	if slices.ContainsFunc(cfg.Architectures, func(s string) bool { return strings.HasSuffix(s, "ForSequenceClassification") }) {
+		a.Classifier = max(1, len(cfg.ID2Label))
+	}
+	return a, nil
+}
+
+// onnxName is the model directory's name, and the graph's when it is a variant.
+func onnxName(f hfmodel.Files) string {
+	name := filepath.Base(f.Root)
+	if g := filepath.Base(f.Graph); g != hfmodel.DefaultGraph {
+		name += "/" + strings.TrimSuffix(g, filepath.Ext(g))
+	}
+	return name
+}
+
+// tokenizerMaxLength is tokenizer.json's truncation length, else 512: the
+// context of an ONNX model without config.json.
+func tokenizerMaxLength(path string) int {
+	var j struct {
+		Truncation *struct {
+			MaxLength int `json:"max_length"`
+		} `json:"truncation"`
+	}
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &j) == nil && j.Truncation != nil && j.Truncation.MaxLength > 0 {
+		return j.Truncation.MaxLength
+	}
+	return 512
+}

@@ -1,0 +1,241 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/synapse-embed/synapse/internal/artifact"
+	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/modelcache"
+	"github.com/synapse-embed/synapse/internal/supervise"
+	"github.com/synapse-embed/synapse/internal/wire"
+)
+
+// DefaultMinCosine is the worst cosine between a quantized variant's
+// vectors and its source's below which the variant is marked degraded.
+const DefaultMinCosine = 0.999
+
+// QuantizeOptions says what to make and how to measure it.
+type QuantizeOptions struct {
+	FType string // target file type: "q8_0", "q4_k_m", … (gguf.ParseFileType)
+	// Name is the variant's name; "" is the source's name, a colon and the
+	// file type ("minilm:q8_0").
+	Name      string
+	MinCosine float64 // 0: DefaultMinCosine
+	Sample    Sample  // zero: BuiltinSample
+	Rounds    int     // timed passes over the sample per variant (0: 3)
+	// Timeout bounds the quantizer (0: 10 minutes plus a second per 4 MB
+	// of source); past it the worker is killed.
+	Timeout time.Duration
+}
+
+// Errors of Quantize besides the workers' and the store's.
+var (
+	// ErrNeedsNewerWorker: the worker answered QUANTIZE with unknown_type.
+	ErrNeedsNewerWorker = errors.New("quantization needs a newer synapse worker")
+	// ErrCannotQuantize: the source is not one this package quantizes.
+	ErrCannotQuantize = errors.New("cannot quantize")
+)
+
+func (q *QuantizeOptions) defaults(srcSize int64) {
+	if q.MinCosine == 0 {
+		q.MinCosine = DefaultMinCosine
+	}
+	if len(q.Sample.Texts) == 0 {
+		q.Sample = BuiltinSample()
+	}
+	if q.Rounds <= 0 {
+		q.Rounds = 3
+	}
+	if q.Timeout <= 0 {
+		q.Timeout = 10*time.Minute + time.Duration(srcSize/(4<<20))*time.Second
+	}
+}
+
+// Quantize makes the variant of a cached model quantized to q.FType, or
+// returns the one the cache has (existed true). The quantizer runs in a
+// worker; the variant and its source then embed q.Sample, and the entry
+// records the cosines and the speed ratio. A variant below q.MinCosine is
+// kept, marked degraded. Any failure, interruption or worker crash leaves
+// no entry.
+func Quantize(ctx context.Context, src modelcache.Entry, q QuantizeOptions, o Options) (modelcache.Entry, bool, error) {
+	s, err := newSession(o)
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	defer s.close()
+	return s.quantize(ctx, src, q)
+}
+
+func (s *session) quantize(ctx context.Context, src modelcache.Entry, q QuantizeOptions) (modelcache.Entry, bool, error) {
+	ft, name, err := s.checkQuantize(src, &q)
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	st := s.o.Store
+	if v, ok, err := st.Variant(src.Digest, ft.String()); ok || err != nil {
+		return v, ok, err
+	}
+	unlock, err := st.LockKey(ctx, "quantize-"+src.Digest+"-"+ft.String(), func() { s.o.progress("waiting for another synapse process quantizing this model") })
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	defer unlock()
+	if v, ok, err := st.Variant(src.Digest, ft.String()); ok || err != nil {
+		return v, ok, err
+	}
+	stg, err := st.Stage()
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	defer stg.Abort()
+	s.o.progress("quantizing %s to %s in a worker", src.Name, ft)
+	res, err := s.runQuantizer(ctx, src, stg.File(), ft, q.Timeout)
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	out, err := checkOutput(stg.File(), ft)
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	if out.Digest != res.OutDigest || out.Size != res.OutSize {
+		return modelcache.Entry{}, false, fmt.Errorf("quantize: the worker reported %s (%d bytes); the file is %s (%d bytes)", res.OutDigest, res.OutSize, out.Digest, out.Size)
+	}
+	s.o.progress("measuring %s against %s on %d %s texts", ft, src.Name, len(q.Sample.Texts), q.Sample.Name)
+	quality, err := s.measure(ctx, src, out, q)
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	quality.QuantizeMS = res.MS
+	e := describe(out, src.Kind, src.Dims)
+	e.Name, e.SourcePath, e.Stored, e.Of, e.Quality, e.SynapseVersion = name, src.Path(), modelcache.StoredQuantized, src.Digest, quality, s.o.Version
+	return stg.Commit(e)
+}
+
+// checkQuantize checks that src can be quantized to q.FType and returns the
+// file type and the variant's name.
+func (s *session) checkQuantize(src modelcache.Entry, q *QuantizeOptions) (gguf.FileType, string, error) {
+	q.defaults(src.Size)
+	ft, err := gguf.ParseFileType(q.FType)
+	if err != nil {
+		return 0, "", fmt.Errorf("quantize: %w: %w", ErrCannotQuantize, err)
+	}
+	switch {
+	case src.Kind != modelcache.KindEmbed:
+		return 0, "", fmt.Errorf("quantize %s: %w: it is a %s model; quality is measured on embeddings, so only embedding models are quantized", src.Name, ErrCannotQuantize, src.Kind)
+	case src.Quantization != "F32" && src.Quantization != "F16" && src.Quantization != "BF16":
+		return 0, "", fmt.Errorf("quantize %s: %w: its weights are %s; quantize from an F32, F16 or BF16 model", src.Name, ErrCannotQuantize, src.Quantization)
+	case src.Quantization == ft.String():
+		return 0, "", fmt.Errorf("quantize %s: %w: it is %s already", src.Name, ErrCannotQuantize, ft)
+	}
+	name := q.Name
+	if name == "" {
+		name = src.Name + ":" + strings.ToLower(ft.String())
+	}
+	if err := modelcache.CheckName(name); err != nil {
+		return 0, "", fmt.Errorf("quantize: %w", err)
+	}
+	return ft, name, nil
+}
+
+// runQuantizer has a worker write the quantized copy of src to out.
+func (s *session) runQuantizer(ctx context.Context, src modelcache.Entry, out string, ft gguf.FileType, timeout time.Duration) (*wire.Quantized, error) {
+	pool, err := s.workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := &wire.Quantize{ArtifactPath: src.Path(), ArtifactDigest: src.Digest, OutPath: out,
+		FType: strings.ToLower(ft.String()), Threads: s.o.threads()}
+	resp, err := pool.Do(ctx, req, timeout)
+	var we *wire.Error
+	var ce *supervise.CrashError
+	switch {
+	case err == nil:
+		return resp.(*wire.Quantized), nil
+	case ctx.Err() != nil:
+		return nil, workerError(ctx, "quantize", err)
+	case errors.As(err, &we) && we.Code == wire.CodeUnknownType:
+		return nil, fmt.Errorf("quantize %s: %w (the worker answered %s: %s)", src.Name, ErrNeedsNewerWorker, we.Code, we.Msg)
+	case errors.As(err, &we):
+		return nil, fmt.Errorf("quantize %s to %s: the worker refused: %s: %s", src.Name, ft, we.Code, we.Msg)
+	case errors.As(err, &ce):
+		return nil, fmt.Errorf("quantize %s to %s: the worker crashed (%s); nothing was added: %w", src.Name, ft, crashCause(ce), err)
+	}
+	return nil, fmt.Errorf("quantize %s to %s: %w", src.Name, ft, err)
+}
+
+// checkOutput validates the quantizer's file in the module: it hashes it,
+// opens it (header, tokenizer), checks its tensor directory and its file
+// type.
+func checkOutput(path string, ft gguf.FileType) (*artifact.Artifact, error) {
+	size, digest, err := gguf.Digest(path)
+	if err != nil {
+		return nil, fmt.Errorf("quantize: %w", err)
+	}
+	a, err := artifact.OpenKnown(path, size, digest)
+	if err != nil {
+		return nil, fmt.Errorf("quantize: the quantized file: %w", err)
+	}
+	if err := a.GGUF.CheckTensors(size); err != nil {
+		return nil, fmt.Errorf("quantize: the quantized file: %w", err)
+	}
+	if got, ok := a.GGUF.FileType(); !ok || got != ft {
+		return nil, fmt.Errorf("quantize: the quantized file says file type %v; want %v", got, ft)
+	}
+	return a, nil
+}
+
+// Result is what EnsureQuantized resolved.
+type Result struct {
+	Variant     modelcache.Entry // the model to run
+	Source      modelcache.Entry // the model ref named
+	SourceAdded bool             // the source was added to the cache by this call
+	Made        bool             // the variant was made by this call; false when the cache had it
+}
+
+// EnsureQuantized returns the variant of the model ref names quantized to
+// q.FType. ref is a model file, added to the cache first unless it is there
+// already, or a name or digest prefix in the cache. A model of that file
+// type already is its own variant. The cache's variant is used when there
+// is one (a second run neither hashes a file the digest cache knows nor
+// starts a worker); else it is made as Quantize does. Whether a degraded
+// variant may run is the caller's decision (Entry.Degraded).
+func EnsureQuantized(ctx context.Context, ref string, q QuantizeOptions, o Options) (Result, error) {
+	s, err := newSession(o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close()
+	src, added, err := s.source(ctx, ref)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Variant: src, Source: src, SourceAdded: added}
+	if ft, err := gguf.ParseFileType(q.FType); err == nil && strings.EqualFold(src.Quantization, ft.String()) {
+		return res, nil
+	}
+	v, existed, err := s.quantize(ctx, src, q)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Variant, res.Made = v, !existed
+	return res, nil
+}
+
+// source returns the cache entry of ref, a file (added if needed, then
+// added is true) or a name or digest prefix.
+func (s *session) source(ctx context.Context, ref string) (e modelcache.Entry, added bool, err error) {
+	if fi, err := os.Stat(ref); err == nil && !fi.IsDir() {
+		e, existed, err := s.add(ctx, ref, "")
+		return e, !existed, err
+	}
+	e, err = s.o.Store.Lookup(ref)
+	if err != nil {
+		return modelcache.Entry{}, false, fmt.Errorf("quantize: %w", err)
+	}
+	return e, false, nil
+}
