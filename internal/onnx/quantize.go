@@ -424,9 +424,6 @@ func (t *qinit) weights() ([]float32, error) {
 	return out, nil
 }
 
-// quantizedOps are the operators of a graph quantized already.
-var quantizedOps = []string{"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QuantizeLinear", "ConvInteger", "QLinearConv"}
-
 // eligible returns the weight initializer of a MatMul or Gemm node the
 // quantizer rewrites, or nil.
 func (m *qmodel) eligible(n qnode) *qinit {
@@ -487,7 +484,11 @@ func (m *qmodel) plan() (*quantizer, error) {
 		acts: map[string][3]string{}, weights: map[weightKey][3]string{}}
 	weightUses := map[string]int{}
 	for i, n := range m.nodes {
-		if n.domain == "" && slices.Contains(quantizedOps, n.op) || n.domain == "com.microsoft" && slices.Contains(quantizedOps, n.op) {
+		op := n.op
+		if n.domain != "" {
+			op = n.domain + "." + op
+		}
+		if slices.Contains(quantizedOps, op) {
 			return nil, fmt.Errorf("%w: the graph is quantized already (it has a %s node)", ErrCannotQuantize, n.op)
 		}
 		w := m.eligible(n)
