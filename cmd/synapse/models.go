@@ -49,26 +49,39 @@ func openStore(c *cli.Context) (*modelcache.Store, error) {
 func modelsAddCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "add",
-		Usage:     "validate a GGUF model (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
-		ArgsUsage: "FILE.gguf (with --quantize, also a cached NAME)",
+		Usage:     "validate a GGUF model or an ONNX model directory (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
+		ArgsUsage: "FILE.gguf|ONNX-DIR|FILE.onnx (with --quantize, also a cached NAME)",
+		Description: `An ONNX model directory is stored as its graph (model.onnx, hard-linked or
+copied) with the directory's tokenizer.json, config.json, other top-level
+.json/.txt files and sentence-transformers module directories copied beside it.
+
+--quantize makes a variant: a GGUF file type (q8_0, q4_k_m, …) for a GGUF
+model, written by llama.cpp's quantizer; int8 for an ONNX model, the
+dynamically quantized graph onnxruntime's quantize_dynamic writes (int8
+MatMul/Gemm weights, activations quantized at run time), written by
+synapse's own ONNX writer. Both run in a worker, and both variants are
+measured against their source on --sample (cosines, speed ratio).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
-			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this file `TYPE`: " + strings.Join(gguf.FileTypeNames(), ", ")},
+			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
 			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
 			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},
-			&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text is kept but marked degraded"},
+			&cli.Float64Flag{Name: "min-cosine", Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text is kept but marked degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
-			&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads in the worker", DefaultText: "all cores"},
+			&cli.IntFlag{Name: "threads", Usage: "llama.cpp (or ONNX Runtime intra-op) threads in the worker", DefaultText: "all cores"},
 			modelsDirFlag(),
-			&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+			&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries (GGUF models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+			&cli.StringFlag{Name: "ort-lib", Usage: "`DIR` of ONNX Runtime's libonnxruntime.so.1 (ONNX models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
 			&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
 		},
 		Action: modelsAdd,
 	}
 }
 
-// ingestOptions are the worker and store settings of a models command.
-func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (ingest.Options, error) {
+// ingestOptions are the worker and store settings of a models command on
+// the model ref: the library its workers need is llama.cpp's for GGUF, ONNX
+// Runtime's for ONNX.
+func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Writer) (ingest.Options, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return ingest.Options{}, fmt.Errorf("models: find the synapse executable for workers: %w", err)
@@ -81,33 +94,37 @@ func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (inges
 		}
 		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", o.Chaos)
 	}
-	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
+	lib, flag := engine.LlamaLib, c.String("llama-lib")
+	if ingest.FormatOf(s, ref) == artifact.FormatONNX {
+		lib, flag = engine.ORTLib, c.String("ort-lib")
+	}
+	place, err := findLib(lib, flag)
 	if err != nil {
 		return o, err
 	}
-	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
+	o.Env = append(o.Env, lib.Env+"="+place.Path)
 	return o, nil
 }
 
 func modelsAdd(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usagef("models add: want one FILE.gguf argument, got %d", c.NArg())
+		return usagef("models add: want one FILE.gguf, ONNX model directory or FILE.onnx argument, got %d", c.NArg())
 	}
 	if c.Int("threads") < 0 || c.Int("rounds") < 1 || c.Int("sample-texts") < 1 {
 		return usagef("models add: --threads must not be negative; --rounds and --sample-texts must be at least 1")
 	}
-	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
+	if mc := c.Float64("min-cosine"); c.IsSet("min-cosine") && (mc <= -1 || mc > 1) {
 		return usagef("models add: --min-cosine %g: want a cosine in (-1, 1]", mc)
 	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
-	o, err := ingestOptions(c, s, c.App.ErrWriter)
+	ref, w := c.Args().First(), c.App.Writer
+	o, err := ingestOptions(c, s, ref, c.App.ErrWriter)
 	if err != nil {
 		return err
 	}
-	ref, w := c.Args().First(), c.App.Writer
 	if c.String("quantize") == "" {
 		if c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds") {
 			return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
@@ -122,7 +139,7 @@ func modelsAdd(c *cli.Context) error {
 		}
 		return nil
 	}
-	q, err := quantizeOptions(c)
+	q, err := quantizeOptions(c, ingest.FormatOf(s, ref))
 	if err != nil {
 		return err
 	}
@@ -145,10 +162,11 @@ func modelsAdd(c *cli.Context) error {
 	return nil
 }
 
-// quantizeOptions reads --quantize and the measurement flags.
-func quantizeOptions(c *cli.Context) (ingest.QuantizeOptions, error) {
+// quantizeOptions reads --quantize, checked for a model of format, and the
+// measurement flags.
+func quantizeOptions(c *cli.Context, format string) (ingest.QuantizeOptions, error) {
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine"), Rounds: c.Int("rounds")}
-	if _, err := gguf.ParseFileType(q.FType); err != nil {
+	if _, err := ingest.ParseTarget(format, q.FType); err != nil {
 		return q, usagef("models add: --quantize: %v", err)
 	}
 	if path := c.String("sample"); path != "" {
@@ -363,8 +381,8 @@ func modelsVerify(c *cli.Context) error {
 // (embed; rerank and generate to come).
 func modelCacheFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` (q8_0, q4_k_m, …) variant of -m, made and measured on first use and cached (see `synapse models`)"},
-		&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded"},
+		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` variant of -m (q8_0, q4_k_m, … for GGUF; int8 for ONNX), made and measured on first use and cached (see `synapse models`)"},
+		&cli.Float64Flag{Name: "min-cosine", Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
 		&cli.BoolFlag{Name: "allow-degraded", Usage: "run a quantized variant even though its measured quality is below its threshold"},
 	}
 }
@@ -388,12 +406,12 @@ func modelForRun(c *cli.Context, ref string, worker, env []string, chaos string)
 		return path, nil
 	}
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine")}
-	if _, err := gguf.ParseFileType(q.FType); err != nil {
-		return "", usagef("--quantize: %v", err)
-	}
 	s, err := modelcache.Open("")
 	if err != nil {
 		return "", err
+	}
+	if _, err := ingest.ParseTarget(ingest.FormatOf(s, ref), q.FType); err != nil {
+		return "", usagef("--quantize: %v", err)
 	}
 	o := ingest.Options{Store: s, Worker: worker, Env: env, Chaos: chaos, Threads: c.Int("threads"), Version: version,
 		Progress: func(line string) { fmt.Fprintf(c.App.ErrWriter, "synapse: %s\n", line) }}

@@ -19,8 +19,14 @@ import (
 )
 
 // DefaultMinCosine is the worst cosine between a quantized variant's
-// vectors and its source's below which the variant is marked degraded.
-const DefaultMinCosine = 0.999
+// vectors and its source's below which the variant is marked degraded;
+// DefaultMinCosineINT8 is the default for an ONNX int8 variant, whose
+// activations are quantized per tensor at run time and cost more than a
+// GGUF type's per-block weight scales.
+const (
+	DefaultMinCosine     = 0.999
+	DefaultMinCosineINT8 = 0.99
+)
 
 // QuantizeOptions says what to make and how to measure it.
 type QuantizeOptions struct {
@@ -31,7 +37,7 @@ type QuantizeOptions struct {
 	// Name is the variant's name; "" is the source's name, a colon and the
 	// file type ("minilm:q8_0").
 	Name      string
-	MinCosine float64 // 0: DefaultMinCosine
+	MinCosine float64 // 0: DefaultMinCosine (DefaultMinCosineINT8 for an ONNX int8 variant)
 	Sample    Sample  // zero: BuiltinSample
 	Rounds    int     // timed passes over the sample per variant (0: 3)
 	// Timeout bounds the quantizer (0: 10 minutes plus a second per 4 MB
@@ -48,9 +54,6 @@ var (
 )
 
 func (q *QuantizeOptions) defaults(srcSize int64) {
-	if q.MinCosine == 0 {
-		q.MinCosine = DefaultMinCosine
-	}
 	if len(q.Sample.Texts) == 0 {
 		q.Sample = BuiltinSample()
 	}
@@ -124,7 +127,7 @@ func (s *session) quantize(ctx context.Context, src modelcache.Entry, q Quantize
 	if out.Digest != res.OutDigest || out.Size != res.OutSize {
 		return modelcache.Entry{}, false, fmt.Errorf("quantize: the worker reported %s (%d bytes); the file is %s (%d bytes)", res.OutDigest, res.OutSize, out.Digest, out.Size)
 	}
-	s.o.progress("measuring %s against %s on %d %s texts", ft, src.Name, len(q.Sample.Texts), q.Sample.Name)
+	s.o.progress("measuring %s against %s on %d %s texts", ft.Label, src.Name, len(q.Sample.Texts), q.Sample.Name)
 	quality, err := s.measure(ctx, src, out, q)
 	if err != nil {
 		return modelcache.Entry{}, false, err
@@ -190,6 +193,12 @@ func (s *session) checkQuantize(src modelcache.Entry, q *QuantizeOptions) (Targe
 		return Target{}, "", fmt.Errorf("quantize %s: %w: %w", src.Name, ErrCannotQuantize, err)
 	}
 	onnxSrc := ft.Format == artifact.FormatONNX
+	if q.MinCosine == 0 {
+		q.MinCosine = DefaultMinCosine
+		if onnxSrc {
+			q.MinCosine = DefaultMinCosineINT8
+		}
+	}
 	switch {
 	case src.Kind != modelcache.KindEmbed:
 		return Target{}, "", fmt.Errorf("quantize %s: %w: it is a %s model; quality is measured on embeddings, so only embedding models are quantized", src.Name, ErrCannotQuantize, src.Kind)
@@ -305,6 +314,9 @@ func EnsureQuantized(ctx context.Context, ref string, q QuantizeOptions, o Optio
 		return Result{}, err
 	}
 	defer s.close()
+	if err := precheckONNX(ref); err != nil {
+		return Result{}, err
+	}
 	src, added, err := s.source(ctx, ref)
 	if err != nil {
 		return Result{}, err
@@ -319,6 +331,23 @@ func EnsureQuantized(ctx context.Context, ref string, q QuantizeOptions, o Optio
 	}
 	res.Variant, res.Made = v, !existed
 	return res, nil
+}
+
+// precheckONNX refuses an ONNX model file or directory that the quantizer
+// cannot handle before it is added to the cache (a cached model is checked
+// by checkQuantize).
+func precheckONNX(ref string) error {
+	if _, err := os.Stat(ref); err != nil || !hfmodel.IsONNX(ref) {
+		return nil
+	}
+	files, err := hfmodel.Resolve(ref)
+	if err != nil {
+		return nil // add reports it
+	}
+	if _, err := onnx.CheckQuantize(files.Graph); errors.Is(err, onnx.ErrCannotQuantize) {
+		return fmt.Errorf("quantize %s: %w: %w", ref, ErrCannotQuantize, err)
+	}
+	return nil
 }
 
 // source returns the cache entry of ref, a file (added if needed, then
