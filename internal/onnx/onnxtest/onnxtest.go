@@ -27,6 +27,13 @@ type Encoder struct {
 	Pooled                   bool // a sentence_embedding output
 	NoTokenTypes             bool // no token_type_ids input
 	Int32                    bool // int32 inputs instead of int64
+	// Quantized multiplies the hidden states by a weight matrix through
+	// dynamic quantization, as onnxruntime's quantize_dynamic writes it
+	// (DynamicQuantizeLinear, MatMulInteger, the scales multiplied back):
+	// the activations' scale is taken over the whole input tensor, so a
+	// sequence's output depends on the others of its batch. HiddenStates
+	// does not describe such a graph.
+	Quantized bool
 }
 
 // Tiny is a 64-row, 8-wide encoder with both outputs.
@@ -120,11 +127,15 @@ func (e Encoder) Model() onnx.Model {
 	node("Add", []string{x, "pos"}, "h")
 	node("Cast", []string{"attention_mask"}, "maskf", onnx.IntAttr("to", int64(onnx.Float)))
 	node("Unsqueeze", []string{"maskf", "cm1"}, "mask3")
+	h := "h"
+	if e.Quantized {
+		h = e.quantize(&g, node)
+	}
 	hiddenOut := "hm"
 	if !e.NoHidden {
 		hiddenOut = "last_hidden_state"
 	}
-	node("Mul", []string{"h", "mask3"}, hiddenOut)
+	node("Mul", []string{h, "mask3"}, hiddenOut)
 	dims := []onnx.Dim{{Param: "batch"}, {Param: "sequence"}, {Value: int64(e.Hidden)}}
 	if !e.NoHidden {
 		g.Outputs = append(g.Outputs, onnx.Value{Name: "last_hidden_state", Tensor: true, Elem: onnx.Float, Dims: dims})
@@ -137,6 +148,27 @@ func (e Encoder) Model() onnx.Model {
 			Dims: []onnx.Dim{{Param: "batch"}, {Value: int64(e.Hidden)}}})
 	}
 	return onnx.Model{Producer: "synapse-onnxtest", Graph: g}
+}
+
+// quantize replaces h by h·W computed as a dynamically quantized MatMul:
+// both operands quantized to uint8 at run time (W is a float initializer
+// quantized by the graph itself, which keeps the writer float-only). It
+// returns the product's name.
+func (e Encoder) quantize(g *onnx.Graph, node func(op string, in []string, out string, attrs ...onnx.Attr)) string {
+	r := rand.New(rand.NewPCG(e.Seed, 0x9a))
+	w := make([]float32, e.Hidden*e.Hidden)
+	for i := range w {
+		w[i] = float32(r.NormFloat64()) / 4
+	}
+	g.Initializers = append(g.Initializers, onnx.Tensor{Name: "W", Dims: []int64{int64(e.Hidden), int64(e.Hidden)}, Floats: w})
+	g.Nodes = append(g.Nodes,
+		onnx.Node{Op: "DynamicQuantizeLinear", Inputs: []string{"h"}, Outputs: []string{"hq", "hs", "hz"}},
+		onnx.Node{Op: "DynamicQuantizeLinear", Inputs: []string{"W"}, Outputs: []string{"wq", "ws", "wz"}})
+	node("MatMulInteger", []string{"hq", "wq", "hz", "wz"}, "mi")
+	node("Cast", []string{"mi"}, "mf", onnx.IntAttr("to", int64(onnx.Float)))
+	node("Mul", []string{"hs", "ws"}, "scale")
+	node("Mul", []string{"mf", "scale"}, "hw")
+	return "hw"
 }
 
 // Words is the default vocabulary of WriteDir's tokenizer.
