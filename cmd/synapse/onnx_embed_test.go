@@ -166,8 +166,12 @@ func TestEmbedONNXGenerated(t *testing.T) {
 // is resumed.
 func TestEmbedONNXInt8Neighbours(t *testing.T) {
 	work := t.TempDir()
-	model := filepath.Join(work, "int8")
-	if _, err := onnxtest.WriteDir(model, onnxtest.Dir{Encoder: onnxtest.Encoder{Hidden: 16, Positions: 64, Seed: 3, Quantized: true}}); err != nil {
+	dir := filepath.Join(work, "int8")
+	if _, err := onnxtest.WriteDir(dir, onnxtest.Dir{Encoder: onnxtest.Encoder{Hidden: 16, Positions: 64, Seed: 3, Layers: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "model_quantized.onnx")
+	if _, err := onnx.QuantizeFile(filepath.Join(dir, "model.onnx"), model); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
