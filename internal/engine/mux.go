@@ -132,8 +132,9 @@ func (m *Mux) Generate(ctx context.Context, ref string, prompt []int32, opt Gene
 }
 
 // Extensions implements Extender: GENERATE.sampling, which the llama.cpp
-// engine serves (the ONNX engine does not generate at all).
-func (m *Mux) Extensions() []string { return []string{wire.ExtSampling} }
+// engine serves (the ONNX engine does not generate at all), and
+// LOAD.st_modules, which the ONNX engine serves.
+func (m *Mux) Extensions() []string { return []string{wire.ExtSampling, wire.ExtSTModules} }
 
 // Tokenize runs on the engine that loaded the model.
 func (m *Mux) Tokenize(ctx context.Context, ref, text string, addSpecial, parseSpecial bool) ([]int32, error) {
