@@ -21,8 +21,8 @@ type onnxModel struct {
 	cfg       onnxConfig
 	useGraph  bool      // the default is the graph's sentence_embedding (it holds the chain)
 	chain     onnxChain // applied to last_hidden_state otherwise
-	nVocab    int   // from config.json; 0 when unknown
-	width     []int // last dimension of each output
+	nVocab    int       // from config.json; 0 when unknown
+	width     []int     // last dimension of each output
 
 	// Per-run buffers, grown as needed (the serve loop runs one request at a time).
 	i64  [4][]int64
