@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/job"
 )
 
@@ -40,7 +41,7 @@ func embedFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "previous", Usage: "incremental run: copy the chunks of documents whose id and text are unchanged from this earlier output `FILE` (.arrow or .parquet; repeat it for the part files of a sharded run) instead of embedding them"},
 		&cli.BoolFlag{Name: "previous-any", Usage: "with --previous made under other settings (model, chunking, pooling, dims, prefix, text fields): embed everything instead of refusing it"},
 		&cli.StringFlag{Name: "deleted", Usage: "with --previous: write the ids of its documents that are no longer in the input to `FILE`, one a line"},
-		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (among the last %d distinct texts); --dedup=false embeds each", job.DedupWindow)},
+		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", dataio.GroupRecords)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
 }

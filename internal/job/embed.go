@@ -38,7 +38,7 @@ type EmbedOptions struct {
 	// Deleted, if set, receives the ids of the previous documents that are
 	// not in the input, one a line.
 	Deleted string
-	// Dedup embeds a text once among the last DedupWindow distinct texts.
+	// Dedup embeds a text once per packing group (see incSource).
 	Dedup bool
 	// PromptName names a prompt of the model's
 	// config_sentence_transformers.json to put in front of every document;
@@ -119,7 +119,7 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
 	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, inc: inc.counts, stats: o.Stats}
 	if o.Dedup {
-		sink.window = newWindow[seen](DedupWindow)
+		sink.window = newWindow[seen]()
 	}
 	err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](k), src, sink)
 	if err == nil && prev != nil {
@@ -173,9 +173,9 @@ func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse, replay: r.resume.NextIndex}
+	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse}
 	if inc.o.Dedup {
-		s.window = newWindow[struct{}](DedupWindow)
+		s.window = newWindow[struct{}]()
 	}
 	return s, nil
 }
@@ -387,6 +387,9 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		return s.w.Put(r.Index, r.Group, nil, []*record.RowError{r.RowErr})
 	}
 	d := r.Rec
+	if s.window != nil {
+		s.window.enter(d.Group)
+	}
 	rows, errs, tokens := s.rows(r)
 	switch d.status {
 	case previous.New:
@@ -412,6 +415,20 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		}
 	}
 	return s.w.Put(r.Index, r.Group, rows, errs)
+}
+
+// Replay takes a record the interrupted run wrote, replayed by a resumed
+// run: its text joins the dedup window, as in the uninterrupted run.
+func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
+	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup {
+		return
+	}
+	d := r.Rec
+	s.window.enter(d.Group)
+	if _, ok := s.window.get(d.hash); !ok {
+		rows, errs, _ := s.rows(r)
+		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+	}
 }
 
 func b2i(b bool) int64 {
