@@ -21,7 +21,9 @@ func embedCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runJob(c, &o.Options, words{verb: "embedding", done: "embedded", items: "chunks"}, func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) })
+			return runJob(c, jobSpec{name: "embed", opts: &o.Options, check: o.Check,
+				words: words{verb: "embedding", done: "embedded", items: "chunks"},
+				run:   func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) }})
 		},
 	}
 }
@@ -48,7 +50,7 @@ func embedFlags() []cli.Flag {
 
 // embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
 func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
-	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow", job.EmbedFormats)
+	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow")
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
 		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,10 +50,20 @@ type EmbedOptions struct {
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check, and the incremental
+// options).
+func (o *EmbedOptions) Check() error {
+	if err := o.Options.Check(EmbedFormats); err != nil {
+		return err
+	}
+	return o.checkIncremental()
+}
+
 // Embed runs an embedding job: it returns a summary even when it fails part
 // way, and an error for a fatal failure.
 func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
-	r, err := begin(&o.Options, "embed", EmbedFormats...)
+	r, err := begin(&o.Options, "embed", o.Check)
 	if err != nil {
 		return Summary{Kind: "embed"}, err
 	}
@@ -73,9 +84,6 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	}
 	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
 		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
-	}
-	if err := o.checkIncremental(); err != nil {
-		return err
 	}
 	prev, err := o.openPrevious()
 	if err != nil {
@@ -131,13 +139,21 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
+	for _, p := range o.Previous {
+		if sameFile(p, o.Out) {
+			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return configErrorf("--previous: %w", err)
+		}
+	}
 	switch {
 	case o.Deleted != "" && len(o.Previous) == 0:
 		return configErrorf("--deleted needs --previous: the ids that disappeared since that output")
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.Errors))
+		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
 	}
 	return nil
 }
