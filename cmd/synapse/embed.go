@@ -6,11 +6,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/job"
 )
 
-func init() {
-	register(&cli.Command{
+func embedCommand() *cli.Command {
+	return &cli.Command{
 		Name:      "embed",
 		Usage:     "embed every document of Parquet or JSONL files into an Arrow (or Parquet) file of vectors",
 		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
@@ -20,9 +21,11 @@ func init() {
 			if err != nil {
 				return err
 			}
-			return runJob(c, &o.Options, words{verb: "embedding", done: "embedded", items: "chunks"}, func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) })
+			return runJob(c, jobSpec{name: "embed", opts: &o.Options, check: o.Check,
+				words: words{verb: "embedding", done: "embedded", items: "chunks"},
+				run:   func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) }})
 		},
-	})
+	}
 }
 
 func embedFlags() []cli.Flag {
@@ -39,14 +42,14 @@ func embedFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "previous", Usage: "incremental run: copy the chunks of documents whose id and text are unchanged from this earlier output `FILE` (.arrow or .parquet; repeat it for the part files of a sharded run) instead of embedding them"},
 		&cli.BoolFlag{Name: "previous-any", Usage: "with --previous made under other settings (model, chunking, pooling, dims, prefix, text fields): embed everything instead of refusing it"},
 		&cli.StringFlag{Name: "deleted", Usage: "with --previous: write the ids of its documents that are no longer in the input to `FILE`, one a line"},
-		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (among the last %d distinct texts); --dedup=false embeds each", job.DedupWindow)},
+		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", dataio.GroupRecords)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
 }
 
 // embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
 func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
-	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow", job.EmbedFormats)
+	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow")
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
 		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup")}

@@ -14,8 +14,8 @@ import (
 	"github.com/synapse-embed/synapse/internal/wordvec"
 )
 
-func init() {
-	register(&cli.Command{
+func genModelCommand() *cli.Command {
+	return &cli.Command{
 		Name:   "gen-model",
 		Usage:  "write a small random-weight GGUF model for tests, benchmarks and the demo (internal)",
 		Hidden: true,
@@ -48,7 +48,7 @@ func init() {
 					MaxWords: c.Int("max-words"), Seed: c.Uint64("seed")},
 			})
 		},
-	})
+	}
 }
 
 type genModelConfig struct {

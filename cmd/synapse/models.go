@@ -15,22 +15,23 @@ import (
 	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/ingest"
+	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 )
 
-func init() {
+func modelsCommand() *cli.Command {
 	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsRmCommand(), modelsVerifyCommand()}
 	for _, c := range subs {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 	}
-	register(&cli.Command{
+	return &cli.Command{
 		Name:  "models",
 		Usage: "the model cache: add (and quantize) models once, list, verify and remove them",
 		Description: `Models are kept once, under their SHA-256, in $SYNAPSE_MODELS, else
 $XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); -m in every command
 takes a file, a cached model's name or a digest prefix.`,
 		Subcommands: subs,
-	})
+	}
 }
 
 // modelsDirFlag selects the store.
@@ -369,46 +370,53 @@ func modelCacheFlags() []cli.Flag {
 	}
 }
 
-// modelForRun applies --quantize and --allow-degraded to a command's -m: it
-// returns the file to run. With --quantize the model is added to the cache
-// and quantized if the cache does not have that variant yet (workers from
-// worker and env, armed with chaos); a degraded variant, by --quantize or by name, is a usage
-// error unless --allow-degraded. Other references are returned unchanged,
-// for the job to open.
-func modelForRun(c *cli.Context, ref string, worker, env []string, chaos string) (string, error) {
-	allow := c.Bool("allow-degraded")
+// checkModelFlags checks the model cache flags of a job command.
+func checkModelFlags(c *cli.Context, name string) error {
+	if q := c.String("quantize"); q != "" {
+		if _, err := gguf.ParseFileType(q); err != nil {
+			return usagef("%s: --quantize: %v", name, err)
+		}
+	}
+	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
+		return usagef("%s: --min-cosine %g: want a cosine in (-1, 1]", name, mc)
+	}
+	if c.IsSet("min-cosine") && c.String("quantize") == "" {
+		return usagef("%s: --min-cosine measures the variant --quantize makes: give --quantize", name)
+	}
+	return nil
+}
+
+// quantized applies --quantize to the model m a job command opened: it
+// returns m itself without --quantize, else its variant of that type,
+// added to the cache and made and measured if the cache does not have it
+// yet (workers from o.Worker and o.Env, armed with o.Chaos). A degraded
+// variant is a usage error unless --allow-degraded.
+func quantized(c *cli.Context, m *artifact.Artifact, o *job.Options) (*artifact.Artifact, error) {
 	if c.String("quantize") == "" {
-		path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: allow})
-		if errors.Is(err, artifact.ErrDegraded) {
-			return "", usageError{err}
-		}
-		if err != nil || !allow {
-			return ref, nil
-		}
-		return path, nil
+		return m, nil
+	}
+	if m.Format != artifact.FormatGGUF {
+		return nil, usagef("--quantize makes GGUF variants; %s is an %s model (ONNX variants such as model_quantized.onnx are chosen with -m)", o.Model, m.Format)
 	}
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine")}
-	if _, err := gguf.ParseFileType(q.FType); err != nil {
-		return "", usagef("--quantize: %v", err)
-	}
 	s, err := modelcache.Open("")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	o := ingest.Options{Store: s, Worker: worker, Env: env, Chaos: chaos, Threads: c.Int("threads"), Version: version,
+	workers := ingest.Options{Store: s, Worker: o.Worker, Env: o.Env, Chaos: o.Chaos, Threads: c.Int("threads"), Version: version,
 		Progress: func(line string) { fmt.Fprintf(c.App.ErrWriter, "synapse: %s\n", line) }}
-	res, err := ingest.EnsureQuantized(c.Context, ref, q, o)
+	res, err := ingest.EnsureQuantized(c.Context, o.Model, q, workers)
 	if err != nil {
-		return "", addError(err)
+		return nil, addError(err)
 	}
 	v := res.Variant
 	if qa := v.Quality; qa != nil {
 		fmt.Fprintf(c.App.ErrWriter, "synapse: running %s (%s of %s, sha256:%s): cosine to the source min %.6f, mean %.6f; %.2f× its tokens/s when measured\n",
 			v.Name, v.Quantization, res.Source.Name, v.Short(), qa.MinCosine, qa.MeanCosine, qa.SpeedRatio)
 	}
-	if v.Degraded() && !allow {
-		return "", usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
+	if v.Degraded() && !c.Bool("allow-degraded") {
+		return nil, usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
 			v.Name, res.Source.Name, v.Quality.MinCosine, v.Quality.MinCosineRequired)
 	}
-	return v.Path(), nil
+	return openModel(true, v.Path())
 }

@@ -194,8 +194,15 @@ func (m *onnxModel) checkIDs(s []int32) error {
 
 // runs groups sequence indices into runs of equal length, each at most
 // tokensPerRun tokens (but at least one sequence) and seqMax sequences, in
-// order of length and then of index.
+// order of length and then of index. A graph whose results mix the rows of
+// a batch (graphPlan.batchOps: dynamic quantization takes its scale over the
+// whole tensor) runs one sequence per run, so that a sequence's vector never
+// depends on the others of its request.
 func (m *onnxModel) runs(seqs [][]int32) [][]int {
+	seqMax := m.cfg.seqMax
+	if len(m.plan.batchOps) > 0 {
+		seqMax = 1
+	}
 	order := make([]int, len(seqs))
 	for i := range order {
 		order[i] = i
@@ -205,7 +212,7 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 	for start := 0; start < len(order); {
 		l := len(seqs[order[start]])
 		end := start + 1
-		for end < len(order) && len(seqs[order[end]]) == l && end-start < m.cfg.seqMax && (end-start+1)*l <= m.cfg.tokensPerRun {
+		for end < len(order) && len(seqs[order[end]]) == l && end-start < seqMax && (end-start+1)*l <= m.cfg.tokensPerRun {
 			end++
 		}
 		runs = append(runs, order[start:end])

@@ -171,11 +171,14 @@ type graphPlan struct {
 	hidden  int // index in outputs of last_hidden_state (or token_embeddings), -1 for none
 	pooled  int // index in outputs of sentence_embedding, -1 for none
 	defPool string
+	// batchOps are the graph's ops whose results mix a batch's rows
+	// (onnx.Info.BatchDependent): then every run holds one sequence.
+	batchOps []string
 }
 
 // planGraph checks a graph's inputs and outputs and picks the default pooling.
 func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan, error) {
-	p := graphPlan{hidden: -1, pooled: -1}
+	p := graphPlan{hidden: -1, pooled: -1, batchOps: info.BatchDependent()}
 	unsupported := func(format string, args ...any) (graphPlan, error) {
 		return graphPlan{}, wire.Errorf(wire.CodeUnsupported, "%s: "+format, append([]any{files.Graph}, args...)...)
 	}

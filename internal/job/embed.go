@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,17 +39,27 @@ type EmbedOptions struct {
 	// Deleted, if set, receives the ids of the previous documents that are
 	// not in the input, one a line.
 	Deleted string
-	// Dedup embeds a text once among the last DedupWindow distinct texts.
+	// Dedup embeds a text once per packing group (see incSource).
 	Dedup bool
 }
 
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check, and the incremental
+// options).
+func (o *EmbedOptions) Check() error {
+	if err := o.Options.Check(EmbedFormats); err != nil {
+		return err
+	}
+	return o.checkIncremental()
+}
+
 // Embed runs an embedding job: it returns a summary even when it fails part
 // way, and an error for a fatal failure.
 func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
-	r, err := begin(&o.Options, "embed", EmbedFormats...)
+	r, err := begin(&o.Options, "embed", o.Check)
 	if err != nil {
 		return Summary{Kind: "embed"}, err
 	}
@@ -65,9 +76,6 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	}
 	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
 		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
-	}
-	if err := o.checkIncremental(); err != nil {
-		return err
 	}
 	prev, err := o.openPrevious()
 	if err != nil {
@@ -107,7 +115,7 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
 	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, inc: inc.counts, stats: o.Stats}
 	if o.Dedup {
-		sink.window = newWindow[seen](DedupWindow)
+		sink.window = newWindow[seen]()
 	}
 	err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](k), src, sink)
 	if err == nil && prev != nil {
@@ -119,13 +127,21 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
+	for _, p := range o.Previous {
+		if sameFile(p, o.Out) {
+			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return configErrorf("--previous: %w", err)
+		}
+	}
 	switch {
 	case o.Deleted != "" && len(o.Previous) == 0:
 		return configErrorf("--deleted needs --previous: the ids that disappeared since that output")
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.Errors))
+		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
 	}
 	return nil
 }
@@ -161,9 +177,9 @@ func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse, replay: r.resume.NextIndex}
+	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse}
 	if inc.o.Dedup {
-		s.window = newWindow[struct{}](DedupWindow)
+		s.window = newWindow[struct{}]()
 	}
 	return s, nil
 }
@@ -368,6 +384,9 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		return s.w.Put(r.Index, r.Group, nil, []*record.RowError{r.RowErr})
 	}
 	d := r.Rec
+	if s.window != nil {
+		s.window.enter(d.Group)
+	}
 	rows, errs, tokens := s.rows(r)
 	switch d.status {
 	case previous.New:
@@ -393,6 +412,20 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		}
 	}
 	return s.w.Put(r.Index, r.Group, rows, errs)
+}
+
+// Replay takes a record the interrupted run wrote, replayed by a resumed
+// run: its text joins the dedup window, as in the uninterrupted run.
+func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
+	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup {
+		return
+	}
+	d := r.Rec
+	s.window.enter(d.Group)
+	if _, ok := s.window.get(d.hash); !ok {
+		rows, errs, _ := s.rows(r)
+		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+	}
 }
 
 func b2i(b bool) int64 {

@@ -32,6 +32,16 @@ type RerankOptions struct {
 // RerankFormats are the output formats of a rerank job.
 var RerankFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL, dataio.FormatTREC}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check).
+func (o *RerankOptions) Check() error {
+	c := o.Options
+	if o.Run.Run != "" && len(c.Inputs) == 0 {
+		c.Inputs = RunInputs(o.Run)
+	}
+	return c.Check(RerankFormats)
+}
+
 // Rerank output columns besides dataio's TREC ones.
 const (
 	ColInputRank  = "input_rank"
@@ -62,7 +72,7 @@ func Rerank(ctx context.Context, o RerankOptions) (Summary, error) {
 	if o.Run.Run != "" && len(o.Inputs) == 0 { // what resume guards and output checks cover
 		o.Inputs = RunInputs(o.Run)
 	}
-	r, err := begin(&o.Options, "rerank", RerankFormats...)
+	r, err := begin(&o.Options, "rerank", o.Check)
 	if err != nil {
 		return Summary{Kind: "rerank"}, err
 	}

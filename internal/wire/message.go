@@ -37,6 +37,9 @@ const (
 	ExtRerankGroups = "RERANK_GROUPS"
 	// ExtSampling: the worker honours GENERATE's "temperature" and "seed".
 	ExtSampling = "GENERATE.sampling"
+	// ExtQuantizeONNX: the worker answers QUANTIZE with "format": "onnx"
+	// (an ONNX graph quantized to "int8").
+	ExtQuantizeONNX = "QUANTIZE.onnx"
 )
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
@@ -307,6 +310,11 @@ type Tokens struct {
 // Answered by QUANTIZED, or ERR (artifact_invalid, bad_request, unsupported
 // for an engine that cannot quantize, unknown_type from a worker without the
 // extension).
+//
+// The additive member "format" (omitted for GGUF) is "onnx" for an ONNX
+// graph (a .onnx file), whose FType is "int8": the worker writes its
+// dynamically quantized form. It is sent only to workers that announce
+// ExtQuantizeONNX; an older worker would ignore it.
 type Quantize struct {
 	ReqID          uint64 `json:"req_id"`
 	ArtifactPath   string `json:"artifact_path"`
@@ -314,6 +322,7 @@ type Quantize struct {
 	OutPath        string `json:"out_path"`
 	FType          string `json:"ftype"`
 	Threads        int    `json:"threads"`
+	Format         string `json:"format,omitempty"`
 }
 
 // Quantized (extension) answers QUANTIZE.
