@@ -23,7 +23,7 @@ func genModelCommand() *cli.Command {
 			return usageError{err}
 		},
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "kind", Usage: "bert-embed, bert-rerank, llama, minilm, bert-base or word-vectors (learned from --train)", Value: "bert-embed"},
+			&cli.StringFlag{Name: "kind", Usage: "bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base or word-vectors (learned from --train)", Value: "bert-embed"},
 			&cli.StringFlag{Name: "vocab-from", Usage: "copy the tokenizer from this GGUF file (default: a generated vocabulary)"},
 			&cli.StringFlag{Name: "words", Usage: "word list (one per line) for the generated vocabulary (default: a built-in list)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "weight seed", Value: modelgen.DefaultSeed},
@@ -73,13 +73,15 @@ func genModel(w io.Writer, cfg genModelConfig) error {
 	}
 	var write func(string) error
 	switch cfg.kind {
-	case "bert-embed", "bert-rerank", "minilm", "bert-base":
+	case "bert-embed", "bert-rerank", "minilm", "minilm-rerank", "bert-base":
 		c := modelgen.TinyEmbedder(vocab)
 		switch cfg.kind {
 		case "bert-rerank":
 			c = modelgen.TinyReranker(vocab)
 		case "minilm":
 			c = modelgen.MiniLM(vocab)
+		case "minilm-rerank":
+			c = modelgen.MiniLMReranker(vocab)
 		case "bert-base":
 			c = modelgen.BERTBase(vocab)
 		}
@@ -97,7 +99,7 @@ func genModel(w io.Writer, cfg genModelConfig) error {
 		c.Seed = cfg.seed
 		write = c.Write
 	default:
-		return usagef("gen-model: --kind %q: want bert-embed, bert-rerank, llama, minilm, bert-base or word-vectors", cfg.kind)
+		return usagef("gen-model: --kind %q: want bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base or word-vectors", cfg.kind)
 	}
 	if err := write(cfg.out); err != nil {
 		return fmt.Errorf("gen-model: %w", err)

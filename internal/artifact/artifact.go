@@ -50,6 +50,12 @@ type Artifact struct {
 	Pooling string
 	// Classifier is the number of classifier outputs (rerankers), 0 for none.
 	Classifier int
+	// Scoring is how an ONNX cross-encoder's logits become a score
+	// (hfmodel.Scoring), "" for GGUF models and embedders; ScoringErr says
+	// why an ONNX cross-encoder cannot rerank (labels synapse cannot read
+	// as one score, no logits output).
+	Scoring    string
+	ScoringErr error
 	// ChatTemplate is the model's Jinja chat template, "" when it has none.
 	ChatTemplate string
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/hfmodel"
@@ -63,10 +62,33 @@ func openONNX(path string) (*Artifact, error) {
 	if a.ContextLength == 0 {
 		a.ContextLength = tokenizerMaxLength(files.Tokenizer)
 	}
-	if slices.ContainsFunc(cfg.Architectures, func(s string) bool { return strings.HasSuffix(s, "ForSequenceClassification") }) {
-		a.Classifier = max(1, len(cfg.ID2Label))
-	}
+	crossEncoder(a, cfg, info)
 	return a, nil
+}
+
+// crossEncoder marks a cross-encoder (a logits output, or config.json's
+// …ForSequenceClassification): Classifier is its number of labels, and
+// Scoring the rule the engine scores it by, or why it cannot rerank.
+func crossEncoder(a *Artifact, cfg hfmodel.Config, info *onnx.Info) {
+	out, hasLogits := info.Output("logits")
+	if !hasLogits && !cfg.IsCrossEncoder() {
+		return
+	}
+	width := 0
+	if hasLogits {
+		width = int(max(out.Last(), 0))
+	}
+	a.Classifier = max(1, cfg.Labels(), width)
+	if !hasLogits {
+		a.ScoringErr = fmt.Errorf("config.json names %v but the graph has no logits output (outputs: %v)", cfg.Architectures, info.Outputs)
+		return
+	}
+	sc, err := cfg.Scoring(width)
+	if err != nil {
+		a.ScoringErr = err
+		return
+	}
+	a.Scoring = sc.String()
 }
 
 // onnxName is the model directory's name, and the graph's when it is a variant.

@@ -20,8 +20,9 @@ type onnxModel struct {
 	plan      graphPlan
 	cfg       onnxConfig
 	defPool   string
-	nVocab    int   // from config.json; 0 when unknown
-	width     []int // last dimension of each output
+	nVocab    int          // from config.json; 0 when unknown
+	width     []int        // last dimension of each output
+	ce        crossEncoder // how pairs are built and scored (loaded with pooling rank)
 
 	// Per-run buffers, grown as needed (the serve loop runs one request at a time).
 	i64  [4][]int64
@@ -38,8 +39,11 @@ func (m *onnxModel) free() {
 
 // dims is the width of the vectors a pooling gives.
 func (m *onnxModel) dims(pool string) int {
-	if pool == poolModel {
+	switch pool {
+	case poolModel:
 		return m.width[m.plan.pooled]
+	case PoolingRank:
+		return m.width[m.plan.logits]
 	}
 	return m.width[m.plan.hidden]
 }
@@ -47,7 +51,7 @@ func (m *onnxModel) dims(pool string) int {
 // probe runs one one-token sequence with outputs ONNX Runtime allocates, and
 // records each output's width.
 func (m *onnxModel) probe() error {
-	ins, err := m.inputs(1, 1, func(int, int) int32 { return 0 })
+	ins, err := m.inputs(1, 1, func(int, int) int32 { return 0 }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return err
@@ -61,7 +65,7 @@ func (m *onnxModel) probe() error {
 	for i, v := range outs {
 		shape := v.GetShape()
 		want := 3
-		if i == m.plan.pooled {
+		if i == m.plan.pooled || i == m.plan.logits {
 			want = 2
 		}
 		if len(shape) != want || shape[len(shape)-1] < 1 {
@@ -73,8 +77,8 @@ func (m *onnxModel) probe() error {
 }
 
 // inputs builds the input tensors of a run of n sequences of l tokens; id
-// gives token j of sequence i.
-func (m *onnxModel) inputs(n, l int, id func(i, j int) int32) ([]ort.Value, error) {
+// gives token j of sequence i, typ its token type (nil: all 0).
+func (m *onnxModel) inputs(n, l int, id, typ func(i, j int) int32) ([]ort.Value, error) {
 	shape := ort.NewShape(int64(n), int64(l))
 	vals := make([]ort.Value, 0, len(m.plan.inputs))
 	for k, role := range m.plan.roles {
@@ -86,6 +90,10 @@ func (m *onnxModel) inputs(n, l int, id func(i, j int) int32) ([]ort.Value, erro
 				return 1
 			case rolePositions:
 				return int64(j)
+			case roleTypes:
+				if typ != nil {
+					return int64(typ(i, j))
+				}
 			}
 			return 0
 		}
@@ -142,6 +150,9 @@ func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, s
 	m, err := e.model(ref)
 	if err != nil {
 		return nil, 0, err
+	}
+	if m.plan.logits >= 0 {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "model %s is a cross-encoder (loaded with pooling rank): it answers RERANK, not EMBED_BATCH", ref)
 	}
 	pool := m.defPool
 	switch pooling {
@@ -225,7 +236,7 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 // run and writes their pooled vectors to out.
 func (m *onnxModel) run(seqs [][]int32, idx []int, pool string, dims int, out []float32) error {
 	n, l := len(idx), len(seqs[idx[0]])
-	ins, err := m.inputs(n, l, func(i, j int) int32 { return seqs[idx[i]][j] })
+	ins, err := m.inputs(n, l, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return err

@@ -66,7 +66,15 @@ func (e *ONNX) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 	if err != nil {
 		return ModelInfo{}, err
 	}
-	ref := onnxRef(req.Digest, cfg)
+	var ce crossEncoder
+	if cfg.pooling == PoolingRank {
+		if ce, err = readCrossEncoder(files, hfc, plan); err != nil {
+			return ModelInfo{}, err
+		}
+	}
+	// The digest covers the graph only: a cross-encoder's ref also names its
+	// pair layout, which comes from tokenizer.json.
+	ref := onnxRef(req.Digest, cfg, ce)
 	if m, ok := e.models[ref]; ok {
 		return ModelInfo{Ref: ref, Dims: m.dims(m.defPool)}, nil
 	}
@@ -75,7 +83,13 @@ func (e *ONNX) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 	if err != nil {
 		return ModelInfo{}, err
 	}
-	m.ref, m.nVocab = ref, hfc.VocabSize
+	m.ref, m.nVocab, m.ce = ref, hfc.VocabSize, ce
+	if cfg.pooling == PoolingRank {
+		if m.ce.scoring, err = hfc.Scoring(m.width[plan.logits]); err != nil {
+			m.free()
+			return ModelInfo{}, wire.Errorf(wire.CodeUnsupported, "%s: %w", files.Graph, err)
+		}
+	}
 	e.models[ref] = m
 	return ModelInfo{Ref: ref, Dims: m.dims(m.defPool), ColdLoad: time.Since(start)}, nil
 }
@@ -122,10 +136,9 @@ func resolveONNXConfig(rc wire.RuntimeConfig, hfc hfmodel.Config) (onnxConfig, e
 	}
 	switch rc.Pooling {
 	case PoolingDefault, PoolingMean, PoolingCLS, PoolingLast:
-	case PoolingRank:
-		return onnxConfig{}, wire.Errorf(wire.CodeUnsupported, "pooling rank: the ONNX engine does not rerank yet")
+	case PoolingRank: // a cross-encoder: RERANK over the graph's logits
 	default:
-		return bad("pooling %q: want \"\", mean, cls or last (EMBED_BATCH needs pooled vectors)", rc.Pooling)
+		return bad("pooling %q: want \"\", mean, cls, last or rank (a cross-encoder)", rc.Pooling)
 	}
 	train := hfc.ContextLength()
 	cfg := onnxConfig{nCtx: rc.ContextSize, tokensPerRun: onnxRunTokens, seqMax: rc.SeqMax, threads: rc.Threads, pooling: rc.Pooling}
@@ -144,16 +157,20 @@ func resolveONNXConfig(rc wire.RuntimeConfig, hfc hfmodel.Config) (onnxConfig, e
 	return cfg, nil
 }
 
-func onnxRef(digest string, cfg onnxConfig) string {
+func onnxRef(digest string, cfg onnxConfig, ce crossEncoder) string {
 	hexd := strings.TrimPrefix(digest, "sha256:")
-	return fmt.Sprintf("%s-%08x", hexd[:16], crc32.ChecksumIEEE([]byte(cfg.String())))
+	key := cfg.String()
+	if cfg.pooling == PoolingRank {
+		key += " pair=" + ce.pair.String()
+	}
+	return fmt.Sprintf("%s-%08x", hexd[:16], crc32.ChecksumIEEE([]byte(key)))
 }
 
 // Graph input roles: what the engine feeds each input.
 const (
 	roleIDs       = iota // input_ids
 	roleMask             // attention_mask: ones (sequences are never padded)
-	roleTypes            // token_type_ids: zeros
+	roleTypes            // token_type_ids: zeros; a cross-encoder pair's types from its post-processor
 	rolePositions        // position_ids: 0 … n-1
 )
 
@@ -170,6 +187,7 @@ type graphPlan struct {
 	outputs []string
 	hidden  int // index in outputs of last_hidden_state (or token_embeddings), -1 for none
 	pooled  int // index in outputs of sentence_embedding, -1 for none
+	logits  int // index in outputs of logits (cross-encoders, loaded with pooling rank), -1 for none
 	defPool string
 	// batchOps are the graph's ops whose results mix a batch's rows
 	// (onnx.Info.BatchDependent): then every run holds one sequence.
@@ -178,7 +196,7 @@ type graphPlan struct {
 
 // planGraph checks a graph's inputs and outputs and picks the default pooling.
 func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan, error) {
-	p := graphPlan{hidden: -1, pooled: -1, batchOps: info.BatchDependent()}
+	p := graphPlan{hidden: -1, pooled: -1, logits: -1, batchOps: info.BatchDependent()}
 	unsupported := func(format string, args ...any) (graphPlan, error) {
 		return graphPlan{}, wire.Errorf(wire.CodeUnsupported, "%s: "+format, append([]any{files.Graph}, args...)...)
 	}
@@ -194,6 +212,9 @@ func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan,
 	}
 	if _, ok := info.Input("input_ids"); !ok {
 		return unsupported("no input_ids input (inputs: %v)", info.Inputs)
+	}
+	if cfg.pooling == PoolingRank {
+		return p, p.planLogits(files, info)
 	}
 	for _, out := range info.Outputs {
 		switch out.Name {
@@ -216,6 +237,9 @@ func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan,
 		p.outputs = append(p.outputs, out.Name)
 	}
 	if len(p.outputs) == 0 {
+		if _, ok := info.Output("logits"); ok {
+			return unsupported("a cross-encoder (logits output, no last_hidden_state or sentence_embedding): it reranks (pooling rank, synapse rerank); it does not embed")
+		}
 		return unsupported("no last_hidden_state or sentence_embedding output (outputs: %v)", info.Outputs)
 	}
 	return p, p.pickPooling(files, cfg)

@@ -170,6 +170,7 @@ type Config struct {
 	TypeVocabSize         int               `json:"type_vocab_size"`
 	PadTokenID            *int              `json:"pad_token_id"`
 	ID2Label              map[string]string `json:"id2label"`
+	NumLabels             int               `json:"num_labels"` // written by some exporters; transformers derives it from id2label
 }
 
 // ReadConfig reads config.json; "" reads nothing and returns the zero Config.

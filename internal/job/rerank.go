@@ -84,7 +84,10 @@ func (o *RerankOptions) run(ctx context.Context, r *runner) error {
 	if m.Classifier < 1 {
 		return configErrorf("model %s is not a cross-encoder: it has no classifier head (rank pooling)", m.Path)
 	}
-	overhead, err := pairOverhead(m.Tokenizer.Vocab())
+	if m.ScoringErr != nil {
+		return configErrorf("model %s cannot rerank: %v", m.Path, m.ScoringErr)
+	}
+	overhead, err := pairOverhead(m.Tokenizer)
 	if err != nil {
 		return configErrorf("model %s: %w", m.Path, err)
 	}
@@ -151,9 +154,15 @@ func (o *RerankOptions) metadata(r *runner) map[string]string {
 }
 
 // pairOverhead is the number of special tokens the worker puts around a
-// query–document pair (engine/llama_embed.go, pair): [CLS] q [SEP] d [SEP]
-// for WordPiece vocabularies, <s> q </s></s> d </s> otherwise.
-func pairOverhead(v *tokenize.Vocab) (int, error) {
+// query–document pair: for a tokenizer.json (ONNX models) its
+// post-processor's pair template (engine/onnx_rerank.go); for GGUF models
+// (engine/llama_embed.go, pair) [CLS] q [SEP] d [SEP] for WordPiece
+// vocabularies, <s> q </s></s> d </s> otherwise.
+func pairOverhead(tok tokenize.Tokenizer) (int, error) {
+	if p, ok := tok.(tokenize.PairLayout); ok {
+		return p.PairTemplate().Overhead(), nil
+	}
+	v := tok.Vocab()
 	switch {
 	case v.Kind == tokenize.KindWPM && v.BOS >= 0 && v.SEP >= 0:
 		return 3, nil
