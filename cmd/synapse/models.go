@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/ingest"
 	"github.com/synapse-embed/synapse/internal/job"
@@ -61,8 +60,7 @@ func modelsAddCommand() *cli.Command {
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
 			&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads in the worker", DefaultText: "all cores"},
 			modelsDirFlag(),
-			&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
-			&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+			llamaLibFlag(), chaosFlag(),
 		},
 		Action: modelsAdd,
 	}
@@ -70,27 +68,19 @@ func modelsAddCommand() *cli.Command {
 
 // ingestOptions are the worker and store settings of a models command.
 func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (ingest.Options, error) {
-	self, err := os.Executable()
+	w, err := workersFor(c, artifact.FormatGGUF)
 	if err != nil {
-		return ingest.Options{}, fmt.Errorf("models: find the synapse executable for workers: %w", err)
+		return ingest.Options{}, err
 	}
-	o := ingest.Options{Store: s, Worker: []string{self, "worker"}, Threads: c.Int("threads"), Version: version,
-		Chaos: c.String("chaos"), Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}
-	if o.Chaos != "" {
-		if _, err := engine.ParseChaos(o.Chaos); err != nil {
-			return o, usageError{fmt.Errorf("models add: --chaos: %w", err)}
-		}
-		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", o.Chaos)
+	if w.chaos != "" {
+		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", w.chaos)
 	}
-	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
-	if err != nil {
-		return o, err
-	}
-	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
-	return o, nil
+	return ingest.Options{Store: s, Worker: w.command, Env: w.env, Chaos: w.chaos, Threads: c.Int("threads"), Version: version,
+		Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}, nil
 }
 
-func modelsAdd(c *cli.Context) error {
+// checkAddFlags checks models add's flags before anything is touched.
+func checkAddFlags(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("models add: want one FILE.gguf argument, got %d", c.NArg())
 	}
@@ -99,6 +89,16 @@ func modelsAdd(c *cli.Context) error {
 	}
 	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
 		return usagef("models add: --min-cosine %g: want a cosine in (-1, 1]", mc)
+	}
+	if c.String("quantize") == "" && (c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds")) {
+		return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
+	}
+	return checkChaos(c, "models add")
+}
+
+func modelsAdd(c *cli.Context) error {
+	if err := checkAddFlags(c); err != nil {
+		return err
 	}
 	s, err := openStore(c)
 	if err != nil {
@@ -110,9 +110,6 @@ func modelsAdd(c *cli.Context) error {
 	}
 	ref, w := c.Args().First(), c.App.Writer
 	if c.String("quantize") == "" {
-		if c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds") {
-			return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
-		}
 		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
 		if err != nil {
 			return addError(err)
