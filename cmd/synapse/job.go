@@ -11,13 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/pipeline"
 	"github.com/synapse-embed/synapse/internal/status"
@@ -36,17 +34,15 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.IntFlag{Name: "workers", Usage: "worker processes", DefaultText: "from the core count"},
 		&cli.IntFlag{Name: "threads", Usage: "engine threads per worker (llama.cpp or ONNX Runtime)", DefaultText: "cores / workers"},
 		&cli.IntFlag{Name: "buffer-mb", Value: pipeline.DefaultInFlightBytes >> 20, Usage: "MiB of input text held between reading and writing; bounds the module's memory with long records"},
-		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
-		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
+		&cli.DurationFlag{Name: "deadline", Value: job.DefaultDeadline, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
+		&cli.DurationFlag{Name: "deadline-per-token", Value: job.DefaultDeadlinePerToken, Usage: "added to --deadline for every token of a request (0: nothing)"},
 		&cli.IntFlag{Name: "deadline-stretch", Value: job.DefaultDeadlineStretch, Usage: "after a request times out, later ones get twice the deadline, up to this many times (1: never); a busy machine slows the run instead of failing it"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
 		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process the I-th of N contiguous parts of the inputs (auto/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); writes OUT.shard-I-of-N.EXT and, when done, its manifest OUT.shard-I-of-N.json; synapse merge puts the parts together. .gz JSON Lines files are not split by bytes: each goes whole to one shard"},
 		&cli.BoolFlag{Name: "force", Usage: "with --shard: run the shard again although its manifest says it is done"},
 		&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the errors file are at most this share of the rows read (e.g. 0.000001)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
-		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
-		&cli.StringFlag{Name: "ort-lib", Usage: "`DIR` of ONNX Runtime's libonnxruntime.so.1 (ONNX models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
-		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+		llamaLibFlag(), ortLibFlag(), chaosFlag(), // workers.go
 	}
 	flags = append(flags, statusFlags()...)    // --status-addr, --log-format, ... (cmd_status.go)
 	return append(flags, modelCacheFlags()...) // --quantize, --min-cosine, --allow-degraded (cmd_models.go)
@@ -128,12 +124,7 @@ func checkTuning(c *cli.Context, name string, o *job.Options) error {
 	default:
 		o.DeadlinePerToken = per
 	}
-	if o.Chaos != "" {
-		if _, err := engine.ParseChaos(o.Chaos); err != nil {
-			return usageError{fmt.Errorf("%s: --chaos: %w", name, err)}
-		}
-	}
-	return nil
+	return checkChaos(c, name)
 }
 
 // shardOptionsFrom reads --shard: the part of the inputs, and the part's
@@ -197,27 +188,6 @@ func defaultOutput(inputs []string, suffix string) string {
 		base = strings.TrimSuffix(base, ext)
 	}
 	return base + suffix
-}
-
-// workerCommand sets the command that starts workers and the library their
-// engine needs for a model of format: llama.cpp for GGUF, ONNX Runtime for
-// ONNX, found before any worker starts.
-func workerCommand(c *cli.Context, o *job.Options, format string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the synapse executable for workers: %w", err)
-	}
-	o.Worker = []string{self, "worker"}
-	lib, flag := engine.LlamaLib, c.String("llama-lib")
-	if format == artifact.FormatONNX {
-		lib, flag = engine.ORTLib, c.String("ort-lib")
-	}
-	place, err := findLib(lib, flag)
-	if err != nil {
-		return err
-	}
-	o.Env = append(o.Env, lib.Env+"="+place.Path)
-	return nil
 }
 
 // parseShard reads "I/N" with 0 ≤ I < N, or "auto/N" with I from the
@@ -289,9 +259,11 @@ func prepare(c *cli.Context, j jobSpec) error {
 	if err != nil {
 		return err
 	}
-	if err := workerCommand(c, o, m.Format); err != nil {
+	w, err := workersFor(c, m.Format) // workers.go
+	if err != nil {
 		return err
 	}
+	o.Worker, o.Env = w.command, append(o.Env, w.env...)
 	if o.Artifact, err = quantized(c, m, o); err != nil { // --quantize (models.go)
 		return err
 	}

@@ -71,43 +71,29 @@ measured against their source on --sample (cosines, speed ratio).`,
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
 			&cli.IntFlag{Name: "threads", Usage: "llama.cpp (or ONNX Runtime intra-op) threads in the worker", DefaultText: "all cores"},
 			modelsDirFlag(),
-			&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries (GGUF models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
-			&cli.StringFlag{Name: "ort-lib", Usage: "`DIR` of ONNX Runtime's libonnxruntime.so.1 (ONNX models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
-			&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+			llamaLibFlag(), ortLibFlag(), chaosFlag(),
 		},
 		Action: modelsAdd,
 	}
 }
 
 // ingestOptions are the worker and store settings of a models command on
-// the model ref: the library its workers need is llama.cpp's for GGUF, ONNX
+// the model ref: its workers get llama.cpp's library for GGUF, ONNX
 // Runtime's for ONNX.
 func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Writer) (ingest.Options, error) {
-	self, err := os.Executable()
+	w, err := workersFor(c, ingest.FormatOf(s, ref))
 	if err != nil {
-		return ingest.Options{}, fmt.Errorf("models: find the synapse executable for workers: %w", err)
+		return ingest.Options{}, err
 	}
-	o := ingest.Options{Store: s, Worker: []string{self, "worker"}, Threads: c.Int("threads"), Version: version,
-		Chaos: c.String("chaos"), Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}
-	if o.Chaos != "" {
-		if _, err := engine.ParseChaos(o.Chaos); err != nil {
-			return o, usageError{fmt.Errorf("models add: --chaos: %w", err)}
-		}
-		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", o.Chaos)
+	if w.chaos != "" {
+		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", w.chaos)
 	}
-	lib, flag := engine.LlamaLib, c.String("llama-lib")
-	if ingest.FormatOf(s, ref) == artifact.FormatONNX {
-		lib, flag = engine.ORTLib, c.String("ort-lib")
-	}
-	place, err := findLib(lib, flag)
-	if err != nil {
-		return o, err
-	}
-	o.Env = append(o.Env, lib.Env+"="+place.Path)
-	return o, nil
+	return ingest.Options{Store: s, Worker: w.command, Env: w.env, Chaos: w.chaos, Threads: c.Int("threads"), Version: version,
+		Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}, nil
 }
 
-func modelsAdd(c *cli.Context) error {
+// checkAddFlags checks models add's flags before anything is touched.
+func checkAddFlags(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("models add: want one FILE.gguf, ONNX model directory or FILE.onnx argument, got %d", c.NArg())
 	}
@@ -116,6 +102,16 @@ func modelsAdd(c *cli.Context) error {
 	}
 	if mc := c.Float64("min-cosine"); c.IsSet("min-cosine") && (mc <= -1 || mc > 1) {
 		return usagef("models add: --min-cosine %g: want a cosine in (-1, 1]", mc)
+	}
+	if c.String("quantize") == "" && (c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds")) {
+		return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
+	}
+	return checkChaos(c, "models add")
+}
+
+func modelsAdd(c *cli.Context) error {
+	if err := checkAddFlags(c); err != nil {
+		return err
 	}
 	s, err := openStore(c)
 	if err != nil {
@@ -127,9 +123,6 @@ func modelsAdd(c *cli.Context) error {
 		return err
 	}
 	if c.String("quantize") == "" {
-		if c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds") {
-			return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
-		}
 		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
 		if err != nil {
 			return addError(err)
@@ -163,8 +156,7 @@ func modelsAdd(c *cli.Context) error {
 	return nil
 }
 
-// quantizeOptions reads --quantize, checked for a model of format, and the
-// measurement flags.
+// quantizeOptions reads --quantize and the measurement flags.
 func quantizeOptions(c *cli.Context, format string) (ingest.QuantizeOptions, error) {
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine"), Rounds: c.Int("rounds")}
 	if _, err := ingest.ParseTarget(format, q.FType); err != nil {

@@ -45,8 +45,9 @@ type Options struct {
 	BatchTokens int // token budget of one request; 0 = the kind's default
 	Workers     int // worker processes; 0 = from the core count
 	Threads     int // engine threads per worker; 0 = cores / workers
-	// Deadline is the base deadline of a request (0 = 60s); DeadlinePerToken
-	// is added for each token of the request (0 = 20ms; negative = nothing).
+	// Deadline is the base deadline of a request (0 = DefaultDeadline);
+	// DeadlinePerToken is added for each token of the request (0 =
+	// DefaultDeadlinePerToken; negative = nothing).
 	Deadline, DeadlinePerToken time.Duration
 	// DeadlineStretch bounds how far deadlines stretch after timeouts (0 =
 	// DefaultDeadlineStretch; 1 = never).
@@ -241,11 +242,11 @@ func (r *runner) defaults() {
 		}
 	}
 	if o.Deadline <= 0 {
-		o.Deadline = 60 * time.Second
+		o.Deadline = DefaultDeadline
 	}
 	switch {
 	case o.DeadlinePerToken == 0:
-		o.DeadlinePerToken = 20 * time.Millisecond
+		o.DeadlinePerToken = DefaultDeadlinePerToken
 	case o.DeadlinePerToken < 0:
 		o.DeadlinePerToken = 0
 	}
