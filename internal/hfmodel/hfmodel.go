@@ -29,6 +29,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/synapse-embed/synapse/internal/wire"
 )
 
 // DefaultGraph is the graph a directory resolves to.
@@ -216,11 +218,11 @@ func (c Config) ContextLength() int {
 	return max(n, 0)
 }
 
-// Pooling names as LOAD's runtime_config carries them.
+// Pooling names as LOAD's runtime_config carries them (package wire).
 const (
-	PoolingMean = "mean"
-	PoolingCLS  = "cls"
-	PoolingLast = "last"
+	PoolingMean = wire.PoolingMean
+	PoolingCLS  = wire.PoolingCLS
+	PoolingLast = wire.PoolingLast
 )
 
 // ReadPooling returns the pooling a sentence-transformers pooling config
