@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/onnx"
 	"github.com/synapse-embed/synapse/internal/tokenize"
@@ -68,6 +69,10 @@ type Artifact struct {
 	Entry *modelcache.Entry
 	// ONNX is the graph's inputs, outputs and opsets (nil for other formats).
 	ONNX *onnx.Info
+	// Chain is an ONNX model directory's sentence-transformers modules,
+	// max_seq_length and prompts (zero for other formats and plain
+	// directories); see hfmodel.Chain.
+	Chain hfmodel.Chain
 }
 
 // Open reads the model ref names, with default Options: its metadata, its

@@ -133,8 +133,11 @@ func (m *Mux) Generate(ctx context.Context, ref string, prompt []int32, opt Gene
 
 // Extensions implements Extender: GENERATE.sampling, which the llama.cpp
 // engine serves (the ONNX engine does not generate at all), and
-// QUANTIZE.onnx (Quantize).
-func (m *Mux) Extensions() []string { return []string{wire.ExtSampling, wire.ExtQuantizeONNX} }
+// QUANTIZE.onnx (Quantize) and LOAD.st_modules, which the ONNX engine
+// serves.
+func (m *Mux) Extensions() []string {
+	return []string{wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}
+}
 
 // Tokenize runs on the engine that loaded the model.
 func (m *Mux) Tokenize(ctx context.Context, ref, text string, addSpecial, parseSpecial bool) ([]int32, error) {

@@ -19,7 +19,8 @@ type onnxModel struct {
 	sess      *ort.DynamicAdvancedSession
 	plan      graphPlan
 	cfg       onnxConfig
-	defPool   string
+	useGraph  bool         // the default is the graph's sentence_embedding (it holds the chain)
+	chain     onnxChain    // applied to last_hidden_state otherwise
 	nVocab    int          // from config.json; 0 when unknown
 	width     []int        // last dimension of each output
 	ce        crossEncoder // how pairs are built and scored (loaded with pooling rank)
@@ -37,15 +38,16 @@ func (m *onnxModel) free() {
 	}
 }
 
-// dims is the width of the vectors a pooling gives.
-func (m *onnxModel) dims(pool string) int {
-	switch pool {
-	case poolModel:
-		return m.width[m.plan.pooled]
-	case PoolingRank:
+// dims is the width of the vectors the graph's sentence_embedding (useGraph)
+// or chain ch gives; a cross-encoder's, its logits' width.
+func (m *onnxModel) dims(useGraph bool, ch onnxChain) int {
+	switch {
+	case m.plan.logits >= 0:
 		return m.width[m.plan.logits]
+	case useGraph:
+		return m.width[m.plan.pooled]
 	}
-	return m.width[m.plan.hidden]
+	return ch.dims(m.width[m.plan.hidden])
 }
 
 // probe runs one one-token sequence with outputs ONNX Runtime allocates, and
@@ -154,14 +156,17 @@ func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, s
 	if m.plan.logits >= 0 {
 		return nil, 0, wire.Errorf(wire.CodeUnsupported, "model %s is a cross-encoder (loaded with pooling rank): it answers RERANK, not EMBED_BATCH", ref)
 	}
-	pool := m.defPool
+	useGraph, ch := m.useGraph, m.chain
 	switch pooling {
 	case PoolingDefault:
 	case PoolingMean, PoolingCLS, PoolingLast:
 		if m.plan.hidden < 0 {
 			return nil, 0, wire.Errorf(wire.CodeUnsupported, "pooling %s: model %s outputs only sentence_embedding (its own pooling)", pooling, ref)
 		}
-		pool = pooling
+		useGraph, ch = false, ch.withPooling(pooling)
+		if err := ch.check(m.path, m.width[m.plan.hidden]); err != nil {
+			return nil, 0, wire.Errorf(wire.CodeBadRequest, "pooling %s: %w", pooling, err)
+		}
 	default:
 		return nil, 0, wire.Errorf(wire.CodeBadRequest, "pooling %q: EMBED_BATCH on an ONNX model takes \"\", mean, cls or last", pooling)
 	}
@@ -170,13 +175,13 @@ func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, s
 			return nil, 0, wire.Errorf(wire.CodeBadRequest, "sequence %d: %w", i, err)
 		}
 	}
-	dims := m.dims(pool)
+	dims := m.dims(useGraph, ch)
 	out := make([]float32, len(seqs)*dims)
 	for _, run := range m.runs(seqs) {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, wire.Errorf(wire.CodeInternal, "embed: %w", err)
 		}
-		if err := m.run(seqs, run, pool, dims, out); err != nil {
+		if err := m.run(seqs, run, useGraph, ch, dims, out); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -233,8 +238,9 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 }
 
 // run evaluates the sequences idx (all of one length) in one ONNX Runtime
-// run and writes their pooled vectors to out.
-func (m *onnxModel) run(seqs [][]int32, idx []int, pool string, dims int, out []float32) error {
+// run and writes their vectors to out: the graph's sentence_embedding
+// (useGraph) or chain ch over its last_hidden_state.
+func (m *onnxModel) run(seqs [][]int32, idx []int, useGraph bool, ch onnxChain, dims int, out []float32) error {
 	n, l := len(idx), len(seqs[idx[0]])
 	ins, err := m.inputs(n, l, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
 	defer destroyAll(ins)
@@ -260,36 +266,15 @@ func (m *onnxModel) run(seqs [][]int32, idx []int, pool string, dims int, out []
 		return classifyORTRun(err, n, l)
 	}
 	for i, s := range idx {
-		m.pool(pool, i, l, out[s*dims:(s+1)*dims])
+		dst := out[s*dims : (s+1)*dims]
+		if useGraph {
+			copy(dst, m.outs[m.plan.pooled][i*dims:(i+1)*dims])
+			continue
+		}
+		w := m.width[m.plan.hidden]
+		ch.apply(m.outs[m.plan.hidden][i*l*w:(i+1)*l*w], l, w, dst)
 	}
 	return nil
-}
-
-// pool writes sequence i's pooled vector of a run of sequences of l tokens.
-func (m *onnxModel) pool(pool string, i, l int, dst []float32) {
-	if pool == poolModel {
-		w := m.width[m.plan.pooled]
-		copy(dst, m.outs[m.plan.pooled][i*w:(i+1)*w])
-		return
-	}
-	w := m.width[m.plan.hidden]
-	h := m.outs[m.plan.hidden][i*l*w : (i+1)*l*w]
-	switch pool {
-	case PoolingCLS:
-		copy(dst, h[:w])
-	case PoolingLast:
-		copy(dst, h[(l-1)*w:])
-	default: // mean: every token counts (the mask is all ones)
-		sum := make([]float64, w)
-		for j := range l {
-			for d, x := range h[j*w : (j+1)*w] {
-				sum[d] += float64(x)
-			}
-		}
-		for d := range dst {
-			dst[d] = float32(sum[d] / float64(l))
-		}
-	}
 }
 
 // classifyORTRun turns a failed run into an error code: an index out of

@@ -31,7 +31,7 @@ func (p *graphPlan) planLogits(files hfmodel.Files, info *onnx.Info) error {
 	if !out.Tensor || out.Elem != onnx.Float || len(out.Dims) != 2 {
 		return wire.Errorf(wire.CodeUnsupported, "%s: output %s: want a float32 tensor [batch, labels]", files.Graph, out)
 	}
-	p.outputs, p.logits, p.defPool = []string{"logits"}, 0, PoolingRank
+	p.outputs, p.logits = []string{"logits"}, 0
 	return nil
 }
 

@@ -39,6 +39,10 @@ type EmbedOptions struct {
 	Deleted string
 	// Dedup embeds a text once per packing group (see incSource).
 	Dedup bool
+	// PromptName names a prompt of the model's
+	// config_sentence_transformers.json to put in front of every document;
+	// "" takes its default_prompt_name unless Read.Prefix is set.
+	PromptName string
 }
 
 // EmbedFormats are the output formats of an embedding job.
@@ -65,6 +69,10 @@ func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
 }
 
 func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
+	st, err := o.sentenceTransformers(r.model)
+	if err != nil {
+		return err
+	}
 	ch, err := o.chunking(r.model)
 	if err != nil {
 		return err
@@ -83,7 +91,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 		r.closer = append(r.closer, prev.Close)
 	}
 	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
-	if err := r.load(ctx, wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true}); err != nil {
+	rc := wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true, STModules: r.model.Chain.String()}
+	if err := r.load(ctx, rc); err != nil {
+		return err
+	}
+	if err := st.checkWorkers(r); err != nil {
 		return err
 	}
 	dims := r.loaded.Dims
@@ -95,11 +107,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	}
 	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
 	if prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims)); err != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st)); err != nil {
 			return err
 		}
 	}
-	schema := dataio.EmbedSchema(dims, o.metadata(r.model, ch, dims))
+	schema := dataio.EmbedSchema(dims, o.metadata(r.model, ch, dims, st))
 	r.extra = inc.counts
 	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return err
@@ -119,7 +131,7 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	if err == nil && prev != nil {
 		err = inc.finish(r)
 	}
-	r.sum.Lines = inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)
+	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
 	return err
 }
 
@@ -199,6 +211,12 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
 	if ch.Window <= 0 {
 		ch.Window = room
+		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
+			ch.Window = min(room, msl-len(pre)-len(suf))
+		}
+		if ch.Window <= 0 {
+			return ch, configErrorf("%s: max_seq_length %d leaves no room beside %d special tokens", m.Name, m.Chain.MaxSeqLength, len(pre)+len(suf))
+		}
 	}
 	if ch.Window > room {
 		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
@@ -211,15 +229,16 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 
 // metadata is the output's schema metadata: what decides the vectors, and
 // what decides which rows a run covers (a resume with others is refused).
-func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map[string]string {
+func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun) map[string]string {
 	meta := commonMetadata(&o.Options, m)
 	pooling := o.Pooling
 	if pooling == "" {
 		pooling = m.Pooling
 	}
-	for k, v := range o.settings(m, ch, dims).Metadata() {
+	for k, v := range o.settings(m, ch, dims, st).Metadata() {
 		meta[k] = v
 	}
+	st.metadata(meta)
 	for k, v := range map[string]string{
 		"synapse.pooling":       pooling,
 		"synapse.normalize":     strconv.FormatBool(o.Normalize),
@@ -234,13 +253,13 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map
 }
 
 // settings are the run's VectorSettings.
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int) VectorSettings {
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun) VectorSettings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
 	return VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
-		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims}
+		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 }
 
 // embedKind embeds documents chunk by chunk.

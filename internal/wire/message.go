@@ -40,6 +40,9 @@ const (
 	// ExtQuantizeONNX: the worker answers QUANTIZE with "format": "onnx"
 	// (an ONNX graph quantized to "int8").
 	ExtQuantizeONNX = "QUANTIZE.onnx"
+	// ExtSTModules: the ONNX engine applies an ONNX model directory's
+	// sentence-transformers modules (LOAD's st_modules).
+	ExtSTModules = "LOAD.st_modules"
 )
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
@@ -99,6 +102,12 @@ type RuntimeConfig struct {
 	// VocabOnly (extension) loads the vocabulary alone, no weights and no
 	// context: the model serves TOKENIZE only. The other fields must be zero.
 	VocabOnly bool `json:"vocab_only,omitempty"`
+	// STModules (extension "LOAD.st_modules") is the sentence-transformers
+	// chain the module read in an ONNX model directory and expects the
+	// worker to apply after the graph (hfmodel.Chain.String: "Pooling(mean)
+	// + Dense(384->256 tanh bias sha256:…) + Normalize"); a worker that
+	// reads other modules there refuses the LOAD (artifact_invalid).
+	STModules string `json:"st_modules,omitempty"`
 }
 
 // Load asks the worker to load a model artifact.
