@@ -12,11 +12,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/ingest"
 	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/modelcache"
+	"github.com/synapse-embed/synapse/internal/onnx"
 )
 
 func modelsCommand() *cli.Command {
@@ -382,7 +382,7 @@ func modelCacheFlags() []cli.Flag {
 
 // checkModelFlags checks the model cache flags of a job command.
 func checkModelFlags(c *cli.Context, name string) error {
-	if q := c.String("quantize"); q != "" && !strings.EqualFold(q, engine.FTypeInt8) { // int8 is for ONNX models, checked with the model
+	if q := c.String("quantize"); q != "" && !strings.EqualFold(q, onnx.FTypeInt8) { // int8 is for ONNX models, checked with the model
 		if _, err := gguf.ParseFileType(q); err != nil {
 			return usagef("%s: --quantize: %v (or int8 for an ONNX model)", name, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/modelcache"
@@ -152,10 +151,10 @@ type Target struct {
 // "int8" for ONNX (the dynamically quantized graph, onnx.QuantizeDynamic).
 func ParseTarget(format, s string) (Target, error) {
 	if format == artifact.FormatONNX {
-		if !strings.EqualFold(s, engine.FTypeInt8) {
+		if !strings.EqualFold(s, onnx.FTypeInt8) {
 			return Target{}, fmt.Errorf("%q: an ONNX model is quantized to int8 (int8 MatMul and Gemm weights, activations quantized at run time)", s)
 		}
-		return Target{Format: format, Label: "INT8", Wire: engine.FTypeInt8}, nil
+		return Target{Format: format, Label: "INT8", Wire: onnx.FTypeInt8}, nil
 	}
 	ft, err := gguf.ParseFileType(s)
 	if err != nil {

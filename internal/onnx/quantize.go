@@ -35,6 +35,11 @@ import (
 // uses are dropped. Nodes inside subgraphs (If, Loop, Scan) are not
 // rewritten.
 
+// FTypeInt8 is the one target an ONNX graph is quantized to (QUANTIZE's
+// ftype, --quantize int8): int8 weights of its MatMul and Gemm layers,
+// activations quantized at run time.
+const FTypeInt8 = "int8"
+
 // ErrCannotQuantize marks a model QuantizeDynamic does not rewrite: nothing
 // eligible, external data, an opset below 11, a graph quantized already.
 var ErrCannotQuantize = errors.New("cannot quantize this ONNX model")
