@@ -9,8 +9,8 @@ import (
 	"github.com/synapse-embed/synapse/internal/job"
 )
 
-func init() {
-	register(&cli.Command{
+func embedCommand() *cli.Command {
+	return &cli.Command{
 		Name:      "embed",
 		Usage:     "embed every document of Parquet or JSONL files into an Arrow (or Parquet) file of vectors",
 		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
@@ -22,7 +22,7 @@ func init() {
 			}
 			return runJob(c, &o.Options, words{verb: "embedding", done: "embedded", items: "chunks"}, func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) })
 		},
-	})
+	}
 }
 
 func embedFlags() []cli.Flag {

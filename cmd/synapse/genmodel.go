@@ -13,8 +13,8 @@ import (
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 )
 
-func init() {
-	register(&cli.Command{
+func genModelCommand() *cli.Command {
+	return &cli.Command{
 		Name:   "gen-model",
 		Usage:  "write a small random-weight GGUF model for tests, benchmarks and the demo (internal)",
 		Hidden: true,
@@ -38,7 +38,7 @@ func init() {
 				seed: c.Uint64("seed"), out: c.String("out"), weights: c.String("weights"),
 			})
 		},
-	})
+	}
 }
 
 type genModelConfig struct {

@@ -15,7 +15,7 @@ import (
 // (a "(default: …)" in the usage string and another from the flag's value).
 func TestHelpSaysEachDefaultOnce(t *testing.T) {
 	names := []string{""}
-	for _, c := range commands {
+	for _, c := range commands() {
 		names = append(names, c.Name)
 	}
 	for _, name := range names {

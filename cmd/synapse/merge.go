@@ -10,16 +10,16 @@ import (
 	"github.com/synapse-embed/synapse/internal/dataio"
 )
 
-func init() {
-	register(&cli.Command{
+func mergeCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "merge",
 		Usage: "put the parts of a sharded run together: one output and one errors file, as a single run writes them",
 		Description: `synapse merge OUT.arrow reads the manifests OUT.shard-I-of-N.json of a run made with --shard I/N -o OUT.arrow,
-checks that all N shards are done (exit 1 naming the missing ones: run them again), that they are parts of one job
-(the same command, model, settings, inputs and N) and that their parts cover the inputs without gap or overlap
-(exit 2 otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
-.arrow, .parquet, .jsonl, .trec) and their errors files into one, with the single run's row indexes and lines.
-Parts can also be named explicitly: synapse merge PART... -o OUT.`,
+	checks that all N shards are done (exit 1 naming the missing ones: run them again), that they are parts of one job
+	(the same command, model, settings, inputs and N) and that their parts cover the inputs without gap or overlap
+	(exit 2 otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
+	.arrow, .parquet, .jsonl, .trec) and their errors files into one, with the single run's row indexes and lines.
+	Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 		ArgsUsage: "OUT.EXT | PART...",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the merged `FILE`", DefaultText: "OUT.EXT"},
@@ -64,7 +64,7 @@ Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // shardPart matches a part file's name.

@@ -18,19 +18,19 @@ import (
 	"github.com/synapse-embed/synapse/internal/modelcache"
 )
 
-func init() {
+func modelsCommand() *cli.Command {
 	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsRmCommand(), modelsVerifyCommand()}
 	for _, c := range subs {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 	}
-	register(&cli.Command{
+	return &cli.Command{
 		Name:  "models",
 		Usage: "the model cache: add (and quantize) models once, list, verify and remove them",
 		Description: `Models are kept once, under their SHA-256, in $SYNAPSE_MODELS, else
 $XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); -m in every command
 takes a file, a cached model's name or a digest prefix.`,
 		Subcommands: subs,
-	})
+	}
 }
 
 // modelsDirFlag selects the store.

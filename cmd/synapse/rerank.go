@@ -10,21 +10,21 @@ import (
 	"github.com/synapse-embed/synapse/internal/job"
 )
 
-func init() {
-	register(&cli.Command{
+func rerankCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "rerank",
 		Usage: "score query–candidate lists with a cross-encoder into a ranked Arrow, Parquet, JSONL or TREC run file",
 		Description: `Inputs, Parquet or JSONL (- for stdin, .gz):
-  grouped      one row per query: {"query_id", "query", "candidates": [{"id", "text", "title"?, "score"?}, …]}
-  flat pairs   one row per pair: {"query_id", "query", "doc_id", "text", "title"?, "score"?};
-               consecutive rows with the same query_id form one list
-or a first-stage run with --run RUN --queries QUERIES --corpus CORPUS (BEIR layout: _id, text, corpus title):
-the top --depth candidates of each query are scored.
+	  grouped      one row per query: {"query_id", "query", "candidates": [{"id", "text", "title"?, "score"?}, …]}
+	  flat pairs   one row per pair: {"query_id", "query", "doc_id", "text", "title"?, "score"?};
+	               consecutive rows with the same query_id form one list
+	or a first-stage run with --run RUN --queries QUERIES --corpus CORPUS (BEIR layout: _id, text, corpus title):
+	the top --depth candidates of each query are scored.
 
-The worker builds each pair with the model's own layout; a pair longer than the context keeps the whole query and
-cuts the document (truncated: true). Every candidate is scored; --top-n only trims what is written. Rows: query_id,
-doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncated. A .trec/.run output is
-"qid Q0 docid rank score tag" by rank, the tag being the model's name.`,
+	The worker builds each pair with the model's own layout; a pair longer than the context keeps the whole query and
+	cuts the document (truncated: true). Every candidate is scored; --top-n only trims what is written. Rows: query_id,
+	doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncated. A .trec/.run output is
+	"qid Q0 docid rank score tag" by rank, the tag being the model's name.`,
 		ArgsUsage: "[INPUT...] (or --run with --queries and --corpus)",
 		Flags:     rerankFlags(),
 		Action: func(c *cli.Context) error {
@@ -40,7 +40,7 @@ doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncat
 			}
 			return err
 		},
-	})
+	}
 }
 
 func rerankFlags() []cli.Flag {

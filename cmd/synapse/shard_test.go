@@ -13,8 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/testmodels"
@@ -122,26 +120,6 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 	}
 }
 
-// writeRecordGroups writes rec as Parquet with row groups of the given length.
-func writeRecordGroups(t *testing.T, path string, rec arrow.RecordBatch, rowGroup int64) {
-	t.Helper()
-	defer rec.Release()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := newParquetWriter(f, rec.Schema(), rowGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestShardFlags: --shard auto/N takes I from the scheduler's environment;
 // shards write parts merge can read; --max-error-rate turns exit 3 into 0.
 func TestShardFlags(t *testing.T) {
@@ -204,10 +182,4 @@ func TestShardFlags(t *testing.T) {
 	if _, err := os.Stat(one); err != nil {
 		t.Errorf("merge of one shard: %v", err)
 	}
-}
-
-// newParquetWriter writes Parquet with the given row group length.
-func newParquetWriter(f *os.File, sc *arrow.Schema, rowGroup int64) (*pqarrow.FileWriter, error) {
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rowGroup))
-	return pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
 }

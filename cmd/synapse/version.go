@@ -12,8 +12,8 @@ import (
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
-func init() {
-	register(&cli.Command{
+func versionCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "version",
 		Usage: "print synapse's version, its worker protocol version and the llama.cpp libraries it would use",
 		Flags: []cli.Flag{
@@ -23,8 +23,7 @@ func init() {
 			printVersion(c.App.Writer, c.String("llama-lib"))
 			return nil
 		},
-	})
-	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer, "") }
+	}
 }
 
 // printVersion writes synapse's version, the protocol version and where the

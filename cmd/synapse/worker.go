@@ -22,8 +22,9 @@ import (
 // handshakeTimeout bounds the wait for HELLO_ACK.
 const handshakeTimeout = 30 * time.Second
 
-func init() {
-	register(&cli.Command{
+// workerCmd is the hidden command a supervised worker process runs.
+func workerCmd() *cli.Command {
+	return &cli.Command{
 		Name:   "worker",
 		Usage:  "serve protocol v1 requests for a supervising synapse process (internal)",
 		Hidden: true,
@@ -45,7 +46,7 @@ func init() {
 				stderr: c.App.ErrWriter,
 			})
 		},
-	})
+	}
 }
 
 type workerConfig struct {
