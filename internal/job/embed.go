@@ -174,7 +174,7 @@ func (inc *incRun) finish(r *runner) error {
 		inc.counts.Deleted = -1
 		return nil
 	}
-	n, err := writeDeleted(inc.prev, inc.o.Deleted)
+	n, err := writeDeleted(r.ctx, inc.prev, inc.o.Deleted)
 	inc.counts.Deleted = n
 	return err
 }

@@ -296,7 +296,13 @@ func Expand(ctx context.Context, url string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, opError("list", url, errors.New("no object matches"))
+		return nil, opError("list", url, ErrNoMatch)
 	}
 	return out, nil
 }
+
+// ErrNoMatch: a glob or prefix names no object.
+var ErrNoMatch = errors.New("no object matches")
+
+// NoMatch reports whether err is an Expand that found nothing.
+func NoMatch(err error) bool { return errors.Is(err, ErrNoMatch) }
