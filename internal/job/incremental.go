@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/dataio/record"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/previous"
 )
 
