@@ -16,6 +16,7 @@ var permanentCodes = map[string]string{
 	"NoSuchBucket":                 "no such bucket",
 	"NoSuchKey":                    "no such key",
 	"NotFound":                     "not found",
+	"Forbidden":                    "access denied, or the credentials are refused",
 	"AccessDenied":                 "access denied",
 	"AllAccessDisabled":            "access denied",
 	"InvalidAccessKeyId":           "the access key id is not known to the server",
@@ -36,8 +37,9 @@ func Permanent(err error) bool {
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
-		_, ok := permanentCodes[ae.ErrorCode()]
-		return ok
+		if _, ok := permanentCodes[ae.ErrorCode()]; ok {
+			return true
+		}
 	}
 	var re *smithyhttp.ResponseError
 	if errors.As(err, &re) {

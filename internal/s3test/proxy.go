@@ -1,6 +1,7 @@
 package s3test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -20,7 +21,7 @@ type Proxy struct {
 	srv   *http.Server
 	mu    sync.Mutex
 	match func(*http.Request) bool
-	act   func()
+	act   func() int
 	fired atomic.Bool
 }
 
@@ -41,7 +42,12 @@ func (s *Server) Proxy(t testing.TB) *Proxy {
 		p.mu.Unlock()
 		if match != nil {
 			p.fired.Store(true)
-			act()
+			if status := act(); status != 0 {
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(status)
+				fmt.Fprintf(w, "<Error><Code>%s</Code><Message>drill</Message></Error>", http.StatusText(status))
+				return
+			}
 			panic(http.ErrAbortHandler) // the connection is cut, no response
 		}
 		rp.ServeHTTP(w, r)
@@ -58,6 +64,16 @@ func (s *Server) Proxy(t testing.TB) *Proxy {
 
 // Arm makes the next request matching match run act and be cut.
 func (p *Proxy) Arm(match func(*http.Request) bool, act func()) {
+	p.arm(match, func() int { act(); return 0 })
+}
+
+// ArmStatus makes the next request matching match get an S3 error answer
+// with this HTTP status (503: the server is busy, "slow down").
+func (p *Proxy) ArmStatus(match func(*http.Request) bool, status int) {
+	p.arm(match, func() int { return status })
+}
+
+func (p *Proxy) arm(match func(*http.Request) bool, act func() int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.match, p.act = match, act

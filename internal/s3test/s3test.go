@@ -21,8 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-
-	"github.com/synapse-embed/synapse/internal/testenv"
 )
 
 // Version is the versitygw release `make s3-server` builds (Makefile VERSITYGW_VERSION).
@@ -49,9 +47,13 @@ type Server struct {
 	logPath  string
 }
 
+// RequireEnv names the variable that, set to 1, turns a missing server
+// into a test failure instead of a skip (`make test-s3` sets it).
+const RequireEnv = "SYNAPSE_S3_TEST"
+
 // binary finds the server: $SYNAPSE_S3_SERVER, else the checkout's cache.
-// Missing, the test is skipped as fixture tests are (failed with
-// SYNAPSE_REQUIRE_FIXTURES=1).
+// When it is not built the test is skipped, saying so (the skip summary of
+// `make test` counts it), unless SYNAPSE_S3_TEST=1: then it fails.
 func binary(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv(BinaryEnv)
@@ -60,7 +62,11 @@ func binary(t testing.TB) string {
 		bin = filepath.Join(filepath.Dir(file), "..", "..", ".cache", "versitygw", Version, "versitygw")
 	}
 	if _, err := os.Stat(bin); err != nil {
-		testenv.MissingFixture(t, "the S3 test server (versitygw %s) is not built: run make s3-server (%v)", Version, err)
+		msg := fmt.Sprintf("S3 test: the S3 test server (versitygw %s) is not built: `make test-s3` builds it and runs these tests (%v)", Version, err)
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s (%s=1)", msg, RequireEnv)
+		}
+		t.Skip(msg)
 	}
 	return bin
 }
@@ -99,7 +105,7 @@ func (s *Server) start() error {
 	}
 	defer log.Close()
 	cmd := exec.Command(s.bin, "--access", AccessKey, "--secret", SecretKey, "--region", Region,
-		"--port", s.addr, "--quiet", "posix", "--nometa", s.Dir)
+		"--port", s.addr, "--quiet", "posix", s.Dir)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("s3test: start %s: %w", s.bin, err)
