@@ -50,7 +50,7 @@ func modelsAddCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "add",
 		Usage:     "validate a GGUF model (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
-		ArgsUsage: "FILE.gguf (with --quantize, also a cached NAME)",
+		ArgsUsage: "FILE.gguf or s3://BUCKET/KEY.gguf (copied locally first; an ONNX directory as s3://BUCKET/PREFIX/) (with --quantize, also a cached NAME)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
 			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this file `TYPE`: " + strings.Join(gguf.FileTypeNames(), ", ")},
@@ -107,7 +107,12 @@ func modelsAdd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ref, w := c.Args().First(), c.App.Writer
+	ref, cleanup, err := fetchModel(c.Context, c.Args().First()) // s3://: a local copy (objects.go)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	w := c.App.Writer
 	if c.String("quantize") == "" {
 		if c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds") {
 			return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")

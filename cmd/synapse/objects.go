@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -29,6 +34,9 @@ func checkpointDirFlag() cli.Flag {
 func expandObjects(ctx context.Context, what string, names []string) ([]string, error) {
 	var out []string
 	for _, name := range names {
+		if err := objstore.CheckScheme(name); err != nil {
+			return nil, usagef("%s: %v", what, err)
+		}
 		if !objstore.IsURL(name) {
 			out = append(out, name)
 			continue
@@ -94,6 +102,76 @@ func checkObjectBucket(ctx context.Context, what, name string) error {
 		return usagef("%s: %v", what, err)
 	case err != nil:
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// fetchModel copies a model in a bucket — a GGUF or .onnx object, or an
+// ONNX model directory given as a prefix ending in "/" — into a private
+// temporary directory for `models add`, which stores its own copy of what
+// it adds; cleanup removes the copy. A local ref is returned as it is.
+func fetchModel(ctx context.Context, ref string) (local string, cleanup func(), err error) {
+	if err := objstore.CheckScheme(ref); err != nil {
+		return "", nil, usagef("models add: %v", err)
+	}
+	if !objstore.IsURL(ref) {
+		return ref, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "synapse-model-*")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	dir := strings.HasSuffix(ref, "/")
+	var keys []string
+	if dir {
+		keys, err = objstore.List(ctx, ref)
+		if err == nil && len(keys) == 0 {
+			err = fmt.Errorf("%s: %w", ref, objstore.ErrNoMatch)
+		}
+	} else {
+		keys = []string{ref}
+	}
+	for _, k := range keys {
+		if err != nil {
+			break
+		}
+		rel := path.Base(k)
+		if dir {
+			rel = strings.TrimPrefix(k, ref)
+		}
+		err = download(ctx, k, filepath.Join(tmp, "model", filepath.FromSlash(rel)))
+	}
+	if err != nil {
+		cleanup()
+		if objstore.Permanent(err) || objstore.NoMatch(err) {
+			return "", nil, usagef("models add: %v", err)
+		}
+		return "", nil, fmt.Errorf("models add: %w", err)
+	}
+	if dir {
+		return filepath.Join(tmp, "model"), cleanup, nil
+	}
+	return filepath.Join(tmp, "model", path.Base(ref)), cleanup, nil
+}
+
+// download copies an object to a new local file (0600), streaming.
+func download(ctx context.Context, url, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	in, err := objstore.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err = errors.Join(err, out.Close()); err != nil {
+		return fmt.Errorf("download %s: %w", url, err)
 	}
 	return nil
 }

@@ -22,8 +22,8 @@ import (
 // End-to-end tests of inputs and outputs in object storage, against a real
 // S3-compatible server (versitygw, internal/s3test) started per test.
 
-// download writes an object to a local file of the same base name.
-func download(t *testing.T, srv *s3test.Server, bucket, key string) string {
+// fetchObject writes an object to a local file of the same base name.
+func fetchObject(t *testing.T, srv *s3test.Server, bucket, key string) string {
 	t.Helper()
 	b, ok := srv.Get(t, bucket, key)
 	if !ok {
@@ -63,7 +63,7 @@ func TestS3Embed(t *testing.T) {
 	wantErrs := strings.ReplaceAll(string(localErrs), `"`+dir+"/", `"s3://corpus/in/`)
 	same := func(t *testing.T, key string) {
 		t.Helper()
-		_, got := readOutput(t, download(t, srv, "out", key))
+		_, got := readOutput(t, fetchObject(t, srv, "out", key))
 		sameRows(t, "s3://out/"+key+" vs the local run", got, want)
 		if errs, _ := srv.Get(t, "out", key+".errors.jsonl"); string(errs) != wantErrs || wantErrs == "" {
 			t.Errorf("s3://out/%s.errors.jsonl:\n%s\nwant (the local run's):\n%s", key, errs, wantErrs)
@@ -112,7 +112,7 @@ func TestS3Embed(t *testing.T) {
 			words []string
 		}{
 			{"wrong secret", []string{"AWS_SECRET_ACCESS_KEY=wrong"}, []string{"s3://corpus/in/a.jsonl", "-o", filepath.Join(dir, "x.arrow")},
-				[]string{"s3://corpus/in/a.jsonl", "signature"}},
+				[]string{"s3://corpus/in/a.jsonl", "credentials are refused"}},
 			{"unknown access key", []string{"AWS_ACCESS_KEY_ID=nobody"}, []string{"s3://corpus/in/a.jsonl", "-o", filepath.Join(dir, "x.arrow")},
 				[]string{"s3://corpus/in/a.jsonl"}},
 			{"missing bucket", nil, []string{inputs[0], "-o", "s3://no-such-bucket/v.arrow"}, []string{"s3://no-such-bucket", "no such bucket"}},
@@ -204,7 +204,7 @@ func TestS3PreviousIncremental(t *testing.T) {
 				t.Errorf("counts %+v; the local run's %+v", g, w)
 			}
 			_, want := readOutput(t, localOut)
-			_, got := readOutput(t, download(t, srv, "data", "inc-"+ext+".arrow"))
+			_, got := readOutput(t, fetchObject(t, srv, "data", "inc-"+ext+".arrow"))
 			sameRows(t, "incremental from the bucket vs local", got, want)
 			wantDel, _ := os.ReadFile(localDel)
 			gotDel, _ := srv.Get(t, "data", "deleted-"+ext+".txt")

@@ -245,6 +245,9 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 		return configErrorf("output %s: this command writes %s, not .%s", o.Out, strings.Join(names, ", "), f)
 	}
 	for _, p := range []string{o.Out, errorsPath} {
+		if err := objstore.CheckScheme(p); err != nil {
+			return &ConfigError{err}
+		}
 		if objstore.IsURL(p) {
 			if err := checkObjectOutput("output", p, o.CheckpointDir); err != nil {
 				return err
@@ -297,6 +300,9 @@ func checkShard(o *Options) error {
 // checkWritable refuses, before anything starts, a file option the job
 // cannot write, or one that would overwrite an input.
 func checkWritable(flag, p string, inputs []string) error {
+	if err := objstore.CheckScheme(p); err != nil {
+		return &ConfigError{fmt.Errorf("%s: %w", flag, err)}
+	}
 	if objstore.IsURL(p) {
 		for _, in := range inputs {
 			if in == p {

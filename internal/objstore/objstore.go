@@ -112,3 +112,17 @@ func Beside(ref, name string) string {
 
 // HasGlob reports whether a URL's key has a glob metacharacter (* ? [).
 func HasGlob(url string) bool { return strings.ContainsAny(url, "*?[") }
+
+// ErrScheme: a URL of a scheme other than s3:// where a path goes.
+var ErrScheme = errors.New("objstore: unsupported URL scheme")
+
+// CheckScheme refuses a name that is a URL of another scheme (gs://,
+// azblob://, https://, ...): only s3:// is supported, and such a name must
+// not be taken for a local file name.
+func CheckScheme(name string) error {
+	scheme, _, ok := strings.Cut(name, "://")
+	if !ok || IsURL(name) || scheme == "" || strings.ContainsAny(scheme, "/.") {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (object storage is s3:// only; S3-compatible stores through AWS_ENDPOINT_URL)", ErrScheme, name)
+}
