@@ -188,21 +188,36 @@ func TestEmbedPoisonDocument(t *testing.T) {
 
 // resumeCorpus writes n short titles as JSONL, with one malformed line,
 // 350, before the first checkpoint: the resumed run must count it and exit 3
-// although it meets no error itself, and the errors file is resumed.
+// although it meets no error itself, and the errors file is resumed. Many
+// texts repeat (--dedup is on by default): an earlier title of the same
+// packing group, or one 300 records back, in another group.
 func resumeCorpus(t *testing.T, path string, n int) {
 	t.Helper()
 	var b bytes.Buffer
-	for i, d := range corpus(n) {
+	docs := corpus(n)
+	for i, d := range docs {
 		if i == 350 {
 			b.WriteString("{\"_id\": \"broken\n")
 			continue
 		}
-		line, _ := json.Marshal(map[string]any{"_id": d["_id"], "text": d["title"]})
+		line, _ := json.Marshal(map[string]any{"_id": d["_id"], "text": dupTitle(docs, i)})
 		b.Write(append(line, '\n'))
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dupTitle is the title of docs[i], or for some i that of an earlier
+// document: a few records back or 300 back.
+func dupTitle(docs []map[string]any, i int) any {
+	switch {
+	case i%7 == 3 && i >= 3:
+		return docs[i-3]["title"]
+	case i%11 == 5 && i >= 300:
+		return docs[i-300]["title"]
+	}
+	return docs[i]["title"]
 }
 
 // TestEmbedInterruptResume stops a slow run by SIGKILL and by SIGINT once it

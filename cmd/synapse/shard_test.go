@@ -20,7 +20,8 @@ import (
 
 // shardCorpus writes a plain JSONL file of several blocks with bad lines
 // scattered through it (so some straddle the split points), a gzip JSONL
-// file, and a Parquet file of several row groups.
+// file, and a Parquet file of several row groups. Texts repeat (--dedup is
+// on by default), within a packing group and across shards and files.
 func shardCorpus(t *testing.T, dir string) []string {
 	t.Helper()
 	docs := testmodels.Corpus(1400)
@@ -30,7 +31,7 @@ func shardCorpus(t *testing.T, dir string) []string {
 			b.WriteString("{\"id\": \"broken" + strings.Repeat(" ", i%200) + "\n")
 			continue
 		}
-		line, _ := json.Marshal(map[string]any{"id": d.ID, "text": d.Title + ". " + d.Text[:min(len(d.Text), 200+i%300)]})
+		line, _ := json.Marshal(map[string]any{"id": d.ID, "text": shardText(docs, i)})
 		b.Write(append(line, '\n'))
 	}
 	plain := filepath.Join(dir, "a.jsonl")
@@ -51,6 +52,10 @@ func shardCorpus(t *testing.T, dir string) []string {
 	for _, d := range docs[1250:] {
 		bld.Field(0).(*array.StringBuilder).Append(d.ID)
 		bld.Field(1).(*array.StringBuilder).Append(d.Title)
+	}
+	for i := range 30 { // texts of the JSON Lines file again, under new ids
+		bld.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("again-%d", i))
+		bld.Field(1).(*array.StringBuilder).Append(shardText(docs, 37*i))
 	}
 	writeRecordGroups(t, pq, bld.NewRecordBatch(), 40)
 	return []string{plain, gzPath, pq}
@@ -118,6 +123,19 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 	if !strings.Contains(res.stderr, "shard 3") {
 		t.Errorf("merge with a foreign shard 3:\n%s", res.stderr)
 	}
+}
+
+// shardText is docs[i]'s text, or for some i an earlier document's: a few
+// lines back or 250 back (in another shard).
+func shardText(docs []testmodels.Doc, i int) string {
+	switch {
+	case i%7 == 2 && i >= 2:
+		i -= 2
+	case i%13 == 6 && i >= 250:
+		i -= 250
+	}
+	d := docs[i]
+	return d.Title + ". " + d.Text[:min(len(d.Text), 200+i%300)]
 }
 
 // TestShardFlags: --shard auto/N takes I from the scheduler's environment;

@@ -107,8 +107,11 @@ type QuantizeRequest struct {
 	Path    string // source artifact
 	Digest  string // "sha256:<hex>" of the source; verified before quantizing
 	OutPath string // where to write the copy; must not exist
-	FType   string // target file type name ("q8_0", "q4_k_m": gguf.ParseFileType)
+	// FType is the target: a GGUF file type name ("q8_0", "q4_k_m":
+	// gguf.ParseFileType), or "int8" for an ONNX graph.
+	FType   string
 	Threads int    // 0: the engine's default
+	Format  string // FormatGGUF ("" is taken as gguf) or FormatONNX
 }
 
 // QuantizeResult describes the file Quantize wrote.

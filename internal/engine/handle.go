@@ -145,7 +145,7 @@ func (s *server) quantize(ctx context.Context, m *wire.Quantize) (wire.Message, 
 	if !ok {
 		return nil, wire.Errorf(wire.CodeUnsupported, "engine %s cannot quantize models", s.eng.Info().Name)
 	}
-	res, err := q.Quantize(ctx, QuantizeRequest{Path: m.ArtifactPath, Digest: m.ArtifactDigest, OutPath: m.OutPath, FType: m.FType, Threads: m.Threads})
+	res, err := q.Quantize(ctx, QuantizeRequest{Path: m.ArtifactPath, Digest: m.ArtifactDigest, OutPath: m.OutPath, FType: m.FType, Threads: m.Threads, Format: m.Format})
 	if err != nil {
 		return nil, err
 	}

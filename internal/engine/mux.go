@@ -132,8 +132,12 @@ func (m *Mux) Generate(ctx context.Context, ref string, prompt []int32, opt Gene
 }
 
 // Extensions implements Extender: GENERATE.sampling, which the llama.cpp
-// engine serves (the ONNX engine does not generate at all).
-func (m *Mux) Extensions() []string { return []string{wire.ExtSampling} }
+// engine serves (the ONNX engine does not generate at all), and
+// QUANTIZE.onnx (Quantize) and LOAD.st_modules, which the ONNX engine
+// serves.
+func (m *Mux) Extensions() []string {
+	return []string{wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}
+}
 
 // Tokenize runs on the engine that loaded the model.
 func (m *Mux) Tokenize(ctx context.Context, ref, text string, addSpecial, parseSpecial bool) ([]int32, error) {
@@ -179,9 +183,17 @@ func (m *Mux) Close() error {
 	return errors.Join(errs...)
 }
 
-// Quantize implements Quantizer with the GGUF engine (QUANTIZE quantizes
-// GGUF files), opening it if no LOAD has.
+// Quantize implements Quantizer: an ONNX graph with QuantizeONNX (pure Go,
+// no ONNX Runtime needed), a GGUF file with the GGUF engine, opening it if
+// no LOAD has.
 func (m *Mux) Quantize(ctx context.Context, req QuantizeRequest) (QuantizeResult, error) {
+	switch req.Format {
+	case FormatONNX:
+		return QuantizeONNX(ctx, req)
+	case "", FormatGGUF:
+	default:
+		return QuantizeResult{}, wire.Errorf(wire.CodeBadRequest, "format %q: want gguf or onnx", req.Format)
+	}
 	e, err := m.Engine(FormatGGUF)
 	if err != nil {
 		return QuantizeResult{}, err

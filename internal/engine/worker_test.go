@@ -185,8 +185,8 @@ func TestWorkerHandshake(t *testing.T) {
 		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
 		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
 	}
-	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling}) {
-		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling})
+	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}) {
+		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules})
 	}
 	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
 	const small = 1 << 20

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,17 +39,31 @@ type EmbedOptions struct {
 	// Deleted, if set, receives the ids of the previous documents that are
 	// not in the input, one a line.
 	Deleted string
-	// Dedup embeds a text once among the last DedupWindow distinct texts.
+	// Dedup embeds a text once per packing group (see incSource).
 	Dedup bool
+	// PromptName names a prompt of the model's
+	// config_sentence_transformers.json to put in front of every document;
+	// "" takes its default_prompt_name unless Read.Prefix is set.
+	PromptName string
 }
 
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check, and the incremental
+// options).
+func (o *EmbedOptions) Check() error {
+	if err := o.Options.Check(EmbedFormats); err != nil {
+		return err
+	}
+	return o.checkIncremental()
+}
+
 // Embed runs an embedding job: it returns a summary even when it fails part
 // way, and an error for a fatal failure.
 func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
-	r, err := begin(&o.Options, "embed", EmbedFormats...)
+	r, err := begin(&o.Options, "embed", o.Check)
 	if err != nil {
 		return Summary{Kind: "embed"}, err
 	}
@@ -56,6 +71,10 @@ func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
 }
 
 func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
+	st, err := o.sentenceTransformers(r.model)
+	if err != nil {
+		return err
+	}
 	ch, err := o.chunking(r.model)
 	if err != nil {
 		return err
@@ -66,9 +85,6 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
 		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
 	}
-	if err := o.checkIncremental(); err != nil {
-		return err
-	}
 	prev, err := o.openPrevious()
 	if err != nil {
 		return err
@@ -77,7 +93,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 		r.closer = append(r.closer, prev.Close)
 	}
 	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
-	if err := r.load(ctx, wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true}); err != nil {
+	rc := wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true, STModules: r.model.Chain.String()}
+	if err := r.load(ctx, rc); err != nil {
+		return err
+	}
+	if err := st.checkWorkers(r); err != nil {
 		return err
 	}
 	dims := r.loaded.Dims
@@ -89,11 +109,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	}
 	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
 	if prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims)); err != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st)); err != nil {
 			return err
 		}
 	}
-	schema := dataio.EmbedSchema(dims, o.metadata(r.model, ch, dims))
+	schema := dataio.EmbedSchema(dims, o.metadata(r.model, ch, dims, st))
 	r.extra = inc.counts
 	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return err
@@ -107,25 +127,33 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
 	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, inc: inc.counts, stats: o.Stats}
 	if o.Dedup {
-		sink.window = newWindow[seen](DedupWindow)
+		sink.window = newWindow[seen]()
 	}
 	err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](k), src, sink)
 	if err == nil && prev != nil {
 		err = inc.finish(r)
 	}
-	r.sum.Lines = inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)
+	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
 	return err
 }
 
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
+	for _, p := range o.Previous {
+		if sameFile(p, o.Out) || sameObject(p, o.Out) {
+			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return configErrorf("--previous: %w", err)
+		}
+	}
 	switch {
 	case o.Deleted != "" && len(o.Previous) == 0:
 		return configErrorf("--deleted needs --previous: the ids that disappeared since that output")
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.Errors))
+		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
 	}
 	return nil
 }
@@ -161,9 +189,9 @@ func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse, replay: r.resume.NextIndex}
+	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse}
 	if inc.o.Dedup {
-		s.window = newWindow[struct{}](DedupWindow)
+		s.window = newWindow[struct{}]()
 	}
 	return s, nil
 }
@@ -185,6 +213,12 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
 	if ch.Window <= 0 {
 		ch.Window = room
+		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
+			ch.Window = min(room, msl-len(pre)-len(suf))
+		}
+		if ch.Window <= 0 {
+			return ch, configErrorf("%s: max_seq_length %d leaves no room beside %d special tokens", m.Name, m.Chain.MaxSeqLength, len(pre)+len(suf))
+		}
 	}
 	if ch.Window > room {
 		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
@@ -197,15 +231,16 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 
 // metadata is the output's schema metadata: what decides the vectors, and
 // what decides which rows a run covers (a resume with others is refused).
-func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map[string]string {
+func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun) map[string]string {
 	meta := commonMetadata(&o.Options, m)
 	pooling := o.Pooling
 	if pooling == "" {
 		pooling = m.Pooling
 	}
-	for k, v := range o.settings(m, ch, dims).Metadata() {
+	for k, v := range o.settings(m, ch, dims, st).Metadata() {
 		meta[k] = v
 	}
+	st.metadata(meta)
 	for k, v := range map[string]string{
 		"synapse.pooling":       pooling,
 		"synapse.normalize":     strconv.FormatBool(o.Normalize),
@@ -220,13 +255,13 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map
 }
 
 // settings are the run's VectorSettings.
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int) VectorSettings {
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun) VectorSettings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
 	return VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
-		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims}
+		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 }
 
 // commonMetadata is the metadata every kind's output carries.
@@ -368,6 +403,9 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		return s.w.Put(r.Index, r.Group, nil, []*record.RowError{r.RowErr})
 	}
 	d := r.Rec
+	if s.window != nil {
+		s.window.enter(d.Group)
+	}
 	rows, errs, tokens := s.rows(r)
 	switch d.status {
 	case previous.New:
@@ -393,6 +431,20 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		}
 	}
 	return s.w.Put(r.Index, r.Group, rows, errs)
+}
+
+// Replay takes a record the interrupted run wrote, replayed by a resumed
+// run: its text joins the dedup window, as in the uninterrupted run.
+func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
+	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup {
+		return
+	}
+	d := r.Rec
+	s.window.enter(d.Group)
+	if _, ok := s.window.get(d.hash); !ok {
+		rows, errs, _ := s.rows(r)
+		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+	}
 }
 
 func b2i(b bool) int64 {

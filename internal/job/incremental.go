@@ -17,12 +17,14 @@ import (
 	"github.com/synapse-embed/synapse/internal/previous"
 )
 
-// DedupWindow is how many distinct document texts an embedding run
-// remembers for --dedup: a document whose text is that of one of the last
-// DedupWindow distinct texts gets that document's vectors instead of being
-// embedded. The sink holds those documents' rows, so this bounds the
-// memory dedup costs (DedupWindow × chunks × dims × 4 bytes).
-const DedupWindow = 4096
+// Dedup's rule (--dedup): a document whose text is that of an earlier
+// document of its packing group (record.Doc.Group: at most
+// dataio.GroupRecords records, starting at every unit a shard can take) gets
+// that document's rows instead of being embedded. The decision depends on
+// the group alone, never on where a run starts, so a resumed run (which
+// replays from its last group's start) and the shards of a sharded run pack
+// the single run's batches and write its vectors bit for bit. The sink holds
+// the rows of one group's documents: that bounds the memory dedup costs.
 
 // Incremental counts what an embedding run reused, embedded and copied.
 // It is kept in the checkpoint, so that a resumed run reports the whole job.
@@ -53,8 +55,7 @@ type doc struct {
 type incSource struct {
 	src    *dataio.Reader
 	prev   *previous.Set
-	reuse  bool  // the settings match: unchanged documents are copied
-	replay int64 // documents below are replayed by a resumed run: no dedup decisions
+	reuse  bool // the settings match: unchanged documents are copied
 	window *window[struct{}]
 }
 
@@ -82,7 +83,8 @@ func (s *incSource) Next() (doc, error) {
 			}
 		}
 	}
-	if s.window != nil && d.Index >= s.replay {
+	if s.window != nil {
+		s.window.enter(d.Group)
 		if _, ok := s.window.get(x.hash); ok {
 			x.dup = x.reuse == nil
 		} else {
@@ -92,29 +94,29 @@ func (s *incSource) Next() (doc, error) {
 	return x, nil
 }
 
-// window is a FIFO of the last n distinct hashes. The source and the sink
-// keep one each and update them with the same documents in the same
-// order, so that what the source calls a duplicate the sink holds.
+// window holds the texts seen in the current packing group. The source
+// and the sink keep one each and update them with the same documents in the
+// same order, so that what the source calls a duplicate the sink holds.
 type window[V any] struct {
-	n     int
-	order [][dataio.DocHashSize]byte
+	group int64
 	held  map[[dataio.DocHashSize]byte]V
 }
 
-func newWindow[V any](n int) *window[V] {
-	return &window[V]{n: n, held: map[[dataio.DocHashSize]byte]V{}}
+func newWindow[V any]() *window[V] {
+	return &window[V]{group: -1, held: map[[dataio.DocHashSize]byte]V{}}
+}
+
+// enter forgets the texts of the previous group when group starts.
+func (w *window[V]) enter(group int64) {
+	if group != w.group {
+		clear(w.held)
+		w.group = group
+	}
 }
 
 func (w *window[V]) get(h [dataio.DocHashSize]byte) (V, bool) { v, ok := w.held[h]; return v, ok }
 
-func (w *window[V]) add(h [dataio.DocHashSize]byte, v V) {
-	if len(w.order) == w.n {
-		delete(w.held, w.order[0])
-		w.order = w.order[1:]
-	}
-	w.order = append(w.order, h)
-	w.held[h] = v
-}
+func (w *window[V]) add(h [dataio.DocHashSize]byte, v V) { w.held[h] = v }
 
 // seen is what the sink's dedup window holds of a document.
 type seen struct {
@@ -128,11 +130,6 @@ type seen struct {
 func (o *EmbedOptions) openPrevious() (*previous.Set, error) {
 	if len(o.Previous) == 0 {
 		return nil, nil
-	}
-	for _, p := range o.Previous {
-		if sameFile(p, o.Out) || sameObject(p, o.Out) {
-			return nil, configErrorf("--previous %s is the output: write the new run elsewhere", p)
-		}
 	}
 	tmpDir := filepath.Dir(o.Out)
 	if objstore.IsURL(o.Out) {

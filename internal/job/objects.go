@@ -65,20 +65,15 @@ func checkCreatable(dir string) error {
 	}
 }
 
-// checkObjectShard stops a shard whose manifest is in the bucket already.
+// checkObjectShard stops a shard whose manifest is in the bucket already
+// (unless Force: forceShard removes it once the work starts).
 func checkObjectShard(o *Options, manifest string) error {
-	ctx := context.Background()
-	ok, err := objstore.Exists(ctx, manifest)
+	ok, err := objstore.Exists(context.Background(), manifest)
 	switch {
 	case err != nil:
 		return fmt.Errorf("job: shard manifest: %w", err)
-	case !ok:
-		return nil
-	case !o.Force:
+	case ok && !o.Force:
 		return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, manifest)
-	}
-	if err := objstore.Remove(ctx, manifest); err != nil {
-		return fmt.Errorf("job: --force: %w", err)
 	}
 	return nil
 }

@@ -51,6 +51,25 @@ func (in *Info) OpNames() []string {
 	return out
 }
 
+// batchOps are the ops whose result for one row of a batch depends on the
+// other rows: they compute a statistic over the whole input tensor (the
+// scale and zero point of dynamic quantization).
+var batchOps = []string{"DynamicQuantizeLinear", "com.microsoft.DynamicQuantizeMatMul", "com.microsoft.DynamicQuantizeLSTM"}
+
+// BatchDependent returns the ops of the graph whose results mix the rows of
+// a batch (sorted; none for a graph whose rows are computed apart). It is
+// conservative: such an op on a constant, which mixes nothing, counts too.
+func (in *Info) BatchDependent() []string {
+	var out []string
+	for _, op := range batchOps {
+		if in.Ops[op] > 0 {
+			out = append(out, op)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // ReadFile reads the model file at path (memory-mapped: the weights are not copied).
 func ReadFile(path string) (*Info, error) {
 	b, release, err := mapFile(path)

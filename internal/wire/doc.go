@@ -111,6 +111,20 @@
 // announces neither is served with RERANK per query, and a job that asks
 // for sampling is refused.
 //
+// LOAD's runtime_config may carry an "st_modules" member
+// ("LOAD.st_modules"): the sentence-transformers chain the module read in an
+// ONNX model directory (modules.json and its modules' configs), as one
+// string such as "Pooling(mean) + Dense(384->256 tanh bias sha256:…) +
+// Normalize". The worker reads the same directory, applies that chain after
+// the graph (when it pools last_hidden_state) and refuses the LOAD with
+// artifact_invalid when what it reads differs, so that both sides agree on
+// the vectors' width and on the modules recorded in the output; LOADED's
+// dims is the chain's output width. The member is omitted when the
+// directory has no modules. A worker without the extension would ignore
+// the member and pool only, so the module refuses a model with Dense or
+// Normalize modules (or pooling other than mean, cls and lasttoken) unless
+// the workers announced "LOAD.st_modules".
+//
 // QUANTIZE and QUANTIZED are another, for the module's model cache:
 //
 //	QUANTIZE {req_id, artifact_path, artifact_digest, out_path, ftype, threads}
