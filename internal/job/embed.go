@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -143,8 +142,8 @@ func (o *EmbedOptions) checkIncremental() error {
 		if sameFile(p, o.Out) || sameObject(p, o.Out) {
 			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
 		}
-		if _, err := os.Stat(p); err != nil {
-			return configErrorf("--previous: %w", err)
+		if err := statInput(p); err != nil {
+			return fmt.Errorf("--previous: %w", err)
 		}
 	}
 	switch {

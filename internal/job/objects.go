@@ -81,3 +81,20 @@ func checkObjectShard(o *Options, manifest string) error {
 // sameObject reports whether two names are one object: URLs are keys,
 // compared as strings.
 func sameObject(a, b string) bool { return objstore.IsURL(a) && a == b }
+
+// statInput checks that a file or an object to be read exists: a missing
+// one (or a bucket refusing access) is a ConfigError, a server that cannot
+// be reached an error to retry.
+func statInput(p string) error {
+	if !objstore.IsURL(p) {
+		if _, err := os.Stat(p); err != nil {
+			return &ConfigError{err}
+		}
+		return nil
+	}
+	_, err := objstore.Stat(context.Background(), p)
+	if err != nil && objstore.Permanent(err) {
+		return &ConfigError{err}
+	}
+	return err
+}
