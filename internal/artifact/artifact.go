@@ -22,12 +22,13 @@ import (
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/onnx"
 	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/internal/wire"
 )
 
-// Formats of an artifact, as LOAD's format field names them.
+// Formats of an artifact, as LOAD's format field names them (package wire).
 const (
-	FormatGGUF = "gguf"
-	FormatONNX = "onnx"
+	FormatGGUF = wire.FormatGGUF
+	FormatONNX = wire.FormatONNX
 )
 
 // ErrInvalid marks a model that exists but cannot be used: not a model file,

@@ -97,7 +97,7 @@ type RuntimeConfig struct {
 	UBatchSize  int    `json:"n_ubatch"`
 	Threads     int    `json:"n_threads"`
 	SeqMax      int    `json:"n_seq_max"`
-	Pooling     string `json:"pooling"`    // "" (model default) | "none" | "mean" | "cls" | "last" | "rank"
+	Pooling     string `json:"pooling"`    // one of the Pooling names: "" (model default), "none", "mean", "cls", "last", "rank"
 	Embeddings  bool   `json:"embeddings"` // true for embedding/rerank contexts, false for generation
 	// VocabOnly (extension) loads the vocabulary alone, no weights and no
 	// context: the model serves TOKENIZE only. The other fields must be zero.
@@ -113,7 +113,7 @@ type RuntimeConfig struct {
 // Load asks the worker to load a model artifact.
 // JSON: {"type":"LOAD", "req_id", "artifact_path", "artifact_digest",
 // "format", "runtime_config":{...}}. No raw frame. ArtifactDigest is
-// "sha256:<hex>"; Format is "gguf". Answered by LOADED or ERR.
+// "sha256:<hex>"; Format is FormatGGUF or FormatONNX. Answered by LOADED or ERR.
 type Load struct {
 	ReqID          uint64        `json:"req_id"`
 	ArtifactPath   string        `json:"artifact_path"`
