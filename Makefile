@@ -116,14 +116,15 @@ $(VERSITYGW_STAMP):
 build:
 	$(GO) build -o bin/synapse ./cmd/synapse
 
-# The binary and the llama.cpp libraries, laid out so that the binary finds
-# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE.
+# The binary and both engines' libraries, laid out so that the binary finds
+# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE
+# and PREFIX/lib/synapse/onnxruntime/RELEASE (cmd/synapse TestInstalledLayout).
 # DESTDIR stages the install for a package.
 PREFIX ?= /usr/local
 INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
 INSTALL_ORT   := $(DESTDIR)$(PREFIX)/lib/synapse/onnxruntime/$(ORT_VERSION)
 install: build llama-lib ort-lib
-	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))"
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))" "$(dir $(INSTALL_ORT))"
 	install -m 0755 bin/synapse "$(DESTDIR)$(PREFIX)/bin/synapse"
 	rm -rf "$(INSTALL_LLAMA)" "$(INSTALL_ORT)"
 	cp -R -P "$(LLAMA_LIB_DIR)" "$(INSTALL_LLAMA)"

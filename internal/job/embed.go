@@ -76,6 +76,7 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
+	ch.PoolFrom = st.poolFrom
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
@@ -302,7 +303,7 @@ func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, erro
 		Items: make([]wire.Item, len(chunks))}
 	tokens := 0
 	for i, c := range chunks {
-		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
+		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs), PoolFrom: c.PoolFrom}
 		tokens += len(c.IDs)
 	}
 	req.IDs = make([]int32, 0, tokens)
