@@ -97,14 +97,15 @@ $(HFTOK_STAMP):
 build:
 	$(GO) build -o bin/synapse ./cmd/synapse
 
-# The binary and the llama.cpp libraries, laid out so that the binary finds
-# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE.
+# The binary and both engines' libraries, laid out so that the binary finds
+# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE
+# and PREFIX/lib/synapse/onnxruntime/RELEASE (cmd/synapse TestInstalledLayout).
 # DESTDIR stages the install for a package.
 PREFIX ?= /usr/local
 INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
 INSTALL_ORT   := $(DESTDIR)$(PREFIX)/lib/synapse/onnxruntime/$(ORT_VERSION)
 install: build llama-lib ort-lib
-	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))"
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))" "$(dir $(INSTALL_ORT))"
 	install -m 0755 bin/synapse "$(DESTDIR)$(PREFIX)/bin/synapse"
 	rm -rf "$(INSTALL_LLAMA)" "$(INSTALL_ORT)"
 	cp -R -P "$(LLAMA_LIB_DIR)" "$(INSTALL_LLAMA)"
@@ -175,14 +176,16 @@ fuzz:
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The README's main job: a small BERT model written by synapse itself, the
-# bundled corpus, vectors in examples/out/vectors.arrow, read back in Go.
+# The README's main job: an embedding model learned by synapse from the
+# bundled corpus itself (gen-model --kind word-vectors: PPMI + truncated SVD
+# word vectors in a pass-through BERT that llama.cpp runs), the corpus's 80
+# documents embedded into examples/out/vectors.arrow, read back in Go.
 DEMO_OUT := examples/out
 demo: setup build
 	@mkdir -p $(DEMO_OUT)
-	tr -cs 'A-Za-z' '\n' < examples/corpus.jsonl | tr 'A-Z' 'a-z' | sort -u > $(DEMO_OUT)/words.txt
-	./bin/synapse gen-model --kind bert-embed --words $(DEMO_OUT)/words.txt --out $(DEMO_OUT)/demo-bert.gguf
-	./bin/synapse embed examples/corpus.jsonl -m $(DEMO_OUT)/demo-bert.gguf \
+	./bin/synapse gen-model --kind word-vectors --train examples/corpus.jsonl --min-count 1 --dims 62 --window 10 \
+	  --out $(DEMO_OUT)/demo-wordvec.gguf
+	./bin/synapse embed examples/corpus.jsonl -m $(DEMO_OUT)/demo-wordvec.gguf \
 	  --text-field title --text-field text -o $(DEMO_OUT)/vectors.arrow
 	$(GO) run ./examples/readback $(DEMO_OUT)/vectors.arrow
 

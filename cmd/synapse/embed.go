@@ -21,7 +21,9 @@ func embedCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runJob(c, &o.Options, words{verb: "embedding", done: "embedded", items: "chunks"}, func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) })
+			return runJob(c, jobSpec{name: "embed", opts: &o.Options, check: o.Check,
+				words: words{verb: "embedding", done: "embedded", items: "chunks"},
+				run:   func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) }})
 		},
 	}
 }
@@ -35,6 +37,7 @@ func embedFlags() []cli.Flag {
 		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded", DefaultText: "the model's context minus its special tokens"},
 		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
+		&cli.StringFlag{Name: "prompt-name", Usage: "put the prompt `NAME` (e.g. query, document) of the model's config_sentence_transformers.json in front of every document, as sentence-transformers' prompt_name does; not with --prefix", DefaultText: "the model's default_prompt_name, unless --prefix is given"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
 		&cli.IntFlag{Name: "dims", Usage: "keep the first K dimensions of each vector and re-normalize (Matryoshka models)", DefaultText: "all"},
 		&cli.StringSliceFlag{Name: "previous", Usage: "incremental run: copy the chunks of documents whose id and text are unchanged from this earlier output `FILE` (.arrow or .parquet; repeat it for the part files of a sharded run) instead of embedding them"},
@@ -47,10 +50,11 @@ func embedFlags() []cli.Flag {
 
 // embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
 func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
-	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow", job.EmbedFormats)
+	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow")
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
-		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup")}
+		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"),
+		PromptName: c.String("prompt-name")}
 	if err != nil {
 		return o, err
 	}

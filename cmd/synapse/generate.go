@@ -31,7 +31,9 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runJob(c, &o.Options, words{verb: "generating", done: "generated", items: "generations"}, func(ctx context.Context) (job.Summary, error) { return job.Generate(ctx, o) })
+			return runJob(c, jobSpec{name: "generate", opts: &o.Options, check: o.Check,
+				words: words{verb: "generating", done: "generated", items: "generations"},
+				run:   func(ctx context.Context) (job.Summary, error) { return job.Generate(ctx, o) }})
 		},
 	}
 }
@@ -57,7 +59,7 @@ func generateFlags() []cli.Flag {
 
 // generateOptionsFrom turns flags into a generate job; mistakes are usage errors.
 func generateOptionsFrom(c *cli.Context) (job.GenerateOptions, error) {
-	common, err := jobOptionsFrom(c, "generate", ".generated.arrow", job.GenerateFormats)
+	common, err := jobOptionsFrom(c, "generate", ".generated.arrow")
 	o := job.GenerateOptions{Options: common, System: c.String("system"), MaxTokens: c.Int("max-tokens"),
 		Temperature: float32(c.Float64("temperature")), Seed: c.Uint64("seed"), Context: c.Int("context")}
 	if err != nil {

@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/synapse-embed/synapse/internal/artifact"
 	"strings"
 	"testing"
+
+	"github.com/synapse-embed/synapse/internal/artifact"
 
 	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/pipeline"

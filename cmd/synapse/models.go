@@ -12,9 +12,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/ingest"
+	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 )
 
@@ -60,8 +60,7 @@ func modelsAddCommand() *cli.Command {
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
 			&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads in the worker", DefaultText: "all cores"},
 			modelsDirFlag(),
-			&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
-			&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+			llamaLibFlag(), chaosFlag(),
 		},
 		Action: modelsAdd,
 	}
@@ -69,27 +68,19 @@ func modelsAddCommand() *cli.Command {
 
 // ingestOptions are the worker and store settings of a models command.
 func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (ingest.Options, error) {
-	self, err := os.Executable()
+	w, err := workersFor(c, artifact.FormatGGUF)
 	if err != nil {
-		return ingest.Options{}, fmt.Errorf("models: find the synapse executable for workers: %w", err)
+		return ingest.Options{}, err
 	}
-	o := ingest.Options{Store: s, Worker: []string{self, "worker"}, Threads: c.Int("threads"), Version: version,
-		Chaos: c.String("chaos"), Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}
-	if o.Chaos != "" {
-		if _, err := engine.ParseChaos(o.Chaos); err != nil {
-			return o, usageError{fmt.Errorf("models add: --chaos: %w", err)}
-		}
-		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", o.Chaos)
+	if w.chaos != "" {
+		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", w.chaos)
 	}
-	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
-	if err != nil {
-		return o, err
-	}
-	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
-	return o, nil
+	return ingest.Options{Store: s, Worker: w.command, Env: w.env, Chaos: w.chaos, Threads: c.Int("threads"), Version: version,
+		Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}, nil
 }
 
-func modelsAdd(c *cli.Context) error {
+// checkAddFlags checks models add's flags before anything is touched.
+func checkAddFlags(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("models add: want one FILE.gguf argument, got %d", c.NArg())
 	}
@@ -98,6 +89,16 @@ func modelsAdd(c *cli.Context) error {
 	}
 	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
 		return usagef("models add: --min-cosine %g: want a cosine in (-1, 1]", mc)
+	}
+	if c.String("quantize") == "" && (c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds")) {
+		return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
+	}
+	return checkChaos(c, "models add")
+}
+
+func modelsAdd(c *cli.Context) error {
+	if err := checkAddFlags(c); err != nil {
+		return err
 	}
 	s, err := openStore(c)
 	if err != nil {
@@ -109,9 +110,6 @@ func modelsAdd(c *cli.Context) error {
 	}
 	ref, w := c.Args().First(), c.App.Writer
 	if c.String("quantize") == "" {
-		if c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds") {
-			return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
-		}
 		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
 		if err != nil {
 			return addError(err)
@@ -369,46 +367,53 @@ func modelCacheFlags() []cli.Flag {
 	}
 }
 
-// modelForRun applies --quantize and --allow-degraded to a command's -m: it
-// returns the file to run. With --quantize the model is added to the cache
-// and quantized if the cache does not have that variant yet (workers from
-// worker and env, armed with chaos); a degraded variant, by --quantize or by name, is a usage
-// error unless --allow-degraded. Other references are returned unchanged,
-// for the job to open.
-func modelForRun(c *cli.Context, ref string, worker, env []string, chaos string) (string, error) {
-	allow := c.Bool("allow-degraded")
+// checkModelFlags checks the model cache flags of a job command.
+func checkModelFlags(c *cli.Context, name string) error {
+	if q := c.String("quantize"); q != "" {
+		if _, err := gguf.ParseFileType(q); err != nil {
+			return usagef("%s: --quantize: %v", name, err)
+		}
+	}
+	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
+		return usagef("%s: --min-cosine %g: want a cosine in (-1, 1]", name, mc)
+	}
+	if c.IsSet("min-cosine") && c.String("quantize") == "" {
+		return usagef("%s: --min-cosine measures the variant --quantize makes: give --quantize", name)
+	}
+	return nil
+}
+
+// quantized applies --quantize to the model m a job command opened: it
+// returns m itself without --quantize, else its variant of that type,
+// added to the cache and made and measured if the cache does not have it
+// yet (workers from o.Worker and o.Env, armed with o.Chaos). A degraded
+// variant is a usage error unless --allow-degraded.
+func quantized(c *cli.Context, m *artifact.Artifact, o *job.Options) (*artifact.Artifact, error) {
 	if c.String("quantize") == "" {
-		path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: allow})
-		if errors.Is(err, artifact.ErrDegraded) {
-			return "", usageError{err}
-		}
-		if err != nil || !allow {
-			return ref, nil
-		}
-		return path, nil
+		return m, nil
+	}
+	if m.Format != artifact.FormatGGUF {
+		return nil, usagef("--quantize makes GGUF variants; %s is an %s model (ONNX variants such as model_quantized.onnx are chosen with -m)", o.Model, m.Format)
 	}
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine")}
-	if _, err := gguf.ParseFileType(q.FType); err != nil {
-		return "", usagef("--quantize: %v", err)
-	}
 	s, err := modelcache.Open("")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	o := ingest.Options{Store: s, Worker: worker, Env: env, Chaos: chaos, Threads: c.Int("threads"), Version: version,
+	workers := ingest.Options{Store: s, Worker: o.Worker, Env: o.Env, Chaos: o.Chaos, Threads: c.Int("threads"), Version: version,
 		Progress: func(line string) { fmt.Fprintf(c.App.ErrWriter, "synapse: %s\n", line) }}
-	res, err := ingest.EnsureQuantized(c.Context, ref, q, o)
+	res, err := ingest.EnsureQuantized(c.Context, o.Model, q, workers)
 	if err != nil {
-		return "", addError(err)
+		return nil, addError(err)
 	}
 	v := res.Variant
 	if qa := v.Quality; qa != nil {
 		fmt.Fprintf(c.App.ErrWriter, "synapse: running %s (%s of %s, sha256:%s): cosine to the source min %.6f, mean %.6f; %.2f× its tokens/s when measured\n",
 			v.Name, v.Quantization, res.Source.Name, v.Short(), qa.MinCosine, qa.MeanCosine, qa.SpeedRatio)
 	}
-	if v.Degraded() && !allow {
-		return "", usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
+	if v.Degraded() && !c.Bool("allow-degraded") {
+		return nil, usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
 			v.Name, res.Source.Name, v.Quality.MinCosine, v.Quality.MinCosineRequired)
 	}
-	return v.Path(), nil
+	return openModel(true, v.Path())
 }

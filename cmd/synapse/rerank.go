@@ -32,7 +32,9 @@ func rerankCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			err = runJob(c, &o.Options, words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored"}, func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) })
+			err = runJob(c, jobSpec{name: "rerank", opts: &o.Options, check: o.Check,
+				words: words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored"},
+				run:   func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) }})
 			if q := c.String("qrels"); q != "" && (err == nil || exitCode(c.Context, err) == exitPartial) {
 				if eerr := evaluateOutput(c.App.Writer, o.Out, o.Run.Run, q); eerr != nil {
 					return eerr
@@ -83,7 +85,7 @@ func rerankOptionsFrom(c *cli.Context) (job.RerankOptions, error) {
 	if run.Run != "" {
 		inputs = job.RunInputs(run)
 	}
-	common, err := jobOptionsWith(c, inputs, "rerank", ".rerank.arrow", job.RerankFormats)
+	common, err := jobOptionsWith(c, inputs, "rerank", ".rerank.arrow")
 	o = job.RerankOptions{Options: common, Run: run, Sigmoid: c.Bool("sigmoid"), TopN: c.Int("top-n"),
 		Queries: dataio.QueryOptions{QueryIDField: c.String("query-id-field"), QueryField: c.String("query-field"),
 			CandidatesField: c.String("candidates-field"), DocIDField: c.String("doc-id-field"),

@@ -17,7 +17,7 @@ func versionCommand() *cli.Command {
 		Name:  "version",
 		Usage: "print synapse's version, its worker protocol version and the llama.cpp libraries it would use",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "llama-lib", Usage: "directory of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+			llamaLibFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			printVersion(c.App.Writer, c.String("llama-lib"))

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/tokenize"
@@ -125,9 +124,9 @@ func (s *session) pickName(a *artifact.Artifact, path, name string) (string, err
 // bidirectional encoder, generate otherwise.
 func kindOf(a *artifact.Artifact) string {
 	switch {
-	case a.Pooling == engine.PoolingRank || a.Classifier > 0:
+	case a.Pooling == wire.PoolingRank || a.Classifier > 0:
 		return modelcache.KindRerank
-	case a.Pooling != "" && a.Pooling != engine.PoolingNone, !engine.IsCausal(a.GGUF):
+	case a.Pooling != "" && a.Pooling != wire.PoolingNone, !a.GGUF.IsCausal():
 		return modelcache.KindEmbed
 	}
 	return modelcache.KindGenerate
@@ -139,7 +138,7 @@ func runtimeConfig(kind string, n, threads int) wire.RuntimeConfig {
 	case modelcache.KindGenerate:
 		return wire.RuntimeConfig{ContextSize: n, Threads: threads}
 	case modelcache.KindRerank:
-		return wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: threads, Pooling: engine.PoolingRank, Embeddings: true}
+		return wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: threads, Pooling: wire.PoolingRank, Embeddings: true}
 	}
 	return wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: threads, Embeddings: true}
 }

@@ -3,10 +3,9 @@ package job
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"path/filepath"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,15 +39,29 @@ type EmbedOptions struct {
 	Deleted string
 	// Dedup embeds a text once per packing group (see incSource).
 	Dedup bool
+	// PromptName names a prompt of the model's
+	// config_sentence_transformers.json to put in front of every document;
+	// "" takes its default_prompt_name unless Read.Prefix is set.
+	PromptName string
 }
 
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check, and the incremental
+// options).
+func (o *EmbedOptions) Check() error {
+	if err := o.Options.Check(EmbedFormats); err != nil {
+		return err
+	}
+	return o.checkIncremental()
+}
+
 // Embed runs an embedding job: it returns a summary even when it fails part
 // way, and an error for a fatal failure.
 func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
-	r, err := begin(&o.Options, "embed", EmbedFormats...)
+	r, err := begin(&o.Options, "embed", o.Check)
 	if err != nil {
 		return Summary{Kind: "embed"}, err
 	}
@@ -56,18 +69,20 @@ func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
 }
 
 func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
+	st, err := o.sentenceTransformers(r.model)
+	if err != nil {
+		return err
+	}
 	ch, err := o.chunking(r.model)
 	if err != nil {
 		return err
 	}
+	ch.PoolFrom = st.poolFrom
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
 	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
 		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
-	}
-	if err := o.checkIncremental(); err != nil {
-		return err
 	}
 	prev, err := o.openPrevious()
 	if err != nil {
@@ -77,7 +92,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 		r.closer = append(r.closer, prev.Close)
 	}
 	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
-	if err := r.load(ctx, wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true}); err != nil {
+	rc := wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true, STModules: r.model.Chain.String()}
+	if err := r.load(ctx, rc); err != nil {
+		return err
+	}
+	if err := st.checkWorkers(r); err != nil {
 		return err
 	}
 	dims := r.loaded.Dims
@@ -89,11 +108,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	}
 	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
 	if prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims)); err != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st)); err != nil {
 			return err
 		}
 	}
-	schema := dataio.EmbedSchema(dims, o.metadata(r.model, ch, dims))
+	schema := dataio.EmbedSchema(dims, o.metadata(r.model, ch, dims, st))
 	r.extra = inc.counts
 	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return err
@@ -113,19 +132,27 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	if err == nil && prev != nil {
 		err = inc.finish(r)
 	}
-	r.sum.Lines = inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)
+	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
 	return err
 }
 
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
+	for _, p := range o.Previous {
+		if sameFile(p, o.Out) {
+			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return configErrorf("--previous: %w", err)
+		}
+	}
 	switch {
 	case o.Deleted != "" && len(o.Previous) == 0:
 		return configErrorf("--deleted needs --previous: the ids that disappeared since that output")
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.Errors))
+		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
 	}
 	return nil
 }
@@ -185,6 +212,12 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
 	if ch.Window <= 0 {
 		ch.Window = room
+		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
+			ch.Window = min(room, msl-len(pre)-len(suf))
+		}
+		if ch.Window <= 0 {
+			return ch, configErrorf("%s: max_seq_length %d leaves no room beside %d special tokens", m.Name, m.Chain.MaxSeqLength, len(pre)+len(suf))
+		}
 	}
 	if ch.Window > room {
 		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
@@ -197,15 +230,16 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 
 // metadata is the output's schema metadata: what decides the vectors, and
 // what decides which rows a run covers (a resume with others is refused).
-func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map[string]string {
+func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun) map[string]string {
 	meta := commonMetadata(&o.Options, m)
 	pooling := o.Pooling
 	if pooling == "" {
 		pooling = m.Pooling
 	}
-	for k, v := range o.settings(m, ch, dims).Metadata() {
+	for k, v := range o.settings(m, ch, dims, st).Metadata() {
 		meta[k] = v
 	}
+	st.metadata(meta)
 	for k, v := range map[string]string{
 		"synapse.pooling":       pooling,
 		"synapse.normalize":     strconv.FormatBool(o.Normalize),
@@ -220,58 +254,13 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int) map
 }
 
 // settings are the run's VectorSettings.
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int) VectorSettings {
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun) VectorSettings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
 	return VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
-		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims}
-}
-
-// commonMetadata is the metadata every kind's output carries.
-func commonMetadata(o *Options, m *artifact.Artifact) map[string]string {
-	fields := o.Read.TextFields
-	if len(fields) == 0 {
-		fields = []string{"text"}
-	}
-	tf, _ := json.Marshal(fields)
-	idField := o.Read.IDField
-	if idField == "" {
-		idField = "auto: id, else _id, else the row index"
-	}
-	meta := map[string]string{
-		"synapse.version":      o.Version,
-		"synapse.model":        filepath.Base(m.Path),
-		"synapse.model_name":   m.Name,
-		"synapse.model_digest": m.Digest,
-		"synapse.model_format": m.Format,
-		"synapse.text_fields":  string(tf),
-		"synapse.prefix":       o.Read.Prefix,
-		"synapse.inputs":       strings.Join(o.Inputs, "\n"),
-		"synapse.id_field":     idField,
-		"synapse.skip_empty":   strconv.FormatBool(o.Read.SkipEmpty),
-		"synapse.shard":        fmt.Sprintf("%d/%d", o.Read.Shard, max(o.Read.Shards, 1)),
-	}
-	if e := m.Entry; e != nil { // a cached model: which variant ran
-		meta["synapse.model_quantization"] = e.Quantization
-		if q := e.Quality; e.Of != "" && q != nil {
-			meta["synapse.model_quantized_from"] = e.Of
-			meta["synapse.model_quality"] = fmt.Sprintf("cosine to the source: min %.6f, mean %.6f over %d %s texts", q.MinCosine, q.MeanCosine, q.Texts, q.Sample)
-		}
-	}
-	return meta
-}
-
-// resumeGuard is what a resume must find unchanged beyond the output's
-// metadata and the inputs: the text buffer, which can decide where the
-// packer cuts batches, and so the vectors' last bits.
-func (o *Options) resumeGuard() map[string]string {
-	buf := o.BufferBytes
-	if buf <= 0 {
-		buf = pipeline.DefaultInFlightBytes
-	}
-	return map[string]string{"--buffer-mb": strconv.FormatFloat(float64(buf)/(1<<20), 'g', -1, 64)} // the value in effect
+		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 }
 
 // embedKind embeds documents chunk by chunk.
@@ -315,7 +304,7 @@ func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, erro
 		Items: make([]wire.Item, len(chunks))}
 	tokens := 0
 	for i, c := range chunks {
-		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
+		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs), PoolFrom: c.PoolFrom}
 		tokens += len(c.IDs)
 	}
 	req.IDs = make([]int32, 0, tokens)
@@ -475,18 +464,6 @@ func (s *embedSink) copyOf(d doc) (dataio.EmbedRows, []*record.RowError, int64) 
 		s.stats.ItemFailures.Add(int64(len(errs)))
 	}
 	return rows, errs, tokens
-}
-
-// itemErrors turns a record's failed items into error records.
-func itemErrors[I any](failed []pipeline.Failed[I], row func(pipeline.Failed[I]) *record.RowError) []*record.RowError {
-	if len(failed) == 0 {
-		return nil
-	}
-	out := make([]*record.RowError, len(failed))
-	for i, f := range failed {
-		out[i] = row(f)
-	}
-	return out
 }
 
 // vector truncates v to the output width, re-normalizing when asked.

@@ -131,11 +131,6 @@ func (o *EmbedOptions) openPrevious() (*previous.Set, error) {
 	if len(o.Previous) == 0 {
 		return nil, nil
 	}
-	for _, p := range o.Previous {
-		if sameFile(p, o.Out) {
-			return nil, configErrorf("--previous %s is the output: write the new run elsewhere", p)
-		}
-	}
 	prev, err := previous.Open(o.Previous, filepath.Dir(o.Out))
 	if err != nil {
 		return nil, &ConfigError{fmt.Errorf("--previous: %w", err)}

@@ -30,6 +30,11 @@ type VectorSettings struct {
 	Pooling     string   `json:"pooling"`
 	Normalize   bool     `json:"normalize"`
 	Dims        int      `json:"dims"`
+	// Modules are the sentence-transformers modules applied after the
+	// pooling (Dense weights by digest, Normalize), "" for none: a changed
+	// Dense module changes the vectors though the graph's digest does not.
+	// (omitempty keeps the records of outputs without modules readable.)
+	Modules string `json:"modules,omitempty"`
 }
 
 // JSON is the settings' canonical JSON (fields in declaration order).
