@@ -51,7 +51,7 @@ func modelsAddCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "add",
 		Usage:     "validate a GGUF model or an ONNX model directory (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
-		ArgsUsage: "FILE.gguf|ONNX-DIR|FILE.onnx (with --quantize, also a cached NAME)",
+		ArgsUsage: "FILE.gguf|ONNX-DIR|FILE.onnx, or s3://BUCKET/KEY.gguf / s3://BUCKET/PREFIX/ (copied locally first) (with --quantize, also a cached NAME)",
 		Description: `An ONNX model directory is stored as its graph (model.onnx, hard-linked or
 copied) with the directory's tokenizer.json, config.json, other top-level
 .json/.txt files and sentence-transformers module directories copied beside it.
@@ -117,7 +117,12 @@ func modelsAdd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ref, w := c.Args().First(), c.App.Writer
+	ref, cleanup, err := fetchModel(c.Context, c.Args().First()) // s3://: a local copy (objects.go)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	w := c.App.Writer
 	o, err := ingestOptions(c, s, ref, c.App.ErrWriter)
 	if err != nil {
 		return err

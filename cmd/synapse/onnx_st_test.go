@@ -106,6 +106,13 @@ func stDocs(t *testing.T, path string) {
 // returns the lowest cosine.
 func checkST(t *testing.T, model, out, prefix string, modes []string, dense []onnxtest.Dense, normalize bool) float64 {
 	t.Helper()
+	return checkSTFrom(t, model, out, prefix, 0, modes, dense, normalize)
+}
+
+// checkSTFrom is checkST with the first from tokens of each document's
+// first chunk left out of the pooling (include_prompt false).
+func checkSTFrom(t *testing.T, model, out, prefix string, from int, modes []string, dense []onnxtest.Dense, normalize bool) float64 {
+	t.Helper()
 	tok, err := tokenize.LoadHF(filepath.Join(model, "tokenizer.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +128,11 @@ func checkST(t *testing.T, model, out, prefix string, modes []string, dense []on
 		fmt.Sscan(r.ID, &i)
 		ids := tok.Tokenize(prefix+stTexts[i], tokenize.Options{}).IDs()
 		seq := append(append(slices.Clone(pre), ids[r.TokenStart:r.TokenEnd]...), suf...)
-		want := onnxtest.STReference(graphHidden(t, filepath.Join(model, "model.onnx"), seq), modes, dense, normalize)
+		skip := 0
+		if r.Chunk == 0 {
+			skip = from
+		}
+		want := onnxtest.STReferenceFrom(graphHidden(t, filepath.Join(model, "model.onnx"), seq), skip, modes, dense, normalize)
 		x := make([]float32, len(want))
 		for d, v := range want {
 			x[d] = float32(v)
@@ -304,5 +315,41 @@ func TestEmbedONNXSTPromptsAndLength(t *testing.T) {
 		if !strings.Contains(res.stderr, tc.want) {
 			t.Errorf("%v: stderr lacks %q:\n%s", tc.args, tc.want, res.stderr)
 		}
+	}
+}
+
+// TestEmbedONNXSTExcludePrompt: a Pooling module with include_prompt false
+// leaves the prompt's tokens ([CLS] and the prompt, as sentence-transformers
+// counts them) out of the pooling; without a prompt it pools every token.
+func TestEmbedONNXSTExcludePrompt(t *testing.T) {
+	work := t.TempDir()
+	model := filepath.Join(work, "st")
+	modes := []string{"mean"}
+	stModel(t, model, onnxtest.ST{Pooling: onnxtest.PoolingConfig(8, false, modes...), Normalize: true,
+		Prompts: map[string]string{"query": "query: "}})
+	in := filepath.Join(work, "in.jsonl")
+	stDocs(t, in)
+	tok, err := tokenize.LoadHF(filepath.Join(model, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := 1 + len(tok.Tokenize("query: ", tokenize.Options{}).IDs()) // [CLS] query : ([SEP] is special: not counted)
+	out := filepath.Join(work, "query.arrow")
+	res := runONNX(t, "embed", in, "-m", model, "-o", out, "--prompt-name", "query")
+	res.wantCode(t, exitOK)
+	if c := checkSTFrom(t, model, out, "query: ", from, modes, nil, true); c < 0.99999 {
+		t.Errorf("include_prompt false, prompt of %d tokens: lowest cosine %.7f; want ≥ 0.99999", from, c)
+	}
+	if c := checkST(t, model, out, "query: ", modes, nil, true); c > 0.9999 {
+		t.Errorf("the prompt's tokens were pooled (cosine %.7f to pooling every token)", c)
+	}
+	schema, _ := readOutput(t, out)
+	if got, _ := schema.Metadata().GetValue("synapse.modules"); got != "Pooling(mean exclude_prompt) + Normalize" {
+		t.Errorf("synapse.modules %q; want Pooling(mean exclude_prompt) + Normalize", got)
+	}
+	plain := filepath.Join(work, "plain.arrow")
+	runONNX(t, "embed", in, "-m", model, "-o", plain, "-q").wantCode(t, exitOK)
+	if c := checkST(t, model, plain, "", modes, nil, true); c < 0.99999 {
+		t.Errorf("include_prompt false without a prompt: lowest cosine %.7f to pooling every token", c)
 	}
 }

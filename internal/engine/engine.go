@@ -26,6 +26,15 @@ const (
 	PoolingRank    = wire.PoolingRank
 )
 
+// PromptEmbedder is an Engine whose pooling can leave out each sequence's
+// first tokens (EMBED_BATCH items' pool_from: a sentence-transformers
+// Pooling module with include_prompt false leaves out the prompt).
+type PromptEmbedder interface {
+	// EmbedPoolFrom is Embed with from[i] leading tokens of sequence i left
+	// out of its pooling (from nil: none).
+	EmbedPoolFrom(ctx context.Context, modelRef, pooling string, normalize bool, seqs [][]int32, from []int) (vecs []float32, dims int, err error)
+}
+
 // Artifact formats, as LOAD's format field names them (package wire).
 const (
 	FormatGGUF = wire.FormatGGUF

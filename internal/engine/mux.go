@@ -113,6 +113,20 @@ func (m *Mux) Embed(ctx context.Context, ref, pooling string, normalize bool, se
 	return e.Embed(ctx, ref, pooling, normalize, seqs)
 }
 
+// EmbedPoolFrom runs on the engine that loaded the model, when it can
+// leave tokens out of its pooling (the ONNX engine).
+func (m *Mux) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32, from []int) ([]float32, int, error) {
+	e, err := m.engineOf(ref)
+	if err != nil {
+		return nil, 0, err
+	}
+	pe, ok := e.(PromptEmbedder)
+	if !ok {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "pool_from: the engine of model %s pools every token", ref)
+	}
+	return pe.EmbedPoolFrom(ctx, ref, pooling, normalize, seqs, from)
+}
+
 // Rerank runs on the engine that loaded the model.
 func (m *Mux) Rerank(ctx context.Context, ref string, groups []RerankGroup) ([]float32, error) {
 	e, err := m.engineOf(ref)

@@ -90,12 +90,13 @@ func (ch onnxChain) check(path string, hidden int) error {
 	return nil
 }
 
-// apply pools h (l tokens × w values, row-major) and runs the Dense and
-// Normalize modules, writing the result to dst (ch.dims(w) values).
-func (ch onnxChain) apply(h []float32, l, w int, dst []float32) {
+// apply pools h (l tokens × w values, row-major), leaving out its first
+// from tokens, and runs the Dense and Normalize modules, writing the result
+// to dst (ch.dims(w) values).
+func (ch onnxChain) apply(h []float32, l, w, from int, dst []float32) {
 	v := make([]float64, 0, len(ch.modes)*w)
 	for _, mode := range ch.modes {
-		v = poolMode(v, mode, h, l, w)
+		v = poolMode(v, mode, h, l, w, from)
 	}
 	for _, d := range ch.dense {
 		v = d.apply(v)
@@ -110,9 +111,13 @@ func (ch onnxChain) apply(h []float32, l, w int, dst []float32) {
 
 // poolMode appends one mode's pooled vector of h to v, as
 // sentence-transformers' Pooling.forward computes it for an unpadded
-// sequence (attention mask all ones).
-func poolMode(v []float64, mode string, h []float32, l, w int) []float64 {
+// sequence whose attention mask is zero on its first from tokens (the
+// prompt, with include_prompt false) and one on the others. cls takes token
+// 0 regardless, as it does; with every token masked, max gives -1e9 and the
+// others zeros, as its clamped divisions do.
+func poolMode(v []float64, mode string, h []float32, l, w, from int) []float64 {
 	row := func(j int) []float32 { return h[j*w : (j+1)*w] }
+	from = min(max(from, 0), l)
 	switch mode {
 	case "cls":
 		for _, x := range row(0) {
@@ -120,6 +125,9 @@ func poolMode(v []float64, mode string, h []float32, l, w int) []float64 {
 		}
 		return v
 	case "lasttoken":
+		if from == l {
+			return append(v, make([]float64, w)...)
+		}
 		for _, x := range row(l - 1) {
 			v = append(v, float64(x))
 		}
@@ -127,9 +135,9 @@ func poolMode(v []float64, mode string, h []float32, l, w int) []float64 {
 	case "max":
 		out := make([]float64, w)
 		for d := range out {
-			out[d] = math.Inf(-1)
+			out[d] = -1e9
 		}
-		for j := range l {
+		for j := from; j < l; j++ {
 			for d, x := range row(j) {
 				out[d] = math.Max(out[d], float64(x))
 			}
@@ -141,7 +149,7 @@ func poolMode(v []float64, mode string, h []float32, l, w int) []float64 {
 	// sum (mean, weightedmean) or the square root of the token count.
 	sum := make([]float64, w)
 	var weights float64
-	for j := range l {
+	for j := from; j < l; j++ {
 		wt := 1.0
 		if mode == "weightedmean" {
 			wt = float64(j + 1)
@@ -151,9 +159,9 @@ func poolMode(v []float64, mode string, h []float32, l, w int) []float64 {
 			sum[d] += wt * float64(x)
 		}
 	}
-	div := weights
+	div := max(weights, 1e-9) // torch.clamp(sum_mask, min=1e-9)
 	if mode == "mean_sqrt_len_tokens" {
-		div = math.Sqrt(float64(l))
+		div = math.Sqrt(max(float64(l-from), 1e-9))
 	}
 	for d := range sum {
 		sum[d] /= div

@@ -214,3 +214,38 @@ func TestONNXSTGraphPooled(t *testing.T) {
 		t.Errorf("8-wide sentence_embedding with a Dense 8→3 chain: got %v; want a refusal", err)
 	}
 }
+
+// TestONNXSTPoolFrom: every pooling mode leaves a sequence's first
+// pool_from tokens out as Pooling.forward does with include_prompt false
+// (the attention mask zeroed over the prompt), against the independent
+// computation; cls still takes token 0.
+func TestONNXSTPoolFrom(t *testing.T) {
+	e := openONNX(t)
+	ctx := context.Background()
+	seqs := [][]int32{{2, 6, 7, 8, 3}, {2, 10, 11, 12, 13, 14, 15, 3}, {2, 9, 3}, {2, 5, 3}}
+	from := []int{3, 2, 0, 3} // the last: every token left out
+	for _, mode := range []string{"mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean"} {
+		t.Run(mode, func(t *testing.T) {
+			dir, dense := writeST(t, onnxtest.ST{Pooling: onnxtest.PoolingConfig(8, false, mode), Dense: []onnxtest.Dense{{In: 8, Out: 8, Seed: 5}}})
+			files, _ := hfmodel.Resolve(dir)
+			info, err := e.Load(ctx, onnxLoad(t, dir, wire.RuntimeConfig{Threads: 1}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vecs, dims, err := e.EmbedPoolFrom(ctx, info.Ref, "", false, seqs, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range seqs {
+				want := onnxtest.STReferenceFrom(graphHidden(t, files.Graph, s), from[i], []string{mode}, dense, false)
+				if c := cosine64(vecs[i*dims:(i+1)*dims], want); c < 0.99999 {
+					t.Errorf("sequence %d pool_from %d: cosine %.7f; want ≥ 0.99999", i, from[i], c)
+				}
+			}
+			all, _, _ := e.Embed(ctx, info.Ref, "", false, seqs[:1])
+			if mode != "cls" && mode != "lasttoken" && testenv.Cosine(all, vecs[:dims]) > 0.99999 { // cls and lasttoken take one unmasked token
+				t.Errorf("pool_from 3 gives the vector of pool_from 0")
+			}
+		})
+	}
+}

@@ -149,6 +149,12 @@ func destroyAll(vs []ort.Value) {
 // work is spent on padding. Batching equal lengths measured 7% faster than
 // one sequence per run on 128-token chunks (docs/onnx-bench.md).
 func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32) ([]float32, int, error) {
+	return e.EmbedPoolFrom(ctx, ref, pooling, normalize, seqs, nil)
+}
+
+// EmbedPoolFrom is Embed with the first from[i] tokens of sequence i left
+// out of the pooling (PromptEmbedder); from nil leaves none out.
+func (e *ONNX) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32, from []int) ([]float32, int, error) {
 	m, err := e.model(ref)
 	if err != nil {
 		return nil, 0, err
@@ -170,6 +176,9 @@ func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, s
 	default:
 		return nil, 0, wire.Errorf(wire.CodeBadRequest, "pooling %q: EMBED_BATCH on an ONNX model takes \"\", mean, cls or last", pooling)
 	}
+	if from != nil && useGraph {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "pool_from: model %s pools in its graph (sentence_embedding), over every token", ref)
+	}
 	for i, s := range seqs {
 		if err := m.checkIDs(s); err != nil {
 			return nil, 0, wire.Errorf(wire.CodeBadRequest, "sequence %d: %w", i, err)
@@ -181,7 +190,7 @@ func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, s
 		if err := ctx.Err(); err != nil {
 			return nil, 0, wire.Errorf(wire.CodeInternal, "embed: %w", err)
 		}
-		if err := m.run(seqs, run, useGraph, ch, dims, out); err != nil {
+		if err := m.run(seqs, run, from, useGraph, ch, dims, out); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -240,7 +249,7 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 // run evaluates the sequences idx (all of one length) in one ONNX Runtime
 // run and writes their vectors to out: the graph's sentence_embedding
 // (useGraph) or chain ch over its last_hidden_state.
-func (m *onnxModel) run(seqs [][]int32, idx []int, useGraph bool, ch onnxChain, dims int, out []float32) error {
+func (m *onnxModel) run(seqs [][]int32, idx, from []int, useGraph bool, ch onnxChain, dims int, out []float32) error {
 	n, l := len(idx), len(seqs[idx[0]])
 	ins, err := m.inputs(n, l, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
 	defer destroyAll(ins)
@@ -272,7 +281,11 @@ func (m *onnxModel) run(seqs [][]int32, idx []int, useGraph bool, ch onnxChain, 
 			continue
 		}
 		w := m.width[m.plan.hidden]
-		ch.apply(m.outs[m.plan.hidden][i*l*w:(i+1)*l*w], l, w, dst)
+		skip := 0
+		if from != nil {
+			skip = from[s]
+		}
+		ch.apply(m.outs[m.plan.hidden][i*l*w:(i+1)*l*w], l, w, skip, dst)
 	}
 	return nil
 }

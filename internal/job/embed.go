@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +76,7 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	if err != nil {
 		return err
 	}
+	ch.PoolFrom = st.poolFrom
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
@@ -138,11 +138,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
 	for _, p := range o.Previous {
-		if sameFile(p, o.Out) {
+		if sameFile(p, o.Out) || sameObject(p, o.Out) {
 			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
 		}
-		if _, err := os.Stat(p); err != nil {
-			return configErrorf("--previous: %w", err)
+		if err := statInput(p); err != nil {
+			return fmt.Errorf("--previous: %w", err)
 		}
 	}
 	switch {
@@ -200,7 +200,7 @@ func (inc *incRun) finish(r *runner) error {
 		inc.counts.Deleted = -1
 		return nil
 	}
-	n, err := writeDeleted(inc.prev, inc.o.Deleted)
+	n, err := writeDeleted(r.ctx, inc.prev, inc.o.Deleted)
 	inc.counts.Deleted = n
 	return err
 }
@@ -303,7 +303,7 @@ func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, erro
 		Items: make([]wire.Item, len(chunks))}
 	tokens := 0
 	for i, c := range chunks {
-		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
+		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs), PoolFrom: c.PoolFrom}
 		tokens += len(c.IDs)
 	}
 	req.IDs = make([]int32, 0, tokens)

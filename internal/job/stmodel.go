@@ -7,6 +7,7 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/tokenize"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
@@ -23,6 +24,10 @@ type stRun struct {
 	modules, post string
 	// needsExt: the workers must apply the chain (LOAD.st_modules).
 	needsExt bool
+	// poolFrom is the prompt's length in tokens, its leading special tokens
+	// included, when the pooling leaves the prompt out (include_prompt
+	// false); 0 otherwise.
+	poolFrom int
 }
 
 // sentenceTransformers resolves the prompt and the modules of the run's
@@ -46,13 +51,33 @@ func (o *EmbedOptions) sentenceTransformers(m *artifact.Artifact) (stRun, error)
 	if st.promptName != "" {
 		o.Read.Prefix = st.prompt
 	}
-	if p := c.Pooling(); p != nil && !p.IncludePrompt && o.Read.Prefix != "" {
-		return st, configErrorf("%s: its Pooling module excludes the prompt from pooling (include_prompt false), which synapse does not do; run it without a prompt or --prefix", p.Dir)
+	if m.Format != artifact.FormatONNX {
+		return st, nil
 	}
-	if m.Format == artifact.FormatONNX {
-		st.modules, st.post, st.needsExt = appliedModules(m, o.Pooling)
+	var exclude bool
+	st.modules, st.post, st.needsExt, exclude = appliedModules(m, o.Pooling)
+	if p := c.Pooling(); p != nil && !p.IncludePrompt && o.Read.Prefix != "" && !exclude && o.Pooling == "" {
+		return st, configErrorf("%s: its Pooling module leaves the prompt out (include_prompt false), but the graph pools in itself (sentence_embedding), over every token; run it without a prompt or --prefix, or with --pooling", p.Dir)
+	}
+	if exclude && o.Read.Prefix != "" {
+		st.poolFrom, st.needsExt = promptLength(m, o.Read.Prefix), true
+		st.post = st.modules // the vectors depend on the whole pooling, prompt exclusion included
 	}
 	return st, nil
+}
+
+// promptLength is the number of leading tokens sentence-transformers
+// leaves out of the pooling for a prompt (SentenceTransformer's
+// _get_prompt_length): the prompt tokenized alone with the model's special
+// tokens, less the last one when it is special.
+func promptLength(m *artifact.Artifact, prompt string) int {
+	pre, suf := m.Tokenizer.Affixes()
+	ids := m.Tokenizer.Tokenize(prompt, tokenize.Options{}).IDs()
+	n := len(pre) + len(ids) + len(suf)
+	if len(suf) > 0 || len(ids) == 0 && len(pre) > 0 {
+		n--
+	}
+	return n
 }
 
 func promptList(c hfmodel.Chain) string {
@@ -73,11 +98,11 @@ func promptList(c hfmodel.Chain) string {
 // holds the modules), else the chain over last_hidden_state, with its
 // pooling replaced by --pooling. needsExt is whether a worker must know
 // LOAD.st_modules to apply it: anything but one mean, cls or lasttoken
-// pooling.
-func appliedModules(m *artifact.Artifact, pooling string) (all, post string, needsExt bool) {
+// pooling; exclude whether the applied pooling leaves out the prompt.
+func appliedModules(m *artifact.Artifact, pooling string) (all, post string, needsExt, exclude bool) {
 	c := m.Chain
 	if _, ok := m.ONNX.Output("sentence_embedding"); ok && pooling == "" {
-		return "the graph's sentence_embedding output", "", false
+		return "the graph's sentence_embedding output", "", false, false
 	}
 	if pooling != "" {
 		mode := map[string]string{"mean": "mean", "cls": "cls", "last": "lasttoken"}[pooling]
@@ -94,7 +119,7 @@ func appliedModules(m *artifact.Artifact, pooling string) (all, post string, nee
 	rest := hfmodel.Chain{Modules: slices.DeleteFunc(slices.Clone(c.Modules), func(x hfmodel.Module) bool { return x.Kind == hfmodel.ModPooling })}
 	p := c.Pooling()
 	needsExt = len(rest.Modules) > 0 || len(p.Modes) != 1 || !slices.Contains([]string{"mean", "cls", "lasttoken"}, p.Modes[0])
-	return c.String(), rest.String(), needsExt
+	return c.String(), rest.String(), needsExt, !p.IncludePrompt
 }
 
 // checkWorkers refuses workers that would not apply the chain.

@@ -173,6 +173,8 @@ func TestControlJSON(t *testing.T) {
 		{&Loaded{ReqID: 1, ModelRef: "m", Dims: 8, ColdLoadMS: 3}, `{"type":"LOADED","req_id":1,"model_ref":"m","dims":8,"cold_load_ms":3}`},
 		{&EmbedBatch{ReqID: 2, ModelRef: "m", Pooling: "", Normalize: true, Items: []Item{{ID: 7, NTokens: 1}}, IDs: []int32{5}},
 			`{"type":"EMBED_BATCH","req_id":2,"model_ref":"m","pooling":"","normalize":true,"items":[{"id":7,"n_tokens":1}]}`},
+		{&EmbedBatch{ReqID: 2, ModelRef: "m", Items: []Item{{ID: 0, NTokens: 3, PoolFrom: 2}, {ID: 1, NTokens: 1}}, IDs: []int32{5, 6, 7, 8}},
+			`{"type":"EMBED_BATCH","req_id":2,"model_ref":"m","pooling":"","normalize":false,"items":[{"id":0,"n_tokens":3,"pool_from":2},{"id":1,"n_tokens":1}]}`},
 		{&Vectors{ReqID: 2, Dims: 1, N: 1, Data: []float32{1}}, `{"type":"VECTORS","req_id":2,"dims":1,"n":1}`},
 		{&Rerank{ReqID: 3, ModelRef: "r", QueryNTokens: 1, Candidates: []Candidate{{NTokens: 0}}, IDs: []int32{1}},
 			`{"type":"RERANK","req_id":3,"model_ref":"r","query_n_tokens":1,"candidates":[{"n_tokens":0}]}`},

@@ -120,10 +120,15 @@
 // artifact_invalid when what it reads differs, so that both sides agree on
 // the vectors' width and on the modules recorded in the output; LOADED's
 // dims is the chain's output width. The member is omitted when the
-// directory has no modules. A worker without the extension would ignore
-// the member and pool only, so the module refuses a model with Dense or
-// Normalize modules (or pooling other than mean, cls and lasttoken) unless
-// the workers announced "LOAD.st_modules".
+// directory has no modules. The same extension adds EMBED_BATCH items'
+// "pool_from" member (omitted when 0): the number of leading tokens the
+// pooling leaves out, the prompt's, for a Pooling module with
+// include_prompt false (a worker answers bad_request when it exceeds the
+// item's n_tokens). A worker without the extension would ignore both
+// members and pool every token, so the module refuses a model with Dense
+// or Normalize modules, pooling other than one mean, cls or lasttoken, or
+// a prompt left out of the pooling, unless the workers announced
+// "LOAD.st_modules".
 //
 // QUANTIZE and QUANTIZED are another, for the module's model cache:
 //

@@ -133,10 +133,15 @@ type Loaded struct {
 	ColdLoadMS int64  `json:"cold_load_ms"`
 }
 
-// Item is one sequence of an EMBED_BATCH. JSON: {"id", "n_tokens"}.
+// Item is one sequence of an EMBED_BATCH. JSON: {"id", "n_tokens"} and the
+// extension member "pool_from" (LOAD.st_modules; omitted when 0): pooling
+// leaves out the sequence's first pool_from tokens, as a
+// sentence-transformers Pooling module with include_prompt false leaves
+// out the prompt.
 type Item struct {
-	ID      uint64 `json:"id"`
-	NTokens int    `json:"n_tokens"`
+	ID       uint64 `json:"id"`
+	NTokens  int    `json:"n_tokens"`
+	PoolFrom int    `json:"pool_from,omitempty"`
 }
 
 // EmbedBatch asks for one embedding per item.

@@ -153,7 +153,20 @@ func PoolingConfig(hidden int, includePrompt bool, modes ...string) map[string]a
 // mean, mean_sqrt_len_tokens, weightedmean, lasttoken, concatenated in
 // that order), each Dense layer (act(W·x + b)) and Normalize.
 func STReference(h [][]float64, modes []string, dense []Dense, normalize bool) []float64 {
+	return STReferenceFrom(h, 0, modes, dense, normalize)
+}
+
+// STReferenceFrom is STReference with the attention mask zeroed on the
+// first from tokens, as Pooling.forward zeroes it over the prompt when
+// include_prompt is false (cls still takes token 0).
+func STReferenceFrom(h [][]float64, from int, modes []string, dense []Dense, normalize bool) []float64 {
 	n, w := len(h), len(h[0])
+	mask := func(j int) float64 {
+		if j < from {
+			return 0
+		}
+		return 1
+	}
 	var v []float64
 	for _, mode := range []string{"cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken"} {
 		if !contains(modes, mode) {
@@ -161,34 +174,35 @@ func STReference(h [][]float64, modes []string, dense []Dense, normalize bool) [
 		}
 		out := make([]float64, w)
 		for d := range out {
+			var sum, weights float64
 			switch mode {
 			case "cls":
 				out[d] = h[0][d]
 			case "lasttoken":
-				out[d] = h[n-1][d]
+				out[d] = h[n-1][d] * mask(n-1)
 			case "max":
-				out[d] = h[0][d]
-				for j := 1; j < n; j++ {
-					if h[j][d] > out[d] {
-						out[d] = h[j][d]
+				out[d] = -1e9
+				for j := range n {
+					x := h[j][d]
+					if mask(j) == 0 {
+						x = -1e9
 					}
+					out[d] = math.Max(out[d], x)
 				}
-			case "mean", "mean_sqrt_len_tokens":
+			case "mean", "mean_sqrt_len_tokens", "weightedmean":
 				for j := range n {
-					out[d] += h[j][d]
+					wt := mask(j)
+					if mode == "weightedmean" {
+						wt *= float64(j + 1)
+					}
+					sum += wt * h[j][d]
+					weights += wt
 				}
-				if mode == "mean" {
-					out[d] /= float64(n)
-				} else {
-					out[d] /= math.Sqrt(float64(n))
+				weights = math.Max(weights, 1e-9)
+				if mode == "mean_sqrt_len_tokens" {
+					weights = math.Sqrt(weights)
 				}
-			case "weightedmean":
-				var ws float64
-				for j := range n {
-					out[d] += float64(j+1) * h[j][d]
-					ws += float64(j + 1)
-				}
-				out[d] /= ws
+				out[d] = sum / weights
 			}
 		}
 		v = append(v, out...)
@@ -212,7 +226,7 @@ func STReference(h [][]float64, modes []string, dense []Dense, normalize bool) [
 			s += x * x
 		}
 		for i := range v {
-			v[i] /= math.Sqrt(s)
+			v[i] /= math.Max(math.Sqrt(s), 1e-12)
 		}
 	}
 	return v
