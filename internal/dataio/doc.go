@@ -115,6 +115,8 @@ const (
 	ReasonInvalidUTF8     = record.ReasonInvalidUTF8
 	ReasonEmptyText       = record.ReasonEmptyText
 	ReasonBadID           = record.ReasonBadID
+	ReasonDuplicateID     = record.ReasonDuplicateID
+	ReasonCorruptRows     = record.ReasonCorruptRows
 	ReasonMalformedLine   = record.ReasonMalformedLine
 	ReasonMissingDocument = record.ReasonMissingDocument
 	ReasonMissingQuery    = record.ReasonMissingQuery
