@@ -254,14 +254,18 @@ func (r *Reader) Next() (Doc, error) {
 }
 
 // recordIndex is the Index of what a source returned: a Doc or a RowError.
-// Any other error is returned whatever the start.
+// A FileError's is the Index the next record would have had. Any other
+// error is returned whatever the start.
 func recordIndex(d Doc, err error) int64 {
 	var re *RowError
+	var fe *FileError
 	switch {
 	case err == nil:
 		return d.Index
 	case errors.As(err, &re):
 		return re.Index
+	case errors.As(err, &fe):
+		return fe.Index
 	}
 	return math.MaxInt64
 }
