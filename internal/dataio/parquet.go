@@ -56,9 +56,9 @@ type parquetSource struct {
 	// (a file row) are returned as RowErrors.
 	bad    string
 	badEnd int64
-	recLen  int
-	recPos  int
-	row     int64 // file row of the next row
+	recLen int
+	recPos int
+	row    int64 // file row of the next row
 }
 
 func newParquet(name string, f inputFile, base int64, opts *ReadOptions, part Part) (src source, err error) {

@@ -612,9 +612,11 @@ func (r *runner) writeManifest(src any) error {
 		return err
 	}
 	c := o.Stats.Snapshot()
+	outRows := r.w.Rows()
 	m := dataio.Manifest{Command: r.kind, Shard: o.Read.Shard, Shards: o.Read.Shards, Output: o.Out, Errors: o.Errors,
-		Rows:         dataio.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Items: c.Items, Tokens: c.Tokens, FileErrors: c.FileErrors},
-		ErrorRecords: r.w.ErrorRecords(), IndexNumbering: "shard", ModelDigest: r.model.Digest,
+		Rows: dataio.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Partial: c.Partial, Items: c.Items,
+			ItemFailures: c.ItemFailures, Tokens: c.Tokens, FileErrors: c.FileErrors},
+		ErrorRecords: r.w.ErrorRecords(), OutputRows: &outRows, IndexNumbering: "shard", ModelDigest: r.model.Digest,
 		SettingsDigest: settingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
 		ElapsedSeconds: time.Since(r.start).Seconds()}
 	var spans []dataio.Span
