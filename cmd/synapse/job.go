@@ -54,7 +54,7 @@ func jobFlags(batchDefault string) []cli.Flag {
 func readFlags(what string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "text-field", Usage: "field(s) holding the " + what + "; several are joined with a newline", DefaultText: "text"},
-		&cli.StringFlag{Name: "id-field", Usage: "field holding the row id", DefaultText: "id, else _id, else the row number"},
+		&cli.StringFlag{Name: "id-field", Usage: "field holding the row id (null, empty and #N ids are bad_id rows; a repeated id is a duplicate_id row)", DefaultText: "id, else _id, else #INDEX"},
 		&cli.StringFlag{Name: "prefix", Usage: `text put in front of every ` + what + `, e.g. "search_document: "`},
 		&cli.BoolFlag{Name: "skip-empty", Usage: "send empty or whitespace-only texts to the errors file"},
 	}
