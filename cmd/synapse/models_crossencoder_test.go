@@ -119,6 +119,19 @@ func TestModelsCrossEncoderRefused(t *testing.T) {
 	if entries := m.ls(); len(entries) != 0 {
 		t.Errorf("entries after the refusals: %+v; want none", entries)
 	}
+	// rerank -m FILE refuses them too, before any work.
+	work := t.TempDir()
+	in, out := filepath.Join(work, "q.jsonl"), filepath.Join(work, "out.jsonl")
+	writeRerankQueries(t, in)
+	for _, model := range []string{swapped, testmodels.LabelledReranker(t, "relevant", "irrelevant")} {
+		_, errOut, code := m.run(nil, "rerank", in, "-m", model, "-o", out)
+		if code != exitUsage || !strings.Contains(errOut, "cannot rerank") || !strings.Contains(errOut, `0="relevant"`) {
+			t.Errorf("rerank -m %s: exit %d, %q; want %d saying why", model, code, errOut, exitUsage)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("rerank -m %s wrote %s", model, out)
+		}
+	}
 	if s := m.staged(); len(s) != 0 {
 		t.Errorf("staging after the refusals: %v; want nothing", s)
 	}
