@@ -51,18 +51,21 @@ func checkFormat(f Format, sc *arrow.Schema) error {
 // finalSink writes the output file in its final format.
 type finalSink struct {
 	f   *os.File
+	tmp string // the temporary file's name
 	bw  *bufio.Writer
 	ipc *ipc.FileWriter
 	pq  *pqarrow.FileWriter
 	row func(rec arrow.RecordBatch) error // JSONL and TREC
 }
 
-func newFinalSink(path string, format Format, sc *arrow.Schema, mem memory.Allocator) (*finalSink, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+// newFinalSink writes final's content to a new temporary file beside it
+// (createTemp; its name is the sink's tmp), to be renamed into place.
+func newFinalSink(final string, format Format, sc *arrow.Schema, mem memory.Allocator) (*finalSink, error) {
+	f, err := createTemp(final)
 	if err != nil {
-		return nil, fmt.Errorf("dataio: %w", err)
+		return nil, err
 	}
-	s := &finalSink{f: f, bw: bufio.NewWriterSize(f, 1<<20)}
+	s := &finalSink{f: f, tmp: f.Name(), bw: bufio.NewWriterSize(f, 1<<20)}
 	switch format {
 	case FormatParquet:
 		props := parquet.NewWriterProperties(parquet.WithAllocator(mem),
@@ -83,8 +86,8 @@ func newFinalSink(path string, format Format, sc *arrow.Schema, mem memory.Alloc
 	}
 	if err != nil {
 		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("dataio: %s: %w", path, err)
+		os.Remove(s.tmp)
+		return nil, fmt.Errorf("dataio: %s: %w", final, err)
 	}
 	return s, nil
 }

@@ -3,7 +3,7 @@ package dataio
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"path/filepath"
 	"strings"
 )
@@ -81,7 +81,7 @@ func WriteManifest(path string, m Manifest) error {
 // ReadManifest reads a manifest.
 func ReadManifest(path string) (Manifest, error) {
 	var m Manifest
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.State)
 	if err != nil {
 		return m, fmt.Errorf("dataio: manifest: %w", err)
 	}

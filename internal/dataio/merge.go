@@ -78,6 +78,14 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
 	}
+	if err := CheckPaths(mergePaths(ms, paths, o)); err != nil {
+		return MergeSummary{}, err
+	}
+	for _, final := range []string{o.Out, o.Errors} {
+		if _, err := RemoveStaleTemps(final); err != nil {
+			return MergeSummary{}, err
+		}
+	}
 	sum := MergeSummary{Shards: len(ms), Out: o.Out, Errors: o.Errors}
 	for _, m := range ms {
 		r := &sum.Rows
@@ -92,6 +100,24 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// mergePaths are the files a merge reads (every part, its errors file and
+// manifest) and writes, for CheckPaths.
+func mergePaths(ms []Manifest, paths []string, o MergeOptions) []PathUse {
+	var u []PathUse
+	for k, m := range ms {
+		u = append(u, Reads("part", partPath(m.Output, paths[k]), partPath(m.Errors, paths[k]), paths[k])...)
+	}
+	return append(u, append(Writes("-o", o.Out), Writes("--errors", o.Errors)...)...)
+}
+
+// partPath is a file a manifest names, found beside the manifest.
+func partPath(name, manifest string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(filepath.Dir(manifest), filepath.Base(name))
 }
 
 var shardName = regexp.MustCompile(`\.shard-(\d+)-of-(\d+)\.json$`)
@@ -244,22 +270,20 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 	}
 	var sink *finalSink
 	var sc *arrow.Schema
-	tmp := o.Out + ".tmp-" + strconv.Itoa(os.Getpid())
+	var tmp string
 	var rows int64
 	for k, m := range ms {
-		part := m.Output
-		if !filepath.IsAbs(part) {
-			part = filepath.Join(filepath.Dir(paths[k]), filepath.Base(part))
-		}
+		part := partPath(m.Output, paths[k])
 		err := EachBatch(part, o.Allocator, func(rec arrow.RecordBatch) error {
 			if sink == nil {
 				sc = unsharded(rec.Schema())
 				if err := checkFormat(format, sc); err != nil {
 					return err
 				}
-				if sink, err = newFinalSink(tmp, format, sc, o.Allocator); err != nil {
+				if sink, err = newFinalSink(o.Out, format, sc, o.Allocator); err != nil {
 					return err
 				}
+				tmp = sink.tmp
 			}
 			out := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
 			defer out.Release()
@@ -347,19 +371,16 @@ func EachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) err
 // mergeErrors writes the parts' errors files one after the other, their
 // indexes and JSONL lines made the single run's.
 func mergeErrors(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
-	tmp := o.Errors + ".tmp-" + strconv.Itoa(os.Getpid())
-	out, err := os.Create(tmp)
+	out, err := createTemp(o.Errors)
 	if err != nil {
 		return 0, fmt.Errorf("dataio: merge: %w", err)
 	}
+	tmp := out.Name()
 	w := bufio.NewWriter(out)
 	var records, indexBase int64
 	lineBase := map[string]int{}
 	for k, m := range ms {
-		errPath := m.Errors
-		if !filepath.IsAbs(errPath) {
-			errPath = filepath.Join(filepath.Dir(paths[k]), filepath.Base(errPath))
-		}
+		errPath := partPath(m.Errors, paths[k])
 		shift := m.IndexNumbering != "global"
 		n, err := copyErrors(w, errPath, func(index int64, source string, line int) (int64, int) {
 			if !shift {
