@@ -33,6 +33,15 @@ HFTOK_BIN_SHA256 := f8db409cd5b52a2fac2fd963eacf5c33b3d5841c2520ca168c447b2f5cb4
 HFTOK_DIR        := $(CURDIR)/.cache/hf-tokenizers/$(HFTOK_VERSION)
 HFTOK_STAMP      := $(HFTOK_DIR)/.installed-$(HFTOK_VERSION)
 
+# Test server only (never used by synapse): versitygw, an S3 gateway over a
+# POSIX directory, written in Go and built from the Go module proxy (its
+# go.sum checked against sum.golang.org), for the object-storage tests
+# (internal/s3test starts one per test on a 127.0.0.1 port). Built once.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW_DIR     := $(CURDIR)/.cache/versitygw/$(VERSITYGW_VERSION)
+VERSITYGW_STAMP   := $(VERSITYGW_DIR)/.installed-$(VERSITYGW_VERSION)
+
+export SYNAPSE_S3_SERVER ?= $(VERSITYGW_DIR)/versitygw
 export SYNAPSE_LLAMA_LIB ?= $(LLAMA_LIB_DIR)
 export SYNAPSE_ORT_LIB   ?= $(ORT_LIB_DIR)
 export SYNAPSE_HF_TOKENIZERS ?= $(HFTOK_DIR)
@@ -43,7 +52,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib ort-lib hf-tokenizers build install test test-race test-slurm vet fuzz bench demo clean
+.PHONY: setup llama-lib ort-lib hf-tokenizers s3-server build install test test-race test-slurm test-s3 vet fuzz bench demo clean
 
 setup: llama-lib ort-lib
 	$(GO) mod download
@@ -93,6 +102,16 @@ $(HFTOK_STAMP):
 	  rm -rf "$(HFTOK_DIR)"; mkdir -p "$(HFTOK_DIR)"; \
 	  cp "$$tmp/a/package/index.js" "$$tmp/a/package/package.json" "$$tmp/a/package/LICENSE" "$$tmp/b/package/tokenizers.linux-x64-gnu.node" "$(HFTOK_DIR)/"; \
 	  touch "$@"; echo "setup: test reference tokenizers in $(HFTOK_DIR)"
+
+s3-server: $(VERSITYGW_STAMP)
+
+$(VERSITYGW_STAMP):
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: building versitygw $(VERSITYGW_VERSION) (the S3 test server; minutes on a small machine)"; \
+	  GOBIN="$$tmp" GOFLAGS=-buildvcs=false GOWORK=off GOTOOLCHAIN=local $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
+	  rm -rf "$(VERSITYGW_DIR)"; mkdir -p "$(VERSITYGW_DIR)"; \
+	  mv "$$tmp/versitygw" "$(VERSITYGW_DIR)/versitygw"; \
+	  touch "$@"; echo "setup: versitygw in $(VERSITYGW_DIR)"
 
 build:
 	$(GO) build -o bin/synapse ./cmd/synapse
@@ -161,6 +180,16 @@ test-slurm: setup build
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null; \
 	fi
 	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' ./cmd/synapse
+
+# Object storage for real: inputs, outputs, shards, merge, resume after a
+# server killed mid-upload, --previous, against versitygw (built once into
+# .cache by s3-server, which takes minutes: so not part of `make test`,
+# whose S3 tests run only when the server is already built and skip,
+# saying so, otherwise).
+S3_TESTS := '^TestS3'
+test-s3: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-s3: setup s3-server
+	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./internal/objstore ./internal/dataio ./cmd/synapse
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.

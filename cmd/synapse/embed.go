@@ -58,6 +58,9 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	if err != nil {
 		return o, err
 	}
+	if o.Previous, err = expandObjects(c.Context, "embed: --previous", o.Previous); err != nil {
+		return o, err
+	}
 	readOptionsFrom(c, &o.Options)
 	switch o.Pooling {
 	case "", "mean", "cls", "last":

@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -110,7 +110,7 @@ type rankedRow struct {
 }
 
 func readJSONLRows(path string, add func(rankedRow)) error {
-	fh, err := os.Open(path)
+	fh, err := dataio.OpenReader(context.Background(), path)
 	if err != nil {
 		return err
 	}

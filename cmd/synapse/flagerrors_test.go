@@ -57,6 +57,8 @@ func flagCases(files, model, status string) []flagCase {
 		{"embed deleted without previous", embed("--deleted", out("gone.txt")), "--deleted needs --previous"},
 		{"embed previous missing", embed("--previous", out("old.arrow")), "--previous"},
 		{"embed unknown output extension", embed("-o", out("v.csv")), "v.csv"},
+		{"embed gs:// output", embed("-o", "gs://bucket/v.arrow"), "s3:// only"},
+		{"embed azblob:// input", []string{"embed", "azblob://c/in.jsonl", "-m", model, "--status-addr", status}, "s3:// only"},
 		{"embed shard of stdin", []string{"embed", "-", "-m", model, "--shard", "0/2", "--status-addr", status}, "--shard"},
 		{"embed missing input", []string{"embed", missing, "-m", model, "--quantize", "q8_0", "--status-addr", status}, "missing.jsonl"},
 		{"embed no model", []string{"embed", in, "--status-addr", status}, "no model"},

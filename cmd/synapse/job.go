@@ -17,6 +17,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/pipeline"
 	"github.com/synapse-embed/synapse/internal/status"
 )
@@ -38,6 +39,7 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.DurationFlag{Name: "deadline-per-token", Value: job.DefaultDeadlinePerToken, Usage: "added to --deadline for every token of a request (0: nothing)"},
 		&cli.IntFlag{Name: "deadline-stretch", Value: job.DefaultDeadlineStretch, Usage: "after a request times out, later ones get twice the deadline, up to this many times (1: never); a busy machine slows the run instead of failing it"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
+		checkpointDirFlag(),
 		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process the I-th of N contiguous parts of the inputs (auto/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); writes OUT.shard-I-of-N.EXT and, when done, its manifest OUT.shard-I-of-N.json; synapse merge puts the parts together. .gz JSON Lines files are not split by bytes: each goes whole to one shard"},
 		&cli.BoolFlag{Name: "force", Usage: "with --shard: run the shard again although its manifest says it is done"},
 		&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the errors file are at most this share of the rows read (e.g. 0.000001)"},
@@ -106,12 +108,17 @@ func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string) (job.O
 		BatchTokens: c.Int("batch-tokens"), Workers: c.Int("workers"), Threads: c.Int("threads"),
 		Deadline: c.Duration("deadline"), Resume: c.Bool("resume"), Version: version, Force: c.Bool("force"),
 		BufferBytes: int64(c.Int("buffer-mb")) << 20, DeadlineStretch: c.Int("deadline-stretch"), Chaos: c.String("chaos"),
+		CheckpointDir: c.String("checkpoint-dir"),
 	}
 	if o.Model == "" {
 		// Checked here rather than with Required, for a message that says what to give.
 		return o, usagef("%s: no model (give -m MODEL.gguf)", name)
 	}
 	if err := checkTuning(c, name, &o); err != nil {
+		return o, err
+	}
+	var err error
+	if o.Inputs, err = expandObjects(c.Context, name+": input", o.Inputs); err != nil {
 		return o, err
 	}
 	if err := checkInputs(name, o.Inputs); err != nil {
@@ -198,7 +205,7 @@ func checkInputs(name string, inputs []string) error {
 		return usagef("%s: no input files (give Parquet or JSONL files, or - for stdin)", name)
 	}
 	for _, in := range inputs {
-		if in == "-" {
+		if in == "-" || objstore.IsURL(in) { // objects: checked by expandObjects
 			continue
 		}
 		if st, err := os.Stat(in); err != nil {
@@ -421,6 +428,7 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 	for _, l := range s.Lines {
 		fmt.Fprintf(w, "%-14s %s\n", l.Label, l.Text)
 	}
+	printObjectStore(w)
 	if s.DeadlineStretch > 1 {
 		fmt.Fprintf(w, "deadlines      stretched up to %d× after requests timed out (--deadline-stretch)\n", s.DeadlineStretch)
 	}

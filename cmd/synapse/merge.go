@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 func mergeCommand() *cli.Command {
@@ -32,18 +33,25 @@ func mergeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors")}
+			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors"), Context: c.Context}
 			switch args := c.Args().Slice(); {
 			case len(args) == 0:
 				return usagef("merge: give the sharded run's output (OUT.arrow) or its part files")
 			case len(args) == 1 && !shardPart.MatchString(args[0]):
 				o.Base = args[0]
 			default:
-				o.Parts = args
+				if o.Parts, err = expandObjects(c.Context, "merge", args); err != nil {
+					return err
+				}
+			}
+			for _, p := range []string{o.Out, o.Errors, o.Base} {
+				if err := checkObjectBucket(c.Context, "merge", p); err != nil {
+					return err
+				}
 			}
 			sum, err := dataio.Merge(o)
 			switch {
-			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrUnknownFormat):
+			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
 				return usageError{fmt.Errorf("merge: %w", err)}
 			case err != nil:
 				return fmt.Errorf("merge: %w", err)

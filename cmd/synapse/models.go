@@ -16,6 +16,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/ingest"
 	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/modelcache"
+	"github.com/synapse-embed/synapse/internal/onnx"
 )
 
 func modelsCommand() *cli.Command {
@@ -49,26 +50,38 @@ func openStore(c *cli.Context) (*modelcache.Store, error) {
 func modelsAddCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "add",
-		Usage:     "validate a GGUF model (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
-		ArgsUsage: "FILE.gguf (with --quantize, also a cached NAME)",
+		Usage:     "validate a GGUF model or an ONNX model directory (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
+		ArgsUsage: "FILE.gguf|ONNX-DIR|FILE.onnx, or s3://BUCKET/KEY.gguf / s3://BUCKET/PREFIX/ (copied locally first) (with --quantize, also a cached NAME)",
+		Description: `An ONNX model directory is stored as its graph (model.onnx, hard-linked or
+copied) with the directory's tokenizer.json, config.json, other top-level
+.json/.txt files and sentence-transformers module directories copied beside it.
+
+--quantize makes a variant: a GGUF file type (q8_0, q4_k_m, …) for a GGUF
+model, written by llama.cpp's quantizer; int8 for an ONNX model, the
+dynamically quantized graph onnxruntime's quantize_dynamic writes (int8
+MatMul/Gemm weights, activations quantized at run time), written by
+synapse's own ONNX writer. Both run in a worker, and both variants are
+measured against their source on --sample (cosines, speed ratio).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
-			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this file `TYPE`: " + strings.Join(gguf.FileTypeNames(), ", ")},
+			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
 			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
 			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},
-			&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text is kept but marked degraded"},
+			&cli.Float64Flag{Name: "min-cosine", Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text is kept but marked degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
-			&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads in the worker", DefaultText: "all cores"},
+			&cli.IntFlag{Name: "threads", Usage: "llama.cpp (or ONNX Runtime intra-op) threads in the worker", DefaultText: "all cores"},
 			modelsDirFlag(),
-			llamaLibFlag(), chaosFlag(),
+			llamaLibFlag(), ortLibFlag(), chaosFlag(),
 		},
 		Action: modelsAdd,
 	}
 }
 
-// ingestOptions are the worker and store settings of a models command.
-func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (ingest.Options, error) {
-	w, err := workersFor(c, artifact.FormatGGUF)
+// ingestOptions are the worker and store settings of a models command on
+// the model ref: its workers get llama.cpp's library for GGUF, ONNX
+// Runtime's for ONNX.
+func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Writer) (ingest.Options, error) {
+	w, err := workersFor(c, ingest.FormatOf(s, ref))
 	if err != nil {
 		return ingest.Options{}, err
 	}
@@ -82,12 +95,12 @@ func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (inges
 // checkAddFlags checks models add's flags before anything is touched.
 func checkAddFlags(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usagef("models add: want one FILE.gguf argument, got %d", c.NArg())
+		return usagef("models add: want one FILE.gguf, ONNX model directory or FILE.onnx argument, got %d", c.NArg())
 	}
 	if c.Int("threads") < 0 || c.Int("rounds") < 1 || c.Int("sample-texts") < 1 {
 		return usagef("models add: --threads must not be negative; --rounds and --sample-texts must be at least 1")
 	}
-	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
+	if mc := c.Float64("min-cosine"); c.IsSet("min-cosine") && (mc <= -1 || mc > 1) {
 		return usagef("models add: --min-cosine %g: want a cosine in (-1, 1]", mc)
 	}
 	if c.String("quantize") == "" && (c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds")) {
@@ -104,11 +117,16 @@ func modelsAdd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o, err := ingestOptions(c, s, c.App.ErrWriter)
+	ref, cleanup, err := fetchModel(c.Context, c.Args().First()) // s3://: a local copy (objects.go)
 	if err != nil {
 		return err
 	}
-	ref, w := c.Args().First(), c.App.Writer
+	defer cleanup()
+	w := c.App.Writer
+	o, err := ingestOptions(c, s, ref, c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
 	if c.String("quantize") == "" {
 		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
 		if err != nil {
@@ -120,7 +138,7 @@ func modelsAdd(c *cli.Context) error {
 		}
 		return nil
 	}
-	q, err := quantizeOptions(c)
+	q, err := quantizeOptions(c, ingest.FormatOf(s, ref))
 	if err != nil {
 		return err
 	}
@@ -144,9 +162,9 @@ func modelsAdd(c *cli.Context) error {
 }
 
 // quantizeOptions reads --quantize and the measurement flags.
-func quantizeOptions(c *cli.Context) (ingest.QuantizeOptions, error) {
+func quantizeOptions(c *cli.Context, format string) (ingest.QuantizeOptions, error) {
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine"), Rounds: c.Int("rounds")}
-	if _, err := gguf.ParseFileType(q.FType); err != nil {
+	if _, err := ingest.ParseTarget(format, q.FType); err != nil {
 		return q, usagef("models add: --quantize: %v", err)
 	}
 	if path := c.String("sample"); path != "" {
@@ -361,17 +379,17 @@ func modelsVerify(c *cli.Context) error {
 // (embed; rerank and generate to come).
 func modelCacheFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` (q8_0, q4_k_m, …) variant of -m, made and measured on first use and cached (see `synapse models`)"},
-		&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded"},
+		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` variant of -m (q8_0, q4_k_m, … for GGUF; int8 for ONNX), made and measured on first use and cached (see `synapse models`)"},
+		&cli.Float64Flag{Name: "min-cosine", Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
 		&cli.BoolFlag{Name: "allow-degraded", Usage: "run a quantized variant even though its measured quality is below its threshold"},
 	}
 }
 
 // checkModelFlags checks the model cache flags of a job command.
 func checkModelFlags(c *cli.Context, name string) error {
-	if q := c.String("quantize"); q != "" {
+	if q := c.String("quantize"); q != "" && !strings.EqualFold(q, onnx.FTypeInt8) { // int8 is for ONNX models, checked with the model
 		if _, err := gguf.ParseFileType(q); err != nil {
-			return usagef("%s: --quantize: %v", name, err)
+			return usagef("%s: --quantize: %v (or int8 for an ONNX model)", name, err)
 		}
 	}
 	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
@@ -392,10 +410,10 @@ func quantized(c *cli.Context, m *artifact.Artifact, o *job.Options) (*artifact.
 	if c.String("quantize") == "" {
 		return m, nil
 	}
-	if m.Format != artifact.FormatGGUF {
-		return nil, usagef("--quantize makes GGUF variants; %s is an %s model (ONNX variants such as model_quantized.onnx are chosen with -m)", o.Model, m.Format)
-	}
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine")}
+	if _, err := ingest.ParseTarget(m.Format, q.FType); err != nil {
+		return nil, usagef("--quantize: %s is an %s model: %v", o.Model, m.Format, err)
+	}
 	s, err := modelcache.Open("")
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/onnx"
 	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/tokenize"
@@ -50,13 +51,19 @@ func openONNX(path string) (*Artifact, error) {
 	if err := files.Chain.Check(cfg.HiddenSize); err != nil {
 		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
 	}
-	size, digest, err := hfmodel.Digest(files.Graph)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+	entry, cached := modelcache.EntryFor(files.Graph)
+	size, digest := entry.Size, entry.Digest // a cached graph's digest is its entry's
+	if !cached {
+		if size, digest, err = hfmodel.Digest(files.Graph); err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
 	}
 	a := &Artifact{Path: files.Graph, Format: FormatONNX, Digest: digest, Size: size, Name: onnxName(files),
 		Arch: cfg.ModelType, ContextLength: cfg.ContextLength(), Pooling: chainPooling(files.Chain), Tokenizer: tok, ONNX: info,
 		Chain: files.Chain}
+	if cached {
+		a.Entry, a.Name = &entry, entry.Name
+	}
 	if a.ContextLength == 0 {
 		a.ContextLength = tokenizerMaxLength(files.Tokenizer)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 
@@ -50,22 +49,18 @@ func checkFormat(f Format, sc *arrow.Schema) error {
 
 // finalSink writes the output file in its final format.
 type finalSink struct {
-	f   *os.File
-	tmp string // the temporary file's name
+	out *output
 	bw  *bufio.Writer
 	ipc *ipc.FileWriter
 	pq  *pqarrow.FileWriter
 	row func(rec arrow.RecordBatch) error // JSONL and TREC
 }
 
-// newFinalSink writes final's content to a new temporary file beside it
-// (createTemp; its name is the sink's tmp), to be renamed into place.
-func newFinalSink(final string, format Format, sc *arrow.Schema, mem memory.Allocator) (*finalSink, error) {
-	f, err := createTemp(final)
-	if err != nil {
-		return nil, err
-	}
-	s := &finalSink{f: f, tmp: f.Name(), bw: bufio.NewWriterSize(f, 1<<20)}
+// newFinalSink writes the output file out in format; on failure out is
+// discarded.
+func newFinalSink(out *output, format Format, sc *arrow.Schema, mem memory.Allocator) (*finalSink, error) {
+	s := &finalSink{out: out, bw: bufio.NewWriterSize(out, 1<<20)}
+	var err error
 	switch format {
 	case FormatParquet:
 		props := parquet.NewWriterProperties(parquet.WithAllocator(mem),
@@ -85,9 +80,8 @@ func newFinalSink(final string, format Format, sc *arrow.Schema, mem memory.Allo
 		s.ipc, err = ipc.NewFileWriter(s.bw, ipc.WithSchema(sc), ipc.WithAllocator(mem))
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(s.tmp)
-		return nil, fmt.Errorf("dataio: %s: %w", final, err)
+		out.discard()
+		return nil, fmt.Errorf("dataio: %s: %w", out.path, err)
 	}
 	return s, nil
 }
@@ -103,11 +97,13 @@ func (s *finalSink) write(rec arrow.RecordBatch) error {
 		err = s.row(rec)
 	}
 	if err != nil {
-		return fmt.Errorf("dataio: write %s: %w", s.f.Name(), err)
+		return fmt.Errorf("dataio: write %s: %w", s.out.Name(), err)
 	}
 	return nil
 }
 
+// finish ends the file and makes it durable; an object appears now, a
+// local file when it is published.
 func (s *finalSink) finish() error {
 	var err error
 	switch {
@@ -116,13 +112,17 @@ func (s *finalSink) finish() error {
 	case s.ipc != nil:
 		err = s.ipc.Close()
 	}
-	err = errors.Join(err, s.bw.Flush(), s.f.Sync(), s.f.Close())
+	if err = errors.Join(err, s.bw.Flush()); err == nil {
+		err = s.out.finish()
+	}
 	if err != nil {
-		return fmt.Errorf("dataio: finish %s: %w", s.f.Name(), err)
+		s.out.discard()
+		return fmt.Errorf("dataio: finish %s: %w", s.out.Name(), err)
 	}
 	return nil
 }
 
+// abort drops the file (a local temporary is removed, an upload aborted).
 func (s *finalSink) abort() {
 	switch {
 	case s.pq != nil:
@@ -130,7 +130,7 @@ func (s *finalSink) abort() {
 	case s.ipc != nil:
 		s.ipc.Close()
 	}
-	s.f.Close()
+	s.out.discard()
 }
 
 // writeJSONL writes one JSON object per row, keys in schema order; fixed-size

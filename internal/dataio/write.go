@@ -2,6 +2,7 @@ package dataio
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // Format is an output file format.
@@ -87,6 +90,13 @@ type WriterOptions struct {
 	// OnError, if set, is told the reason of every error record written
 	// (for metrics).
 	OnError func(reason string)
+	// CheckpointDir is where OpenCheckpointed keeps the resume files of an
+	// output (or errors file) in a bucket (see ResumeBase); "" =
+	// DefaultCheckpointDir. A local output keeps them beside it.
+	CheckpointDir string
+	// Context bounds the uploads of outputs in a bucket; default
+	// context.Background().
+	Context context.Context
 }
 
 // Writer writes the rows and error records of a run. One goroutine owns it.
@@ -124,16 +134,23 @@ func Create(out string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	sink, err := newFinalSink(out, w.opts.Format, w.schema, w.opts.Allocator)
+	if objstore.IsURL(out) || objstore.IsURL(w.errPath) {
+		w.bld.Release()
+		return nil, fmt.Errorf("dataio: create %s: an output in a bucket is written by OpenCheckpointed", out)
+	}
+	dst, err := createOutput(w.opts.Context, out)
 	if err != nil {
 		w.bld.Release()
 		return nil, err
 	}
-	w.sink, w.tmp = sink, sink.tmp
+	w.tmp = dst.tmp
+	if w.sink, err = newFinalSink(dst, w.opts.Format, w.schema, w.opts.Allocator); err != nil {
+		w.bld.Release()
+		return nil, err
+	}
 	f, err := createTemp(w.errPath)
 	if err != nil {
-		w.sink.abort()
-		os.Remove(w.tmp)
+		w.sink.abort() // removes w.tmp
 		w.bld.Release()
 		return nil, err
 	}
@@ -163,6 +180,9 @@ func newWriter(out string, opts WriterOptions) (*Writer, error) {
 	}
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
 	}
 	return &Writer{out: out, errPath: opts.ErrorsPath, opts: opts, schema: opts.Schema,
 		bld: array.NewRecordBuilder(opts.Allocator, opts.Schema), last: -1}, nil

@@ -318,19 +318,17 @@ func TestHelperProcess(t *testing.T) {
 	select {} // the kill is asynchronous
 }
 
-// killInCommit commits w and SIGKILLs the process while the final output
-// is being written aside (its temporary file exists and has data).
+// killInCommit commits w and SIGKILLs the process when the final output
+// is complete in its temporary file, before it is renamed into place.
 func killInCommit(w *Writer, out string) {
-	go func() {
-		for {
-			m, _ := filepath.Glob(out + tempMarker + "*")
-			for _, p := range m {
-				if fi, err := os.Stat(p); err == nil && fi.Size() > 0 {
-					syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				}
-			}
+	testHookBeforePublish = func() {
+		if m, _ := filepath.Glob(out + tempMarker + "*"); len(m) == 0 {
+			fmt.Fprintln(os.Stderr, "no temporary file beside", out)
+			os.Exit(4)
 		}
-	}()
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the kill is asynchronous
+	}
 	w.Commit()
 	fmt.Fprintln(os.Stderr, "commit finished before the kill")
 	os.Exit(3)
@@ -503,7 +501,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, _, err := OpenCheckpointed(out, opts); err == nil {
 		t.Errorf("second OpenCheckpointed while the first is open: got no error; want one")
 	}
-	if err := RemoveResumeFiles(out, ""); err == nil {
+	if err := RemoveResumeFiles(out, "", ""); err == nil {
 		t.Errorf("RemoveResumeFiles while a writer holds them: got no error; want one")
 	}
 	if _, err := os.Stat(PartialPath(out)); err != nil {
@@ -520,7 +518,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, _, err := OpenCheckpointed(out, opts); !errors.Is(err, ErrCheckpointCorrupt) {
 		t.Errorf("partial shorter than the checkpoint: got %v; want ErrCheckpointCorrupt", err)
 	}
-	if err := RemoveResumeFiles(out, ""); err != nil {
+	if err := RemoveResumeFiles(out, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	w, st, err := OpenCheckpointed(out, opts)

@@ -12,18 +12,13 @@ import (
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
-// FTypeInt8 is the one target an ONNX graph is quantized to: int8 weights
-// of its MatMul and Gemm layers, activations quantized at run time
-// (onnx.QuantizeDynamic).
-const FTypeInt8 = "int8"
-
 // QuantizeONNX writes the dynamically quantized graph of a verified ONNX
 // artifact (a .onnx file) with synapse's own ONNX writer, then hashes it.
 // It needs no ONNX Runtime. A graph the quantizer refuses is
 // artifact_invalid, with the reason; a failure leaves nothing at OutPath.
 func QuantizeONNX(_ context.Context, req QuantizeRequest) (QuantizeResult, error) {
-	if !strings.EqualFold(req.FType, FTypeInt8) {
-		return QuantizeResult{}, wire.Errorf(wire.CodeBadRequest, "ftype %q: an ONNX graph is quantized to %s", req.FType, FTypeInt8)
+	if !strings.EqualFold(req.FType, onnx.FTypeInt8) {
+		return QuantizeResult{}, wire.Errorf(wire.CodeBadRequest, "ftype %q: an ONNX graph is quantized to %s", req.FType, onnx.FTypeInt8)
 	}
 	if err := checkQuantizeOut(req); err != nil {
 		return QuantizeResult{}, err

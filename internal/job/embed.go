@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,11 +138,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
 	for _, p := range o.Previous {
-		if sameFile(p, o.Out) {
+		if sameFile(p, o.Out) || sameObject(p, o.Out) {
 			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
 		}
-		if _, err := os.Stat(p); err != nil {
-			return configErrorf("--previous: %w", err)
+		if err := statInput(p); err != nil {
+			return fmt.Errorf("--previous: %w", err)
 		}
 	}
 	switch {
@@ -201,7 +200,7 @@ func (inc *incRun) finish(r *runner) error {
 		inc.counts.Deleted = -1
 		return nil
 	}
-	n, err := writeDeleted(inc.prev, inc.o.Deleted)
+	n, err := writeDeleted(r.ctx, inc.prev, inc.o.Deleted)
 	inc.counts.Deleted = n
 	return err
 }

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/dataio/record"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/previous"
 )
 
@@ -152,7 +152,11 @@ func (o *EmbedOptions) openPrevious() (*previous.Set, error) {
 	if len(o.Previous) == 0 {
 		return nil, nil
 	}
-	prev, err := previous.Open(o.Previous, filepath.Dir(o.Out))
+	tmpDir := filepath.Dir(o.Out)
+	if objstore.IsURL(o.Out) {
+		tmpDir = os.TempDir()
+	}
+	prev, err := previous.Open(o.Previous, tmpDir)
 	if err != nil {
 		return nil, &ConfigError{fmt.Errorf("--previous: %w", err)}
 	}
@@ -214,29 +218,26 @@ func (r *runner) catchUp(ctx context.Context, prev *previous.Set, until int64) e
 
 // writeDeleted writes the ids of the previous documents not found, one a
 // line, to path (written aside and renamed), and counts them.
-func writeDeleted(prev *previous.Set, path string) (int64, error) {
+func writeDeleted(ctx context.Context, prev *previous.Set, path string) (int64, error) {
 	if path == "" {
 		return prev.Deleted(func(string) error { return nil })
 	}
-	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	f, err := os.Create(tmp)
+	f, err := dataio.CreateOutput(ctx, path)
 	if err != nil {
 		return 0, fmt.Errorf("job: --deleted: %w", err)
 	}
-	bw := bufio.NewWriter(f)
 	n, err := prev.Deleted(func(id string) error {
 		if strings.ContainsAny(id, "\n\r") {
 			id = strconv.Quote(id) // one id a line, whatever it holds
 		}
-		_, err := bw.WriteString(id + "\n")
+		_, err := io.WriteString(f, id+"\n")
 		return err
 	})
-	err = errors.Join(err, bw.Flush(), f.Sync(), f.Close())
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = f.Commit()
 	}
 	if err != nil {
-		os.Remove(tmp)
+		f.Abort()
 		return n, fmt.Errorf("job: --deleted %s: %w", path, err)
 	}
 	return n, nil

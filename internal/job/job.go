@@ -25,6 +25,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/pipeline"
 	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/wire"
@@ -57,6 +58,9 @@ type Options struct {
 	// DefaultDeadlineStretch; 1 = never).
 	DeadlineStretch int
 	Resume          bool
+	// CheckpointDir holds the resume files of outputs in a bucket
+	// (dataio.WriterOptions.CheckpointDir; "" = dataio.DefaultCheckpointDir).
+	CheckpointDir string
 	// Force runs a shard again although its manifest says it is done.
 	Force bool
 	// BufferBytes bounds the record text between reading and writing
@@ -166,6 +170,7 @@ type runner struct {
 	sum    Summary
 	extra  any // the kind's counters, kept in the checkpoint beside the pipeline's
 	closer []func()
+	ctx    context.Context // the run's, from load: bounds the uploads of outputs in a bucket
 }
 
 // begin checks the options and the outputs with the kind's Check
@@ -261,7 +266,8 @@ func (r *runner) defaults() {
 
 // CheckOutputs refuses, before anything starts, an output the job cannot
 // write: an unknown or unsupported format (formats are the kind's), a
-// missing or read-only directory, an output that is one of the inputs.
+// missing or read-only directory, a written file that is also read or
+// written elsewhere (dataio.CheckPaths), a runtime directory others control.
 func CheckOutputs(o *Options, formats []dataio.Format) error {
 	errorsPath := o.errorsPath()
 	f, err := dataio.FormatOf(o.Out)
@@ -276,6 +282,15 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 		return configErrorf("output %s: this command writes %s, not .%s", o.Out, strings.Join(names, ", "), f)
 	}
 	for _, p := range []string{o.Out, errorsPath} {
+		if err := objstore.CheckScheme(p); err != nil {
+			return &ConfigError{err}
+		}
+		if objstore.IsURL(p) {
+			if err := checkObjectOutput("output", p, o.CheckpointDir); err != nil {
+				return err
+			}
+			continue
+		}
 		dir := filepath.Dir(p)
 		st, err := os.Stat(dir)
 		switch {
@@ -310,8 +325,15 @@ func (o *Options) paths(errorsPath string) []dataio.PathUse {
 	u = append(u, o.Files...)
 	u = append(u, dataio.Writes("-o", o.Out)...)
 	u = append(u, dataio.Writes("--errors", errorsPath)...)
-	u = append(u, dataio.Writes("-o's resume file", dataio.PartialPath(o.Out), dataio.CheckpointPath(o.Out))...)
-	u = append(u, dataio.Writes("--errors's resume file", errorsPath+".partial")...)
+	// The resume files of an output in a bucket are local, in the
+	// checkpoint directory (dataio.ResumeBase); when it cannot be named,
+	// checkObjectOutput has refused the output already.
+	if base, err := dataio.ResumeBase(o.Out, o.CheckpointDir); err == nil {
+		u = append(u, dataio.Writes("-o's resume file", dataio.PartialPath(base), dataio.CheckpointPath(base))...)
+	}
+	if base, err := dataio.ResumeBase(errorsPath, o.CheckpointDir); err == nil {
+		u = append(u, dataio.Writes("--errors's resume file", base+".partial")...)
+	}
 	if o.Read.Shards > 0 {
 		u = append(u, dataio.Writes("the shard's manifest", dataio.ManifestPath(o.Out))...)
 	}
@@ -325,6 +347,9 @@ func checkShard(o *Options) error {
 		return configErrorf("--shard: a shard writes an .arrow or .parquet part (synapse merge -o picks the merged format), not %s", o.Out)
 	}
 	manifest := dataio.ManifestPath(o.Out)
+	if objstore.IsURL(manifest) {
+		return checkObjectShard(o, manifest)
+	}
 	if _, err := os.Stat(manifest); err == nil && !o.Force {
 		return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, manifest)
 	}
@@ -336,6 +361,12 @@ func forceShard(o *Options) error {
 	if o.Read.Shards == 0 || !o.Force {
 		return nil
 	}
+	if manifest := dataio.ManifestPath(o.Out); objstore.IsURL(manifest) {
+		if err := objstore.Remove(context.Background(), manifest); err != nil {
+			return fmt.Errorf("job: --force: %w", err)
+		}
+		return nil
+	}
 	if err := os.Remove(dataio.ManifestPath(o.Out)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("job: --force: %w", err)
 	}
@@ -345,6 +376,17 @@ func forceShard(o *Options) error {
 // checkWritable refuses, before anything starts, a file option the job
 // cannot write, or one that would overwrite an input.
 func checkWritable(flag, p string, inputs []string) error {
+	if err := objstore.CheckScheme(p); err != nil {
+		return &ConfigError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	if objstore.IsURL(p) {
+		for _, in := range inputs {
+			if in == p {
+				return configErrorf("%s %s would overwrite %s", flag, p, in)
+			}
+		}
+		return checkObjectOutput(flag, p, "")
+	}
 	dir := filepath.Dir(p)
 	st, err := os.Stat(dir)
 	switch {
@@ -375,6 +417,7 @@ func sameFile(a, b string) bool {
 // load starts the worker pool and loads the model on every worker.
 func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 	o := r.o
+	r.ctx = ctx
 	pc := o.Pool
 	pc.Command, pc.Workers = o.Worker, o.Workers
 	pc.BaseEnv = workerEnv(os.Environ())
@@ -469,6 +512,7 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 	o := r.o
 	opts := *schema
 	opts.ErrorsPath = o.Errors
+	opts.CheckpointDir, opts.Context = o.CheckpointDir, r.ctx
 	opts.ResumeGuard = dataio.InputGuard(o.Inputs)
 	for _, guard := range guards {
 		for k, v := range guard {
@@ -485,7 +529,7 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 		opts.OnError = o.Observer.ErrorRecord
 	}
 	if !o.Resume {
-		if err := dataio.RemoveResumeFiles(o.Out, o.Errors); err != nil {
+		if err := dataio.RemoveResumeFiles(o.Out, o.Errors, o.CheckpointDir); err != nil {
 			return err
 		}
 	}
@@ -624,7 +668,7 @@ func (r *runner) writeManifest(src any) error {
 		}
 		m.Inputs = append(m.Inputs, in)
 	}
-	return dataio.WriteManifest(dataio.ManifestPath(o.Out), m)
+	return dataio.WriteManifestContext(r.ctx, dataio.ManifestPath(o.Out), m)
 }
 
 // settingsDigest is a digest of the output's metadata but the shard: what

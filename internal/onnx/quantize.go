@@ -35,6 +35,11 @@ import (
 // uses are dropped. Nodes inside subgraphs (If, Loop, Scan) are not
 // rewritten.
 
+// FTypeInt8 is the one target an ONNX graph is quantized to (QUANTIZE's
+// ftype, --quantize int8): int8 weights of its MatMul and Gemm layers,
+// activations quantized at run time.
+const FTypeInt8 = "int8"
+
 // ErrCannotQuantize marks a model QuantizeDynamic does not rewrite: nothing
 // eligible, external data, an opset below 11, a graph quantized already.
 var ErrCannotQuantize = errors.New("cannot quantize this ONNX model")
@@ -424,9 +429,6 @@ func (t *qinit) weights() ([]float32, error) {
 	return out, nil
 }
 
-// quantizedOps are the operators of a graph quantized already.
-var quantizedOps = []string{"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QuantizeLinear", "ConvInteger", "QLinearConv"}
-
 // eligible returns the weight initializer of a MatMul or Gemm node the
 // quantizer rewrites, or nil.
 func (m *qmodel) eligible(n qnode) *qinit {
@@ -487,7 +489,11 @@ func (m *qmodel) plan() (*quantizer, error) {
 		acts: map[string][3]string{}, weights: map[weightKey][3]string{}}
 	weightUses := map[string]int{}
 	for i, n := range m.nodes {
-		if n.domain == "" && slices.Contains(quantizedOps, n.op) || n.domain == "com.microsoft" && slices.Contains(quantizedOps, n.op) {
+		op := n.op
+		if n.domain != "" {
+			op = n.domain + "." + op
+		}
+		if slices.Contains(quantizedOps, op) {
 			return nil, fmt.Errorf("%w: the graph is quantized already (it has a %s node)", ErrCannotQuantize, n.op)
 		}
 		w := m.eligible(n)

@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -49,6 +50,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // Bounds of the module's memory while it reads a previous output.
@@ -102,7 +104,7 @@ type batchFile struct {
 	ipc  *ipc.FileReader
 	mm   *mapping
 	pq   *pqarrow.FileReader
-	pqf  *os.File
+	pqf  parquetFile
 	n    int // batches
 	cols columns
 }
@@ -163,7 +165,7 @@ func safely(fn func() error) (err error) {
 
 func (s *Set) add(path string) error {
 	var f *batchFile
-	err := safely(func() (err error) { f, err = openFile(path); return err })
+	err := safely(func() (err error) { f, err = openFile(path, s.tmpDir); return err })
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
 	}
@@ -233,7 +235,12 @@ func (s *Set) Close() {
 	}
 }
 
-func openFile(path string) (*batchFile, error) {
+// openFile opens a previous output. One in a bucket is read as a local
+// one is, but for the way there: an Arrow file is spooled to tmpDir and
+// mapped (its batches are read at random, many times: the mapping needs a
+// local file; the spool is unlinked once mapped), a Parquet file is read
+// by ranged GETs (footer, then the row groups looked up).
+func openFile(path, tmpDir string) (*batchFile, error) {
 	format, err := dataio.FormatOf(path)
 	if err != nil {
 		return nil, err
@@ -241,7 +248,14 @@ func openFile(path string) (*batchFile, error) {
 	bf := &batchFile{path: path}
 	switch format {
 	case dataio.FormatArrow:
-		if bf.mm, err = mapFile(path); err != nil {
+		local := path
+		if objstore.IsURL(path) {
+			if local, err = spool(path, tmpDir); err != nil {
+				return nil, err
+			}
+			defer os.Remove(local)
+		}
+		if bf.mm, err = mapFile(local); err != nil {
 			return nil, err
 		}
 		if bf.ipc, err = ipc.NewMappedFileReader(bf.mm.data); err != nil {
@@ -250,7 +264,12 @@ func openFile(path string) (*batchFile, error) {
 		}
 		bf.n = bf.ipc.NumRecords()
 	case dataio.FormatParquet:
-		if bf.pqf, err = os.Open(path); err != nil {
+		if objstore.IsURL(path) {
+			bf.pqf, err = objstore.Open(context.Background(), path)
+		} else {
+			bf.pqf, err = os.Open(path)
+		}
+		if err != nil {
 			return nil, err
 		}
 		pf, err := file.NewParquetReader(bf.pqf)
@@ -267,6 +286,32 @@ func openFile(path string) (*batchFile, error) {
 		return nil, fmt.Errorf("a previous output is .arrow or .parquet, not .%s", format)
 	}
 	return bf, nil
+}
+
+// parquetFile is a Parquet previous output: a local file or an object.
+type parquetFile interface {
+	io.ReaderAt
+	io.Seeker
+	io.Closer
+}
+
+// spool copies the object at url into a new private file in dir.
+func spool(url, dir string) (string, error) {
+	in, err := objstore.Open(context.Background(), url)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	f, err := os.CreateTemp(dir, "synapse-previous-spool-*.arrow")
+	if err != nil {
+		return "", fmt.Errorf("spool %s: %w", url, err)
+	}
+	_, err = io.Copy(f, in)
+	if err = errors.Join(err, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("spool %s: %w", url, err)
+	}
+	return f.Name(), nil
 }
 
 func (f *batchFile) schema() *arrow.Schema {
