@@ -100,15 +100,15 @@ func TestAdd(t *testing.T) {
 }
 
 // brokenForLlama writes a model the module accepts (header, tokenizer,
-// tensor directory) but llama.cpp refuses: it claims a layer it has no
-// tensors for.
+// tensor directory, block count) but llama.cpp refuses: its
+// feed_forward_length disagrees with its FFN tensors' shapes.
 func brokenForLlama(t *testing.T) string {
 	t.Helper()
 	w, err := modelgen.TinyEmbedder(sampleVocab()).Writer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Set("bert.block_count", uint32(3)); err != nil {
+	if err := w.Set("bert.feed_forward_length", uint32(256)); err != nil { // the tensors are 512 wide
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "broken.gguf")
