@@ -153,6 +153,11 @@ func TestPermanentFailuresExit2(t *testing.T) {
 	damaged := filepath.Join(dir, "damaged.arrow")
 	os.WriteFile(damaged+".checkpoint", []byte("{not json"), 0o644)
 	os.WriteFile(damaged+".partial", []byte("x"), 0o644)
+	endless := filepath.Join(dir, "endless.arrow") // resume files and a shard manifest that never end
+	os.Symlink("/dev/zero", endless+".checkpoint")
+	os.WriteFile(endless+".partial", []byte("x"), 0o644)
+	endlessShard := filepath.Join(dir, "shards.arrow")
+	os.Symlink("/dev/zero", filepath.Join(dir, "shards.shard-1-of-1.json"))
 	deep := dir
 	for len(deep) < 120 {
 		deep = filepath.Join(deep, "dddddddddddddddd")
@@ -177,6 +182,8 @@ func TestPermanentFailuresExit2(t *testing.T) {
 		{"block_count beyond the blocks", nil, embed("-m", blocks, "-o", out), "block_count is 100000"},
 		{"a LOAD that crashes every time", nil, embed("-m", model, "-o", out, "--chaos", "abort-on-type=LOAD"), "crashed loading the model twice"},
 		{"damaged resume files", nil, embed("-m", model, "-o", damaged, "--resume"), "start over without --resume"},
+		{"an endless resume checkpoint", nil, embed("-m", model, "-o", endless, "--resume"), "start over without --resume"},
+		{"merge: an endless manifest", nil, []string{"merge", endlessShard, "-o", filepath.Join(dir, "merged.arrow")}, "more than"},
 		{"a runtime directory too deep", []string{"XDG_RUNTIME_DIR=" + deep}, embed("-m", model, "-o", out), "socket path too long"},
 		{"inspect: a bad ONNX model", nil, []string{"inspect", badONNX}, "not a usable model"},
 		{"models add: a name like a digest prefix", []string{"SYNAPSE_MODELS=" + store}, []string{"models", "add", model, "--name", "deadbeef"}, "digest prefix"},
