@@ -157,7 +157,7 @@ func TestPermanentFailuresExit2(t *testing.T) {
 	os.Symlink("/dev/zero", endless+".checkpoint")
 	os.WriteFile(endless+".partial", []byte("x"), 0o644)
 	endlessShard := filepath.Join(dir, "shards.arrow")
-	os.Symlink("/dev/zero", filepath.Join(dir, "shards.shard-1-of-1.json"))
+	os.Symlink("/dev/zero", filepath.Join(dir, "shards.shard-0-of-1.json"))
 	deep := dir
 	for len(deep) < 120 {
 		deep = filepath.Join(deep, "dddddddddddddddd")
