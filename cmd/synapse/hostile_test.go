@@ -242,3 +242,21 @@ func TestEmbedPreviousNotFinite(t *testing.T) {
 		t.Errorf("documents: %d reused, %d embedded; want 4 and 1", c.reused, c.embedded)
 	}
 }
+
+// TestGrammarCrashExit2: a grammar that passes the module's checks but
+// kills the engine when a worker parses it (played by a drill that aborts
+// every GENERATE) is refused with exit 2 before any row, not retried
+// forever with exit 1: parsing it alone is what crashed.
+func TestGrammarCrashExit2(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "hello"}})
+	g := filepath.Join(dir, "yes.gbnf")
+	os.WriteFile(g, []byte(`root ::= "yes" | "no"`+"\n"), 0o644)
+	res := runSynapseWithin(t, 2*time.Minute, nil, "generate", in, "-m", testmodels.Llama(t), "-o", filepath.Join(dir, "out.arrow"),
+		"--grammar", g, "--workers", "1", "--chaos", "abort-on-type=GENERATE")
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "crashed parsing it") {
+		t.Errorf("stderr does not say the engine crashed parsing the grammar:\n%s", res.stderr)
+	}
+}
