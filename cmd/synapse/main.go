@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/search"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -101,7 +102,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case isCanceled(err) && ctx.Err() != nil:
 		return exitInterrupted
-	case errors.As(err, &ue), errors.As(err, &ce):
+	case errors.As(err, &ue), errors.As(err, &ce), errors.Is(err, search.ErrInput):
 		return exitUsage
 	case errors.As(err, &ec):
 		// Only the CLI framework returns ExitCoders (unknown command or

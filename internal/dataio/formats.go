@@ -195,3 +195,42 @@ func writeTREC(w *bufio.Writer, rec arrow.RecordBatch, tag string) error {
 	}
 	return nil
 }
+
+// TableWriter writes record batches of one schema to a file in a Format,
+// aside: the file appears at its path only on Commit.
+type TableWriter struct {
+	path, tmp string
+	sink      *finalSink
+}
+
+// CreateTable starts writing path in format f (Arrow, Parquet, JSON Lines
+// or TREC, whose schema must have the run columns).
+func CreateTable(path string, f Format, sc *arrow.Schema) (*TableWriter, error) {
+	if err := checkFormat(f, sc); err != nil {
+		return nil, fmt.Errorf("dataio: create %s: %w", path, err)
+	}
+	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
+	s, err := newFinalSink(tmp, f, sc, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	return &TableWriter{path: path, tmp: tmp, sink: s}, nil
+}
+
+// Write writes one batch.
+func (t *TableWriter) Write(rec arrow.RecordBatch) error { return t.sink.write(rec) }
+
+// Commit finishes the file and renames it to its path.
+func (t *TableWriter) Commit() error {
+	if err := t.sink.finish(); err != nil {
+		os.Remove(t.tmp)
+		return err
+	}
+	return publish(t.tmp, t.path)
+}
+
+// Abort removes the unfinished file.
+func (t *TableWriter) Abort() {
+	t.sink.abort()
+	os.Remove(t.tmp)
+}

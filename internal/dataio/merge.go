@@ -298,8 +298,12 @@ func unsharded(sc *arrow.Schema) *arrow.Schema {
 }
 
 // EachBatch calls fn with every record batch of an Arrow IPC or Parquet
-// file, one at a time.
+// file, one at a time (mem nil: the default allocator). The batch is valid
+// during the call only.
 func EachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -430,4 +434,32 @@ func copyErrors(w *bufio.Writer, path string, fix func(index int64, source strin
 		n++
 	}
 	return n, sc.Err()
+}
+
+// FileSchema is the schema (with its metadata) of an Arrow IPC or Parquet
+// file, read from its footer.
+func FileSchema(path string) (*arrow.Schema, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if isParquet(f) {
+		pf, err := file.NewParquetReader(f)
+		if err != nil {
+			return nil, err
+		}
+		defer pf.Close()
+		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		if err != nil {
+			return nil, err
+		}
+		return fr.Schema()
+	}
+	r, err := ipc.NewFileReader(f)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Schema(), nil
 }

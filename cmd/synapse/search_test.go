@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
+	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
+	"github.com/synapse-embed/synapse/internal/vector"
+)
+
+// End-to-end tests of `embed --dtype` and `synapse search`: real embed
+// runs, their outputs read back with arrow-go and checked against the
+// documented rules, and search runs checked against a float64 computation.
+
+// vecFile is an embedding output read back: its rows' ids and vectors (the
+// column's bytes, vector.Column layout), its column type and metadata.
+type vecFile struct {
+	ids   []string
+	rows  [][]byte
+	typ   arrow.DataType
+	meta  arrow.Metadata
+	dtype vector.Dtype
+	dims  int
+}
+
+func readVecFile(t *testing.T, path string) vecFile {
+	t.Helper()
+	sc, err := dataio.FileSchema(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := vecFile{meta: sc.Metadata(), typ: sc.Field(sc.FieldIndices(dataio.ColEmbedding)[0]).Type}
+	d, _ := f.meta.GetValue(vector.MetaDtype)
+	f.dtype = vector.Dtype(d)
+	ds, _ := f.meta.GetValue("synapse.dims")
+	f.dims, _ = strconv.Atoi(ds)
+	err = dataio.EachBatch(path, nil, func(rec arrow.RecordBatch) error {
+		col, err := vector.ColumnOf(rec.Column(sc.FieldIndices(dataio.ColEmbedding)[0]), f.dtype, f.dims)
+		if err != nil {
+			return err
+		}
+		ids := rec.Column(0).(*array.String)
+		for i := range col.Rows {
+			f.ids = append(f.ids, strings.Clone(ids.Value(i)))
+			f.rows = append(f.rows, slices.Clone(col.Row(i)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f vecFile) floats(i int) []float32 {
+	return vector.Decode(nil, vector.Float32, f.dims, f.rows[i], nil)
+}
+
+func embedArgs(in, model, out string, extra ...string) []string {
+	return append([]string{"embed", in, "-m", model, "-o", out, "--workers", "1", "-q"}, extra...)
+}
+
+// TestEmbedDtypes: every dtype's output is the float32 output under the
+// documented rule, column type and metadata as documented; int8 shards
+// merge to the single run; --previous refuses another dtype.
+func TestEmbedDtypes(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "corpus.jsonl")
+	writeJSONL(t, in, corpus(120))
+	model := tinyModel(t)
+	out := func(d string) string { return filepath.Join(dir, d+".arrow") }
+	runSynapse(t, nil, embedArgs(in, model, out("float32"))...).wantCode(t, 0)
+	f32 := readVecFile(t, out("float32"))
+	for _, d := range vector.Dtypes[1:] {
+		runSynapse(t, nil, embedArgs(in, model, out(string(d)), "--dtype", string(d), "--calibration-docs", "50")...).wantCode(t, 0)
+		got := readVecFile(t, out(string(d)))
+		if got.dtype != d || !arrow.TypeEqual(got.typ, d.ArrowType(f32.dims)) {
+			t.Fatalf("%s: metadata dtype %q, column %s; want %s", d, got.dtype, got.typ, d.ArrowType(f32.dims))
+		}
+		var ranges *vector.Ranges
+		if d.Ranged() {
+			raw, _ := got.meta.GetValue(vector.MetaRanges)
+			var err error
+			if ranges, err = vector.ParseRanges(raw, f32.dims); err != nil {
+				t.Fatalf("%s: %v", d, err)
+			}
+			if src, _ := got.meta.GetValue(vector.MetaCalibration); !strings.Contains(src, "of the first 50 documents") {
+				t.Errorf("%s: calibration %q; want the first 50 documents", d, src)
+			}
+		}
+		q, err := vector.NewQuantizer(d, f32.dims, ranges)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.ids, f32.ids) {
+			t.Fatalf("%s: other rows than float32's", d)
+		}
+		for i := range got.rows {
+			if want := q.Append(nil, f32.floats(i)); !slices.Equal(got.rows[i], want) {
+				t.Fatalf("%s: row %d: %v; want the rule applied to float32's: %v", d, i, got.rows[i], want)
+			}
+		}
+	}
+	// Shards calibrate on the same first documents of the whole input.
+	for i := range 2 {
+		runSynapse(t, nil, embedArgs(in, model, out("shard"), "--dtype", "int8", "--calibration-docs", "50", "--shard", fmt.Sprintf("%d/2", i))...).wantCode(t, 0)
+	}
+	runSynapse(t, nil, "merge", out("shard"), "-q").wantCode(t, 0)
+	merged, single := readVecFile(t, out("shard")), readVecFile(t, out("int8"))
+	mr, _ := merged.meta.GetValue(vector.MetaRanges)
+	sr, _ := single.meta.GetValue(vector.MetaRanges)
+	if mr != sr || !slices.EqualFunc(merged.rows, single.rows, slices.Equal) {
+		t.Errorf("merged int8 shards differ from the single run (ranges equal: %v)", mr == sr)
+	}
+	// --previous: another dtype is refused, the same one reuses its ranges.
+	r := runSynapse(t, nil, embedArgs(in, model, out("again"), "--previous", out("int8"))...)
+	r.wantCode(t, 2)
+	if !strings.Contains(r.stderr, `dtype: previous "int8", this run "float32"`) {
+		t.Errorf("--previous of another dtype: stderr %q; want the dtype named", r.stderr)
+	}
+	runSynapse(t, nil, embedArgs(in, model, out("again"), "--dtype", "int8", "--previous", out("int8"))...).wantCode(t, 0)
+	if again := readVecFile(t, out("again")); !slices.EqualFunc(again.rows, single.rows, slices.Equal) {
+		t.Error("int8 run with --previous int8: other vectors than the previous output's")
+	}
+	// int8 on stdin cannot calibrate on the input.
+	r = runSynapse(t, nil, embedArgs("-", model, out("stdin"), "--dtype", "int8")...)
+	if r.wantCode(t, 2); !strings.Contains(r.stderr, "--calibration") {
+		t.Errorf("int8 from stdin: stderr %q; want --calibration suggested", r.stderr)
+	}
+}
+
+// readTREC reads a TREC run: per query, (doc, score) in rank order.
+func readTREC(t *testing.T, path string) map[string][]searchHit {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	run := map[string][]searchHit{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		s, _ := strconv.ParseFloat(fs[4], 64)
+		if rank, _ := strconv.Atoi(fs[3]); rank != len(run[fs[0]])+1 {
+			t.Fatalf("%s: rank %d after %d", path, rank, len(run[fs[0]]))
+		}
+		run[fs[0]] = append(run[fs[0]], searchHit{fs[2], s})
+	}
+	return run
+}
+
+type searchHit struct {
+	doc   string
+	score float64
+}
+
+// exactRun is the independent search: every query row against every
+// corpus row in float64, a document's score its best chunk's, the k best
+// by score then id.
+func exactRun(q, c vecFile, k int, sim func(a, b []byte) float64) map[string][]searchHit {
+	run := map[string][]searchHit{}
+	for qi, qid := range q.ids {
+		best := map[string]float64{}
+		for ci, id := range c.ids {
+			s := sim(q.rows[qi], c.rows[ci])
+			if b, ok := best[id]; !ok || s > b {
+				best[id] = s
+			}
+		}
+		var hs []searchHit
+		for id, s := range best {
+			hs = append(hs, searchHit{id, s})
+		}
+		slices.SortFunc(hs, func(a, b searchHit) int {
+			if a.score != b.score {
+				return map[bool]int{true: -1, false: 1}[a.score > b.score]
+			}
+			return strings.Compare(a.doc, b.doc)
+		})
+		run[qid] = hs[:min(k, len(hs))]
+	}
+	return run
+}
+
+func sameRun(t *testing.T, what string, got, want map[string][]searchHit) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d queries; want %d", what, len(got), len(want))
+	}
+	for q, ws := range want {
+		gs := got[q]
+		if len(gs) != len(ws) {
+			t.Fatalf("%s: query %s: %d hits; want %d", what, q, len(gs), len(ws))
+		}
+		for i := range ws {
+			if gs[i].doc != ws[i].doc || math.Abs(gs[i].score-ws[i].score) > 1e-5 {
+				t.Fatalf("%s: query %s rank %d: %v; want %v", what, q, i+1, gs[i], ws[i])
+			}
+		}
+	}
+}
+
+// TestSearchEmbedOutput: search over real embed outputs equals the exact
+// computation; queries of another model are refused, the difference named.
+func TestSearchEmbedOutput(t *testing.T) {
+	dir := t.TempDir()
+	in, qin := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "queries.jsonl")
+	docs := corpus(60)
+	writeJSONL(t, in, docs)
+	var qs []map[string]any
+	for i, d := range docs[:25] {
+		qs = append(qs, map[string]any{"_id": fmt.Sprint("q", i), "text": strings.Join(strings.Fields(d["text"].(string))[:6], " ")})
+	}
+	writeJSONL(t, qin, qs)
+	model := tinyModel(t)
+	p := func(n string) string { return filepath.Join(dir, n) }
+	runSynapseWithin(t, 10*time.Minute, nil, embedArgs(in, model, p("c.arrow"), "--chunk-tokens", "24")...).wantCode(t, 0)
+	runSynapseWithin(t, 10*time.Minute, nil, embedArgs(in, model, p("c.bin.parquet"), "--chunk-tokens", "24", "--dtype", "binary")...).wantCode(t, 0)
+	runSynapse(t, nil, embedArgs(qin, model, p("q.arrow"), "--prefix", "query: ")...).wantCode(t, 0)
+	q, c, cb := readVecFile(t, p("q.arrow")), readVecFile(t, p("c.arrow")), readVecFile(t, p("c.bin.parquet"))
+	runSynapse(t, nil, "search", "--queries", p("q.arrow"), "--corpus", p("c.arrow"), "-k", "20", "-o", p("run.trec")).wantCode(t, 0)
+	sameRun(t, "float32", readTREC(t, p("run.trec")), exactRun(q, c, 20, func(a, b []byte) float64 {
+		x, y := vector.Decode(nil, vector.Float32, q.dims, a, nil), vector.Decode(nil, vector.Float32, q.dims, b, nil)
+		var s float64
+		for i := range x {
+			s += float64(x[i]) * float64(y[i])
+		}
+		return s
+	}))
+	runSynapse(t, nil, "search", "--queries", p("q.arrow"), "--corpus", p("c.bin.parquet"), "-k", "20", "-o", p("bin.trec")).wantCode(t, 0)
+	sign, _ := vector.NewQuantizer(vector.UBinary, q.dims, nil)
+	sameRun(t, "binary", readTREC(t, p("bin.trec")), exactRun(q, cb, 20, func(a, b []byte) float64 {
+		x := sign.Append(nil, vector.Decode(nil, vector.Float32, q.dims, a, nil))
+		agree := 0
+		for i := range x {
+			agree += 8 - bits.OnesCount8(x[i]^b[i]^0x80) // binary's bytes have the top bit flipped
+		}
+		return float64(agree)
+	}))
+	// Queries of another model.
+	other := testmodels.Model(t, "tiny-other", func(v modelgen.Vocab) modelgen.BERT {
+		m := modelgen.BERT{Name: "other", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512, Pooling: modelgen.PoolingMean, WeightType: gguf.GGMLTypeF32, Seed: 8, Vocab: v}
+		return m
+	})
+	runSynapse(t, nil, embedArgs(qin, other, p("q-other.arrow"))...).wantCode(t, 0)
+	r := runSynapse(t, nil, "search", "--queries", p("q-other.arrow"), "--corpus", p("c.arrow"), "-o", p("x.trec"))
+	if r.wantCode(t, 2); !strings.Contains(r.stderr, "model_digest") {
+		t.Errorf("queries of another model: stderr %q; want model_digest named", r.stderr)
+	}
+	for _, args := range [][]string{
+		{"--corpus", p("c.arrow"), "-o", p("x.trec")},                                                     // no queries
+		{"--queries", p("q.arrow"), "--corpus", p("c.arrow"), "-o", p("x.csv")},                           // format
+		{"--queries", p("c.arrow"), "--corpus", p("c.arrow"), "-o", p("x.trec")},                          // multi-chunk queries
+		{"--queries", p("q.arrow"), "--corpus", p("c.arrow"), "--rescore", "4", "-o", p("x.trec")},        // float corpus
+		{"--queries", p("q.arrow"), "--corpus", p("corpus.jsonl"), "-o", p("x.trec")},                     // not an embed output
+		{"--queries", p("q.arrow"), "--corpus", p("c.arrow"), "-o", p("x.trec"), "--qrels", p("nothere")}, // qrels
+	} {
+		if r := runSynapse(t, nil, append([]string{"search"}, args...)...); r.code != 2 {
+			t.Errorf("search %v: exit %d; want 2\n%s", args, r.code, r.stderr)
+		}
+	}
+	if _, err := os.Stat(p("x.trec")); err == nil {
+		t.Error("a refused search wrote its output")
+	}
+}
+
+// TestSearchRecallSciFact measures what binary and int8 lose against exact
+// float32 search on SciFact titles with the MiniLM-shaped model, and what
+// --rescore 4 wins back (see the floors below).
+func TestSearchRecallSciFact(t *testing.T) {
+	dir := filepath.Join(testenv.Fixtures(t), "corpora", "scifact")
+	tmp := t.TempDir()
+	in, qin := filepath.Join(tmp, "corpus.jsonl"), filepath.Join(tmp, "queries.jsonl")
+	headLines(t, filepath.Join(dir, "corpus.jsonl"), in, 1000)
+	headLines(t, filepath.Join(dir, "queries-test.jsonl"), qin, 100)
+	model := minilmModel(t)
+	p := func(n string) string { return filepath.Join(tmp, n) }
+	fields := []string{"--text-field", "title", "--id-field", "_id"}
+	runSynapseWithin(t, 10*time.Minute, nil, embedArgs(qin, model, p("q.arrow"), "--id-field", "_id")...).wantCode(t, 0)
+	for _, d := range []string{"float32", "int8", "binary"} {
+		runSynapseWithin(t, 10*time.Minute, nil, embedArgs(in, model, p(d+".arrow"), append(fields, "--dtype", d)...)...).wantCode(t, 0)
+	}
+	search := func(out string, args ...string) map[string][]searchHit {
+		runSynapse(t, nil, append([]string{"search", "--queries", p("q.arrow"), "-k", "10", "-o", p(out)}, args...)...).wantCode(t, 0)
+		return readTREC(t, p(out))
+	}
+	exact := search("f.trec", "--corpus", p("float32.arrow"))
+	recall := func(run map[string][]searchHit) float64 {
+		var hit, all int
+		for q, ws := range exact {
+			got := map[string]bool{}
+			for _, h := range run[q] {
+				got[h.doc] = true
+			}
+			for _, w := range ws {
+				all++
+				if got[w.doc] {
+					hit++
+				}
+			}
+		}
+		return float64(hit) / float64(all)
+	}
+	// Floors: measured on this model and sample (see docs/search-bench.md)
+	// minus a margin for other CPUs' rounding; they catch a broken bit
+	// order, range or candidate set, which fall far below them.
+	for _, c := range []struct {
+		name  string
+		args  []string
+		floor float64
+	}{
+		{"binary", []string{"--corpus", p("binary.arrow")}, floorBinary},
+		{"binary --rescore 4", []string{"--corpus", p("binary.arrow"), "--rescore", "4", "--rescore-with", p("float32.arrow")}, floorBinaryRescore},
+		{"int8", []string{"--corpus", p("int8.arrow")}, floorInt8},
+		{"int8 --rescore 4", []string{"--corpus", p("int8.arrow"), "--rescore", "4", "--rescore-with", p("float32.arrow")}, floorInt8Rescore},
+	} {
+		r := recall(search(strings.ReplaceAll(c.name, " ", "_")+".trec", c.args...))
+		t.Logf("recall@10 of %s against exact float32: %.3f (floor %.2f)", c.name, r, c.floor)
+		if r < c.floor {
+			t.Errorf("recall@10 of %s: %.3f; want ≥ %.2f", c.name, r, c.floor)
+		}
+	}
+}
+
+// The recall floors of TestSearchRecallSciFact.
+const (
+	floorBinary, floorBinaryRescore = 0.05, 0.25 // measured 0.329 with rescore (random weights: anisotropic vectors)
+	floorInt8, floorInt8Rescore     = 0.30, 0.65 // measured 0.416 and 0.772
+)
+
+func headLines(t *testing.T, src, dst string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(dst, []byte(strings.Join(lines[:min(n, len(lines))], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// minilmModel is the MiniLM-shaped model (modelgen.MiniLM: 6 layers, 384
+// wide, random weights) with the fixture's BERT vocabulary.
+func minilmModel(t *testing.T) string {
+	t.Helper()
+	return testmodels.File(t, "minilm-bge.gguf", func(path string) error {
+		r := runSynapse(t, nil, "gen-model", "--kind", "minilm", "--vocab-from", testenv.Fixture(t, "models", "ref-bert-embed.gguf"), "--out", path)
+		if r.code != 0 {
+			return fmt.Errorf("gen-model: %s", r.stderr)
+		}
+		return nil
+	})
+}
