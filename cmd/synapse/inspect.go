@@ -15,8 +15,8 @@ import (
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 )
 
-func init() {
-	register(&cli.Command{
+func inspectCommand() *cli.Command {
+	return &cli.Command{
 		Name:      "inspect",
 		Usage:     "show a model's architecture, tokenizer, size and digest (a GGUF file, or an ONNX model directory or .onnx file)",
 		ArgsUsage: "MODEL.gguf | ONNX_DIR | MODEL.onnx (or a cached model's name or digest prefix)",
@@ -32,7 +32,7 @@ func init() {
 			}
 			return inspect(c.App.Writer, c.Args().First(), c.Bool("json"))
 		},
-	})
+	}
 }
 
 // modelInfo is what inspect reports; it is also the --json schema.

@@ -12,6 +12,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/onnx"
+	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
 // onnxModelInfo is what inspect reports for an ONNX model; it is also the
@@ -34,8 +35,18 @@ type onnxModelInfo struct {
 	Parameters   int64            `json:"parameters"`
 	ExternalData bool             `json:"external_data"` // weights in files the digest does not cover
 
-	Architecture  string `json:"architecture,omitempty"` // config.json model_type
-	Dims          int64  `json:"dims"`                   // output width (sentence_embedding, else last_hidden_state), 0 when not fixed
+	Architecture string `json:"architecture,omitempty"` // config.json model_type
+	// Kind is "embedder" (last_hidden_state or sentence_embedding: synapse
+	// embed) or "cross-encoder" (logits: synapse rerank).
+	Kind string `json:"kind"`
+	// Labels, Scoring and PairLayout describe a cross-encoder: its logits'
+	// width, how they become a score (or ScoringError: why it cannot
+	// rerank), and how a query (A) and a document (B) are laid out.
+	Labels        int    `json:"labels,omitempty"`
+	Scoring       string `json:"scoring,omitempty"`
+	ScoringError  string `json:"scoring_error,omitempty"`
+	PairLayout    string `json:"pair_layout,omitempty"`
+	Dims          int64  `json:"dims"` // output width (sentence_embedding, else last_hidden_state), 0 when not fixed
 	ContextLength int    `json:"context_length"`
 	Pooling       string `json:"pooling"` // the model's own: sentence-transformers config, else mean
 
@@ -85,6 +96,16 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 		info.Pooling = "sentence_embedding (in the graph)"
 	}
 	info.Tokenizer = describeHFTokenizer(a)
+	info.Kind = "embedder"
+	if a.Classifier > 0 {
+		info.Kind, info.Labels, info.Scoring, info.Pooling = "cross-encoder", a.Classifier, a.Scoring, ""
+		if a.ScoringErr != nil {
+			info.ScoringError = a.ScoringErr.Error()
+		}
+		if p, ok := a.Tokenizer.(tokenize.PairLayout); ok {
+			info.PairLayout = pairText(a, p.PairTemplate())
+		}
+	}
 	return info, nil
 }
 
@@ -170,9 +191,23 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 	for i, out := range info.Outputs {
 		row(map[bool]string{true: "outputs"}[i == 0], "%s", out)
 	}
-	row("embedding width", "%s", dimsText(info.Dims))
+	if info.Kind == "cross-encoder" {
+		row("kind", "cross-encoder (synapse rerank)")
+		row("labels", "%d", info.Labels)
+		if info.ScoringError != "" {
+			row("score", "cannot rerank: %s", info.ScoringError)
+		} else {
+			row("score", "%s", info.Scoring)
+		}
+		row("pair", "%s", info.PairLayout)
+	} else {
+		row("kind", "embedder (synapse embed)")
+		row("embedding width", "%s", dimsText(info.Dims))
+	}
 	row("context length", "%d", info.ContextLength)
-	row("pooling", "%s", info.Pooling)
+	if info.Kind != "cross-encoder" {
+		row("pooling", "%s", info.Pooling)
+	}
 	row("quantized", "%t", info.Quantized)
 	row("nodes", "%d", info.Nodes)
 	row("parameters", "%d (%s)", info.Parameters, humanCount(uint64(info.Parameters)))
@@ -187,6 +222,29 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 	row("vocabulary", "%d tokens", t.VocabSize)
 	row("special tokens", "%s … %s (%v … %v)", orNone(t.PrefixText), orNone(t.SuffixText), t.Prefix, t.Suffix)
 	return tw.Flush()
+}
+
+// pairText shows a pair layout with the special tokens' texts, e.g.
+// "[CLS] A:0 [SEP] B:1 [SEP]:1".
+func pairText(a *artifact.Artifact, p tokenize.PairTemplate) string {
+	ids, types := p.Apply([]int32{-1}, []int32{-2})
+	var parts []string
+	for i, id := range ids {
+		s := ""
+		switch id {
+		case -1:
+			s = "A"
+		case -2:
+			s = "B"
+		default:
+			s = tokenTexts(a, []int32{id})
+		}
+		if types[i] != 0 || id < 0 {
+			s += fmt.Sprintf(":%d", types[i])
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
 }
 
 func dimsText(d int64) string {

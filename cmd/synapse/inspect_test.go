@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,23 +12,6 @@ import (
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
 )
-
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(context.Background(), append([]string{"synapse"}, args...), &out, &errb)
-	return code, out.String(), errb.String()
-}
-
-func sha256File(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 func TestInspectFixtureJSON(t *testing.T) {
 	path := testenv.Fixture(t, "models", "ref-bert-embed.gguf")

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 
@@ -31,10 +30,25 @@ const (
 	exitInterrupted = 130
 )
 
-// commands holds every subcommand; each cmd_*.go file adds its own in init.
-var commands []*cli.Command
-
-func register(c *cli.Command) { commands = append(commands, c) }
+// commands lists every subcommand in the order help shows them; each is
+// built by its file's constructor (embed.go: embedCommand).
+func commands() []*cli.Command {
+	return []*cli.Command{
+		embedCommand(),
+		evalCommand(),
+		genCorpusCommand(),
+		genModelCommand(),
+		generateCommand(),
+		inspectCommand(),
+		mergeCommand(),
+		modelsCommand(),
+		rerankCommand(),
+		searchCommand(),
+		tokenizeCommand(),
+		versionCommand(),
+		workerCmd(),
+	}
+}
 
 // usageError marks an error as the user's (exit 2).
 type usageError struct{ err error }
@@ -50,13 +64,13 @@ type partialError struct{ msg string }
 func (e partialError) Error() string { return e.msg }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	cmds := append([]*cli.Command(nil), commands...)
-	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	cmds := commands()
 	for _, c := range cmds {
 		if c.OnUsageError == nil {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 		}
 	}
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer, "") } // --version as `synapse version`
 	return &cli.App{
 		Name:                 "synapse",
 		Usage:                "batch embedding jobs with llama.cpp in supervised worker processes",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math"
 	"math/bits"
@@ -41,7 +42,7 @@ type vecFile struct {
 
 func readVecFile(t *testing.T, path string) vecFile {
 	t.Helper()
-	sc, err := dataio.FileSchema(path)
+	sc, err := dataio.FileSchema(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func readVecFile(t *testing.T, path string) vecFile {
 	f.dtype = vector.Dtype(d)
 	ds, _ := f.meta.GetValue("synapse.dims")
 	f.dims, _ = strconv.Atoi(ds)
-	err = dataio.EachBatch(path, nil, func(rec arrow.RecordBatch) error {
+	err = dataio.EachBatch(context.Background(), path, nil, func(rec arrow.RecordBatch) error {
 		col, err := vector.ColumnOf(rec.Column(sc.FieldIndices(dataio.ColEmbedding)[0]), f.dtype, f.dims)
 		if err != nil {
 			return err

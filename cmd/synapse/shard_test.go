@@ -13,8 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/testmodels"
@@ -22,7 +20,8 @@ import (
 
 // shardCorpus writes a plain JSONL file of several blocks with bad lines
 // scattered through it (so some straddle the split points), a gzip JSONL
-// file, and a Parquet file of several row groups.
+// file, and a Parquet file of several row groups. Texts repeat (--dedup is
+// on by default), within a packing group and across shards and files.
 func shardCorpus(t *testing.T, dir string) []string {
 	t.Helper()
 	docs := testmodels.Corpus(1400)
@@ -32,7 +31,7 @@ func shardCorpus(t *testing.T, dir string) []string {
 			b.WriteString("{\"id\": \"broken" + strings.Repeat(" ", i%200) + "\n")
 			continue
 		}
-		line, _ := json.Marshal(map[string]any{"id": d.ID, "text": d.Title + ". " + d.Text[:min(len(d.Text), 200+i%300)]})
+		line, _ := json.Marshal(map[string]any{"id": d.ID, "text": shardText(docs, i)})
 		b.Write(append(line, '\n'))
 	}
 	plain := filepath.Join(dir, "a.jsonl")
@@ -53,6 +52,10 @@ func shardCorpus(t *testing.T, dir string) []string {
 	for _, d := range docs[1250:] {
 		bld.Field(0).(*array.StringBuilder).Append(d.ID)
 		bld.Field(1).(*array.StringBuilder).Append(d.Title)
+	}
+	for i := range 30 { // texts of the JSON Lines file again, under new ids
+		bld.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("again-%d", i))
+		bld.Field(1).(*array.StringBuilder).Append(shardText(docs, 37*i))
 	}
 	writeRecordGroups(t, pq, bld.NewRecordBatch(), 40)
 	return []string{plain, gzPath, pq}
@@ -122,24 +125,17 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 	}
 }
 
-// writeRecordGroups writes rec as Parquet with row groups of the given length.
-func writeRecordGroups(t *testing.T, path string, rec arrow.RecordBatch, rowGroup int64) {
-	t.Helper()
-	defer rec.Release()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
+// shardText is docs[i]'s text, or for some i an earlier document's: a few
+// lines back or 250 back (in another shard).
+func shardText(docs []testmodels.Doc, i int) string {
+	switch {
+	case i%7 == 2 && i >= 2:
+		i -= 2
+	case i%13 == 6 && i >= 250:
+		i -= 250
 	}
-	w, err := newParquetWriter(f, rec.Schema(), rowGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	d := docs[i]
+	return d.Title + ". " + d.Text[:min(len(d.Text), 200+i%300)]
 }
 
 // TestShardFlags: --shard auto/N takes I from the scheduler's environment;
@@ -204,10 +200,4 @@ func TestShardFlags(t *testing.T) {
 	if _, err := os.Stat(one); err != nil {
 		t.Errorf("merge of one shard: %v", err)
 	}
-}
-
-// newParquetWriter writes Parquet with the given row group length.
-func newParquetWriter(f *os.File, sc *arrow.Schema, rowGroup int64) (*pqarrow.FileWriter, error) {
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rowGroup))
-	return pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
 }

@@ -18,15 +18,17 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/onnx"
 	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/internal/wire"
 )
 
-// Formats of an artifact, as LOAD's format field names them.
+// Formats of an artifact, as LOAD's format field names them (package wire).
 const (
-	FormatGGUF = "gguf"
-	FormatONNX = "onnx"
+	FormatGGUF = wire.FormatGGUF
+	FormatONNX = wire.FormatONNX
 )
 
 // ErrInvalid marks a model that exists but cannot be used: not a model file,
@@ -50,6 +52,12 @@ type Artifact struct {
 	Pooling string
 	// Classifier is the number of classifier outputs (rerankers), 0 for none.
 	Classifier int
+	// Scoring is how an ONNX cross-encoder's logits become a score
+	// (hfmodel.Scoring), "" for GGUF models and embedders; ScoringErr says
+	// why an ONNX cross-encoder cannot rerank (labels synapse cannot read
+	// as one score, no logits output).
+	Scoring    string
+	ScoringErr error
 	// ChatTemplate is the model's Jinja chat template, "" when it has none.
 	ChatTemplate string
 
@@ -61,6 +69,10 @@ type Artifact struct {
 	Entry *modelcache.Entry
 	// ONNX is the graph's inputs, outputs and opsets (nil for other formats).
 	ONNX *onnx.Info
+	// Chain is an ONNX model directory's sentence-transformers modules,
+	// max_seq_length and prompts (zero for other formats and plain
+	// directories); see hfmodel.Chain.
+	Chain hfmodel.Chain
 }
 
 // Open reads the model ref names, with default Options: its metadata, its

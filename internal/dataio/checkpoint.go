@@ -2,19 +2,25 @@ package dataio
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // ResumeState tells the caller of OpenCheckpointed where the run stands.
@@ -31,9 +37,59 @@ type ResumeState struct {
 	State json.RawMessage
 }
 
-// Paths of the resume files of an output, for messages and cleanup.
+// Paths of the resume files of an output (its ResumeBase), for messages and cleanup.
 func PartialPath(out string) string    { return out + ".partial" }
 func CheckpointPath(out string) string { return out + ".checkpoint" }
+
+// ResumeBase is the name the resume files of the output (or errors file)
+// out are named after: out itself for a local file, whose resume files lie
+// beside it; for an object, a local file in dir (DefaultCheckpointDir when
+// ""), named by a digest of the URL and the key's base name. A bucket
+// holds no resume files: its objects are the finished outputs only.
+func ResumeBase(out, dir string) (string, error) {
+	if !objstore.IsURL(out) {
+		return out, nil
+	}
+	if dir == "" {
+		d, err := DefaultCheckpointDir()
+		if err != nil {
+			return "", err
+		}
+		dir = d
+	}
+	sum := sha256.Sum256([]byte(out))
+	return filepath.Join(dir, hex.EncodeToString(sum[:8])+"-"+path.Base(out)), nil
+}
+
+// CheckpointDirEnv overrides the default checkpoint directory.
+const CheckpointDirEnv = "SYNAPSE_CHECKPOINT_DIR"
+
+// DefaultCheckpointDir is where the resume files of outputs in a bucket
+// live by default: $SYNAPSE_CHECKPOINT_DIR, else synapse/checkpoints in
+// the user's cache directory ($XDG_CACHE_HOME, else ~/.cache).
+func DefaultCheckpointDir() (string, error) {
+	if d := os.Getenv(CheckpointDirEnv); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("dataio: no directory for the resume files of an output in a bucket (give --checkpoint-dir): %w", err)
+	}
+	return filepath.Join(d, "synapse", "checkpoints"), nil
+}
+
+// PrepareCheckpointDir makes the directory of a resume base (0700: the
+// partial outputs are the user's data) and checks it is writable.
+func PrepareCheckpointDir(base string) error {
+	dir := filepath.Dir(base)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("dataio: checkpoint directory: %w", err)
+	}
+	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		return fmt.Errorf("dataio: checkpoint directory %s is not writable: %w", dir, err)
+	}
+	return nil
+}
 
 // checkpointFile is the content of OUT.checkpoint.
 type checkpointFile struct {
@@ -73,9 +129,13 @@ func OpenCheckpointed(out string, opts WriterOptions) (*Writer, ResumeState, err
 	if err != nil {
 		return nil, ResumeState{}, err
 	}
-	c := &checkpointer{path: CheckpointPath(out), partial: PartialPath(out), errPart: w.errPath + ".partial"}
+	base, errBase, err := resumeBases(out, w.errPath, opts.CheckpointDir)
+	if err != nil {
+		w.bld.Release()
+		return nil, ResumeState{}, err
+	}
+	c := &checkpointer{path: CheckpointPath(base), partial: PartialPath(base), errPart: errBase + ".partial"}
 	w.ckpt = c
-	w.tmp = out + ".tmp-" + strconv.Itoa(os.Getpid())
 	cp, err := readCheckpoint(c.path)
 	var st ResumeState
 	switch {
@@ -94,6 +154,27 @@ func OpenCheckpointed(out string, opts WriterOptions) (*Writer, ResumeState, err
 	}
 	w.sink = c.stream
 	return w, st, nil
+}
+
+// resumeBases are the resume bases of an output and its errors file, their
+// directories made.
+func resumeBases(out, errPath, dir string) (string, string, error) {
+	base, err := ResumeBase(out, dir)
+	if err != nil {
+		return "", "", err
+	}
+	errBase, err := ResumeBase(errPath, dir)
+	if err != nil {
+		return "", "", err
+	}
+	for _, b := range []string{base, errBase} {
+		if b != out && b != errPath {
+			if err := PrepareCheckpointDir(b); err != nil {
+				return "", "", err
+			}
+		}
+	}
+	return base, errBase, nil
 }
 
 func readCheckpoint(path string) (checkpointFile, error) {
@@ -269,22 +350,39 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 // commit converts the partial stream into the final file, copies the
-// errors out, renames both into place and removes the resume files. A kill
-// at any point before the removal leaves a resumable run behind.
+// errors out, makes both appear (the errors file first, the output last)
+// and removes the resume files. A kill at any point before the removal
+// leaves a resumable run behind; an output in a bucket is an upload that
+// completes last, so an interrupted commit leaves no object under its key.
 func (c *checkpointer) commit(w *Writer) error {
 	w.errs.abort() // synced by the last save
 	defer c.stream.abort()
-	if err := c.convert(w); err != nil {
-		os.Remove(w.tmp)
+	started := time.Now()
+	dst, err := createOutput(w.opts.Context, w.out)
+	if err != nil {
 		return err
 	}
-	errTmp := w.errPath + ".tmp-" + strconv.Itoa(os.Getpid())
-	if err := copyPrefix(c.errPart, errTmp, w.errs.bytes); err != nil {
-		os.Remove(w.tmp)
+	sink, err := newFinalSink(dst, w.opts.Format, w.schema, w.opts.Allocator)
+	if err != nil {
 		return err
 	}
-	if err := publish(errTmp, w.errPath, w.tmp, w.out); err != nil {
+	if err := c.convert(w, sink); err != nil {
+		sink.abort()
 		return err
+	}
+	if err := copyOut(w.opts.Context, c.errPart, w.errPath, w.errs.bytes); err != nil {
+		sink.abort()
+		return err
+	}
+	if err := sink.finish(); err != nil {
+		return err
+	}
+	if err := dst.publish(); err != nil {
+		return err
+	}
+	if objstore.IsURL(w.out) {
+		// An earlier attempt killed mid-upload left its parts behind.
+		objstore.AbortStale(w.opts.Context, w.out, started)
 	}
 	if err := errors.Join(os.Remove(c.path), os.Remove(c.errPart), os.Remove(c.partial)); err != nil {
 		return fmt.Errorf("dataio: remove resume files: %w", err)
@@ -292,45 +390,20 @@ func (c *checkpointer) commit(w *Writer) error {
 	return nil
 }
 
-func (c *checkpointer) convert(w *Writer) error {
+func (c *checkpointer) convert(w *Writer, sink *finalSink) error {
 	r, err := ipc.NewReader(bufio.NewReaderSize(io.NewSectionReader(c.stream.f, 0, c.stream.bytes), 1<<20),
 		ipc.WithAllocator(w.opts.Allocator))
 	if err != nil {
 		return fmt.Errorf("dataio: read %s: %w", c.partial, err)
 	}
 	defer r.Release()
-	sink, err := newFinalSink(w.tmp, w.opts.Format, w.schema, w.opts.Allocator)
-	if err != nil {
-		return err
-	}
 	for r.Next() {
 		if err := sink.write(r.RecordBatch()); err != nil {
-			sink.abort()
 			return err
 		}
 	}
 	if err := r.Err(); err != nil {
-		sink.abort()
 		return fmt.Errorf("dataio: read %s: %w", c.partial, err)
-	}
-	return sink.finish()
-}
-
-// copyPrefix copies the first n bytes of src to a new file dst and fsyncs it.
-func copyPrefix(src, dst string, n int64) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("dataio: %w", err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("dataio: %w", err)
-	}
-	_, err = io.CopyN(out, in, n)
-	if err = errors.Join(err, out.Sync(), out.Close()); err != nil {
-		os.Remove(dst)
-		return fmt.Errorf("dataio: copy %s: %w", src, err)
 	}
 	return nil
 }
@@ -349,15 +422,20 @@ func (w *Writer) Discard() error {
 	if w.ckpt == nil {
 		return nil
 	}
-	return RemoveResumeFiles(w.out, w.errPath)
+	return RemoveResumeFiles(w.out, w.errPath, w.opts.CheckpointDir)
 }
 
 // RemoveResumeFiles removes the resume files of out (errPath "" = the
-// default errors path). Files that do not exist are not an error; files a
-// running writer holds are not removed: that is an error naming the file.
-func RemoveResumeFiles(out, errPath string) error {
+// default errors path; dir is WriterOptions.CheckpointDir). Files that do
+// not exist are not an error; files a running writer holds are not
+// removed: that is an error naming the file.
+func RemoveResumeFiles(out, errPath, dir string) error {
 	if errPath == "" {
 		errPath = out + ".errors.jsonl"
+	}
+	out, errPath, err := resumeBases(out, errPath, dir)
+	if err != nil {
+		return err
 	}
 	// Deleting a locked file would succeed and let a second run write
 	// beside the first: hold the lock while removing.

@@ -481,7 +481,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, _, err := OpenCheckpointed(out, opts); err == nil {
 		t.Errorf("second OpenCheckpointed while the first is open: got no error; want one")
 	}
-	if err := RemoveResumeFiles(out, ""); err == nil {
+	if err := RemoveResumeFiles(out, "", ""); err == nil {
 		t.Errorf("RemoveResumeFiles while a writer holds them: got no error; want one")
 	}
 	if _, err := os.Stat(PartialPath(out)); err != nil {
@@ -498,7 +498,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, _, err := OpenCheckpointed(out, opts); !errors.Is(err, ErrCheckpointCorrupt) {
 		t.Errorf("partial shorter than the checkpoint: got %v; want ErrCheckpointCorrupt", err)
 	}
-	if err := RemoveResumeFiles(out, ""); err != nil {
+	if err := RemoveResumeFiles(out, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	w, st, err := OpenCheckpointed(out, opts)

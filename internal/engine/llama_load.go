@@ -25,23 +25,6 @@ const (
 	maxContext         = 1 << 20
 )
 
-// nonCausal lists architectures whose attention is bidirectional when the
-// GGUF does not say (<arch>.attention.causal).
-var nonCausal = map[string]bool{
-	"bert": true, "nomic-bert": true, "nomic-bert-moe": true, "jina-bert-v2": true, "jina-bert-v3": true,
-	"modern-bert": true, "neo-bert": true, "t5encoder": true, "eurobert": true,
-}
-
-// IsCausal reports whether the model's attention is causal (a decoder):
-// <arch>.attention.causal, else false for the known bidirectional encoders.
-func IsCausal(meta *gguf.File) bool {
-	arch := meta.Architecture()
-	if c, ok := meta.Bool(arch + ".attention.causal"); ok {
-		return c
-	}
-	return !nonCausal[arch]
-}
-
 // llamaConfig is a RuntimeConfig with every default resolved.
 type llamaConfig struct {
 	nCtx, nBatch, nUBatch, threads, seqMax int
@@ -202,7 +185,7 @@ func resolveConfig(rc wire.RuntimeConfig, meta *gguf.File) (llamaConfig, error) 
 	case !cfg.embeddings && p != llama.PoolingTypeUnspecified && p != llama.PoolingTypeNone:
 		return bad("pooling %q needs embeddings: true (generation contexts do not pool)", rc.Pooling)
 	}
-	if cfg.embeddings && !IsCausal(meta) && train > 0 && cfg.nCtx > train {
+	if cfg.embeddings && !meta.IsCausal() && train > 0 && cfg.nCtx > train {
 		return bad("n_ctx %d exceeds the model's training context %d (bidirectional model)", cfg.nCtx, train)
 	}
 	if cfg.nCtx == 0 {
@@ -283,7 +266,7 @@ func loadModel(path string, meta *gguf.File, cfg llamaConfig) (*llamaModel, erro
 	if cfg.vocabOnly {
 		return m, nil
 	}
-	m.encode = !IsCausal(meta) || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
+	m.encode = !meta.IsCausal() || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
 	if err := m.init(); err != nil {
 		m.free()
 		return nil, err

@@ -23,11 +23,11 @@ const minTimedTokens = 4096
 func (s *session) measure(ctx context.Context, src modelcache.Entry, out *artifact.Artifact, q QuantizeOptions) (*modelcache.Quality, error) {
 	n := min(out.ContextLength, maxProbeContext)
 	rc := runtimeConfig(modelcache.KindEmbed, n, s.o.threads())
-	ls, err := s.load(ctx, src.Path(), src.Digest, rc)
+	ls, err := s.load(ctx, src.Path(), src.Digest, src.Format(), rc)
 	if err != nil {
 		return nil, fmt.Errorf("quantize: the source: %w", err)
 	}
-	lq, err := s.load(ctx, out.Path, out.Digest, rc)
+	lq, err := s.load(ctx, out.Path, out.Digest, out.Format, rc)
 	if err != nil {
 		return nil, fmt.Errorf("quantize: the quantized file: %w", err)
 	}

@@ -49,6 +49,10 @@ const DefaultMaxTokens = 64
 // GenerateFormats are the output formats of a generate job.
 var GenerateFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check).
+func (o *GenerateOptions) Check() error { return o.Options.Check(GenerateFormats) }
+
 // Generate output columns.
 const (
 	ColText         = "text"
@@ -73,7 +77,7 @@ const (
 
 // Generate runs a generation job.
 func Generate(ctx context.Context, o GenerateOptions) (Summary, error) {
-	r, err := begin(&o.Options, "generate", GenerateFormats...)
+	r, err := begin(&o.Options, "generate", o.Check)
 	if err != nil {
 		return Summary{Kind: "generate"}, err
 	}

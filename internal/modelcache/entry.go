@@ -77,6 +77,15 @@ type Quality struct {
 // Path is the model file's path.
 func (e Entry) Path() string { return filepath.Join(e.dir, e.File) }
 
+// Format is the model's format: "onnx" for a graph (File ONNXFile), else
+// "gguf" (artifact.FormatGGUF, FormatONNX).
+func (e Entry) Format() string {
+	if strings.EqualFold(filepath.Ext(e.File), ".onnx") {
+		return "onnx"
+	}
+	return "gguf"
+}
+
 // Dir is the entry's directory.
 func (e Entry) Dir() string { return e.dir }
 

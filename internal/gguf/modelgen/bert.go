@@ -28,6 +28,10 @@ type BERT struct {
 	// or "t5" (SentencePiece unigram) as in XLM-RoBERTa encoders such as
 	// bge-m3 and bge-reranker-v2-m3.
 	Vocab Vocab
+	// Fill, when set, gives the values of the tensors it names (row by row,
+	// as gguf.Tensor.Fill) instead of the generated ones: a model built from
+	// data (internal/wordvec) sets its embeddings and layers this way.
+	Fill map[string]func(row int, dst []float32)
 }
 
 func (c BERT) tokenTypes() int {
@@ -95,7 +99,13 @@ func (c BERT) Writer() (*gguf.Writer, error) {
 	if err := c.Vocab.set(w, "token_type_count"); err != nil {
 		return nil, err
 	}
-	return w, addTensors(w, c.Seed, c.tensors())
+	specs := c.tensors()
+	for name := range c.Fill {
+		if !hasSpec(specs, name) {
+			return nil, fmt.Errorf("%w: bert: Fill names %q, which the model does not have", ErrConfig, name)
+		}
+	}
+	return w, addTensorsWith(w, c.Seed, specs, c.Fill)
 }
 
 // tensors lists the model's tensors in the reference models' order.
