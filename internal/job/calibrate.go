@@ -44,8 +44,10 @@ func (o *EmbedOptions) checkDtype() error {
 		return nil
 	}
 	for _, p := range o.Calibration {
-		if sameFile(p, o.Out) || sameObject(p, o.Out) {
-			return configErrorf("--calibration %s is the output: write the new run elsewhere", p)
+		for _, w := range []string{o.Out, o.errorsPath(), o.Deleted} {
+			if w != "" && (sameFile(p, w) || sameObject(p, w)) {
+				return configErrorf("--calibration %s is the output %s: write the new run elsewhere", p, w)
+			}
 		}
 		if err := statInput(p); err != nil {
 			return fmt.Errorf("--calibration: %w", err)
