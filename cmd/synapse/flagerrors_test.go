@@ -87,7 +87,7 @@ func flagCases(files, model, status string) []flagCase {
 		{"embed calibration with float16", embed("--dtype", "float16", "--calibration", in), "only int8 and uint8 have ranges"},
 		{"embed calibration not an output", embed("--dtype", "int8", "--calibration", in), "not an Arrow IPC or Parquet embedding output"},
 		{"embed calibration missing", embed("--dtype", "int8", "--calibration", out("old.arrow")), "old.arrow"},
-		{"embed calibration is the output", embed("--dtype", "int8", "--calibration", out("c.arrow"), "-o", out("c.arrow")), "is the output"},
+		{"embed calibration is the output", embed("--dtype", "int8", "--calibration", out("c.arrow"), "-o", out("c.arrow")), "is also -o"},
 		{"embed calibration docs negative", embed("--dtype", "uint8", "--calibration-docs", "-1"), "--calibration-docs"},
 		{"embed int8 stdin uncalibrated", []string{"embed", "-", "-m", model, "--dtype", "int8", "--status-addr", status}, "give --calibration"},
 		{"embed calibration gs://", embed("--dtype", "int8", "--calibration", "gs://b/old.arrow"), "s3:// only"},

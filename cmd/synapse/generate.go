@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/grammar"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 func generateCommand() *cli.Command {
@@ -101,13 +101,16 @@ func constraint(c *cli.Context, o *job.GenerateOptions) error {
 	}
 	switch {
 	case c.IsSet("grammar"):
-		b, err := os.ReadFile(c.String("grammar"))
+		b, err := readlimit.ReadFile(c.String("grammar"), readlimit.Grammar)
 		if err != nil {
 			return usagef("generate: --grammar: %v", err)
 		}
+		if err := grammar.CheckGBNF(string(b)); err != nil {
+			return usageError{fmt.Errorf("generate: --grammar %s: %w", c.String("grammar"), err)}
+		}
 		o.Grammar = string(b)
 	case c.IsSet("json-schema"):
-		b, err := os.ReadFile(c.String("json-schema"))
+		b, err := readlimit.ReadFile(c.String("json-schema"), readlimit.Grammar)
 		if err != nil {
 			return usagef("generate: --json-schema: %v", err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +30,7 @@ func genModelCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Usage: "weight seed", Value: modelgen.DefaultSeed},
 			&cli.StringFlag{Name: "weights", Usage: "BERT kinds: type of the embedding and matrix tensors, f16, f32 or q8_0 ", DefaultText: "the preset's"},
 			&cli.StringFlag{Name: "out", Usage: "where to write the model (required)"},
-			&cli.StringFlag{Name: "train", Usage: "word-vectors: the JSON Lines corpus to learn the vectors from"},
+			&cli.StringFlag{Name: "train", Usage: "word-vectors: the corpus to learn the vectors from (JSON Lines, .jsonl.gz or Parquet, as embed reads them)"},
 			&cli.StringSliceFlag{Name: "text-field", Usage: "word-vectors: the fields of --train to learn from (repeatable)", Value: cli.NewStringSlice("title", "text")},
 			&cli.IntFlag{Name: "dims", Usage: "word-vectors: content dimensions (the model is 2 wider)", Value: wordvec.DefaultDims},
 			&cli.IntFlag{Name: "window", Usage: "word-vectors: context tokens on each side", Value: wordvec.DefaultWindow},
@@ -40,7 +41,7 @@ func genModelCommand() *cli.Command {
 			if c.String("out") == "" {
 				return usagef("gen-model: --out FILE is required")
 			}
-			return genModel(c.App.Writer, genModelConfig{
+			return genModel(c.Context, c.App.Writer, genModelConfig{
 				kind: c.String("kind"), vocabFrom: c.String("vocab-from"), words: c.String("words"),
 				seed: c.Uint64("seed"), out: c.String("out"), weights: c.String("weights"),
 				train: c.String("train"), textFields: c.StringSlice("text-field"),
@@ -63,9 +64,9 @@ type genModelConfig struct {
 var weightTypes = map[string]gguf.GGMLType{"f16": gguf.GGMLTypeF16, "f32": gguf.GGMLTypeF32, "q8_0": gguf.GGMLTypeQ8_0}
 
 // genModel writes the model cfg describes and reports it on w.
-func genModel(w io.Writer, cfg genModelConfig) error {
+func genModel(ctx context.Context, w io.Writer, cfg genModelConfig) error {
 	if cfg.kind == "word-vectors" {
-		return genWordVectors(w, cfg)
+		return genWordVectors(ctx, w, cfg)
 	}
 	vocab, err := genModelVocab(cfg)
 	if err != nil {

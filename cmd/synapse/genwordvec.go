@@ -1,29 +1,26 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 
+	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/wordvec"
 )
 
-// maxTrainLine bounds one line of a --train corpus.
-const maxTrainLine = 16 << 20
-
 // genWordVectors learns word vectors from the --train corpus and writes the
 // pass-through BERT that averages them (internal/wordvec).
-func genWordVectors(w io.Writer, cfg genModelConfig) error {
+func genWordVectors(ctx context.Context, w io.Writer, cfg genModelConfig) error {
 	if cfg.train == "" {
 		return usagef("gen-model: --kind word-vectors needs --train CORPUS.jsonl")
 	}
 	if cfg.vocabFrom != "" || cfg.words != "" {
 		return usagef("gen-model: --kind word-vectors learns its vocabulary from --train; --vocab-from and --words do not apply")
 	}
-	texts, err := readTrainTexts(cfg.train, cfg.textFields)
+	texts, err := readTrainTexts(ctx, cfg.train, cfg.textFields)
 	if err != nil {
 		return err
 	}
@@ -40,35 +37,39 @@ func genWordVectors(w io.Writer, cfg genModelConfig) error {
 	return nil
 }
 
-// readTrainTexts reads the string fields of each JSON Lines record of path,
-// joined by a newline.
-func readTrainTexts(path string, fields []string) ([]string, error) {
-	fh, err := os.Open(path)
+// readTrainTexts reads the texts of the --train corpus through dataio, as
+// embed reads its inputs: JSON Lines (.gz too) or Parquet, a local path or
+// an object URL, the fields joined by a newline. A record embed would report
+// as bad (a malformed line, a missing or non-string field, invalid UTF-8, a
+// line over the limit) fails the command, naming its file and line (or
+// Parquet row): a model learned from part of a corpus would differ silently.
+// Only a transient failure to fetch an object exits 1 (retryable).
+func readTrainTexts(ctx context.Context, path string, fields []string) ([]string, error) {
+	r, err := dataio.Open([]string{path}, dataio.ReadOptions{TextFields: fields, Context: ctx})
 	if err != nil {
 		return nil, usagef("gen-model: --train: %v", err)
 	}
-	defer fh.Close()
+	defer r.Close()
 	var texts []string
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 64<<10), maxTrainLine)
-	for line := 1; sc.Scan(); line++ {
-		if strings.TrimSpace(sc.Text()) == "" {
-			continue
+	for {
+		d, err := r.Next()
+		if err == io.EOF {
+			return texts, nil
 		}
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			return nil, usagef("gen-model: %s:%d: %v", path, line, err)
+		if err != nil {
+			return nil, trainError(path, err)
 		}
-		var parts []string
-		for _, f := range fields {
-			if s, ok := rec[f].(string); ok && s != "" {
-				parts = append(parts, s)
-			}
-		}
-		texts = append(texts, strings.Join(parts, "\n"))
+		texts = append(texts, d.Text)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, usagef("gen-model: %s: %v (lines are limited to %d MiB)", path, err, maxTrainLine>>20)
+}
+
+// trainError is err from reading the --train corpus: bad data and a file
+// that cannot be read are usage errors (exit 2), a transient object-store
+// failure is not.
+func trainError(path string, err error) error {
+	var fe *dataio.FileError
+	if errors.As(err, &fe) && objstore.IsURL(path) && !objstore.Permanent(err) {
+		return fmt.Errorf("gen-model: --train: %w", err)
 	}
-	return texts, nil
+	return usagef("gen-model: --train: %w", err)
 }

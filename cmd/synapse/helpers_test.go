@@ -117,10 +117,13 @@ func (r embedResult) counts(t *testing.T) (read, embedded, failed int) {
 // the generated vocabulary (testmodels.Vocab), written once per test process.
 func tinyModel(t testing.TB) string {
 	t.Helper()
-	return testmodels.Model(t, "tiny", func(v modelgen.Vocab) modelgen.BERT {
-		return modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
-			Pooling: modelgen.PoolingMean, WeightType: gguf.GGMLTypeF32, Seed: 7, Vocab: v}
-	})
+	return testmodels.Model(t, "tiny", func(modelgen.Vocab) modelgen.BERT { return tinyBERT() })
+}
+
+// tinyBERT is the model tinyModel writes.
+func tinyBERT() modelgen.BERT {
+	return modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
+		Pooling: modelgen.PoolingMean, WeightType: gguf.GGMLTypeF32, Seed: 7, Vocab: testmodels.Vocab()}
 }
 
 func TestMain(m *testing.M) {

@@ -81,6 +81,9 @@ type specialToken struct {
 func inspect(w io.Writer, path string, asJSON bool) error {
 	if isONNXModel(path) {
 		info, err := describeONNX(path)
+		if artifact.Unusable(err) {
+			return usageError{fmt.Errorf("inspect: %w", err)}
+		}
 		if err != nil {
 			return fmt.Errorf("inspect: %w", err)
 		}

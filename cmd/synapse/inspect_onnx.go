@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +11,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/onnx"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
@@ -125,7 +125,7 @@ func describeHFTokenizer(a *artifact.Artifact) onnxTokenizerInfo {
 	var j struct {
 		Normalizer, PreTokenizer, PostProcessor, Model json.RawMessage
 	}
-	if b, err := os.ReadFile(files.Tokenizer); err == nil {
+	if b, err := readlimit.ReadFile(files.Tokenizer, readlimit.Tokenizer); err == nil {
 		var raw map[string]json.RawMessage
 		if json.Unmarshal(b, &raw) == nil {
 			j.Normalizer, j.PreTokenizer, j.PostProcessor, j.Model = raw["normalizer"], raw["pre_tokenizer"], raw["post_processor"], raw["model"]

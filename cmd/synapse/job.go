@@ -60,6 +60,38 @@ func readFlags(what string) []cli.Flag {
 	}
 }
 
+// fileFlagUses are the job commands' flags that name files besides the
+// inputs, the model, -o and --errors, and whether the command writes them.
+var fileFlagUses = []struct {
+	name  string
+	write bool
+}{{"previous", false}, {"calibration", false}, {"deleted", true}, {"grammar", false}, {"json-schema", false}, {"queries", false}, {"corpus", false}, {"run", false}}
+
+// fileFlags returns the files the command's flags of fileFlagUses name.
+func fileFlags(c *cli.Context) []dataio.PathUse {
+	var u []dataio.PathUse
+	for _, f := range fileFlagUses {
+		if !c.IsSet(f.name) {
+			continue
+		}
+		var paths []string
+		switch v := c.Value(f.name).(type) {
+		case string:
+			paths = []string{v}
+		case cli.StringSlice:
+			paths = v.Value()
+		case *cli.StringSlice:
+			paths = v.Value()
+		}
+		if f.write {
+			u = append(u, dataio.Writes("--"+f.name, paths...)...)
+		} else {
+			u = append(u, dataio.Reads("--"+f.name, paths...)...)
+		}
+	}
+	return u
+}
+
 // jobOptionsFrom reads the common flags; name prefixes messages and defOut
 // is the default output's suffix (".vectors.arrow").
 func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
@@ -104,6 +136,7 @@ func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string) (job.O
 	if err := checkModelFlags(c, name); err != nil { // --quantize, --min-cosine (models.go)
 		return o, err
 	}
+	o.Files = fileFlags(c)              // checked against -o and --errors by job.Options.Check
 	return o, checkStatusFlags(c, name) // status.go
 }
 

@@ -14,8 +14,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/search"
+	"github.com/synapse-embed/synapse/internal/supervise"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -116,7 +118,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case isCanceled(err) && ctx.Err() != nil:
 		return exitInterrupted
-	case errors.As(err, &ue), errors.As(err, &ce), errors.Is(err, search.ErrInput):
+	case errors.As(err, &ue), errors.As(err, &ce), permanent(err):
 		return exitUsage
 	case errors.As(err, &ec):
 		// Only the CLI framework returns ExitCoders (unknown command or
@@ -126,6 +128,15 @@ func exitCode(ctx context.Context, err error) int {
 		return exitPartial
 	}
 	return exitFatal
+}
+
+// permanent reports a failure that running again unchanged cannot mend,
+// found below the job's own checks: an unusable runtime directory, a written
+// file that clashes with another, an output another run is writing (running
+// again after that run would overwrite its files).
+func permanent(err error) bool {
+	return errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) ||
+		errors.Is(err, dataio.ErrPathClash) || errors.Is(err, dataio.ErrInUse) || errors.Is(err, search.ErrInput)
 }
 
 // isCanceled reports an error that is the run's cancellation itself.
@@ -180,8 +191,10 @@ func flagsFirst(app *cli.App, args []string) []string {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The first signal stops the run cleanly; a second one kills it.
+	// SIGQUIT too: Go's default (a goroutine dump and exit 2) would read as
+	// a usage error to a scheduler. The first signal stops the run
+	// cleanly (exit 130, resumable); a second one kills it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
 	go func() { <-ctx.Done(); stop() }()
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()

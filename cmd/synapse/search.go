@@ -173,6 +173,11 @@ func (f *searchFlags) open(ctx context.Context) (search.Options, eval.Qrels, err
 	if err := job.CheckWritable("-o", f.out, read); err != nil {
 		return o, nil, err
 	}
+	paths := slices.Concat(dataio.Reads("--queries", f.queries...), dataio.Reads("--corpus", f.corpus...),
+		dataio.Reads("--rescore-with", f.rescoreWith...), dataio.Reads("--qrels", f.qrels), dataio.Writes("-o", f.out))
+	if err := dataio.CheckPaths(paths); err != nil {
+		return o, nil, usageError{fmt.Errorf("search: %w", err)}
+	}
 	var qrels eval.Qrels
 	if f.qrels != "" {
 		if qrels, err = eval.ReadQrels(f.qrels); err != nil {

@@ -78,7 +78,7 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 	if chaos.OldWorker {
 		extensions = nil
 	}
-	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: cfg.socket, Net: "unix"})
+	nc, err := engine.DialModule(cfg.socket) // refuses a listener that is not our module
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

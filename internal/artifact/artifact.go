@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
@@ -102,6 +103,9 @@ func openGGUF(path string, digest digestFunc) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := f.CheckBlocks(); err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
+	}
 	v, err := tokenize.VocabFromGGUF(f)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
@@ -152,12 +156,15 @@ func ReadGGUF(path string) (*gguf.File, error) {
 // Unusable reports an error of Open or ReadGGUF that says the model named
 // cannot be used as it is: it does not exist (no such file, no such cached
 // name), may not be read, is not a usable model, is a degraded cached
-// variant, or the digest prefix naming it is ambiguous. Running again
+// variant, the digest prefix naming it is ambiguous, or its path cannot
+// name a file (a loop of symbolic links, a file used as a directory). Running again
 // unchanged cannot succeed.
 func Unusable(err error) bool {
 	var ae *modelcache.AmbiguousError
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrInvalid) ||
-		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae)
+		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae) ||
+		errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) ||
+		errors.Is(err, syscall.EISDIR) || errors.Is(err, modelcache.ErrNotFound) || errors.Is(err, modelcache.ErrBadName)
 }
 
 // classify keeps file-system errors as they are and marks format errors.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/onnx"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
@@ -130,7 +130,7 @@ func tokenizerMaxLength(path string) int {
 			MaxLength int `json:"max_length"`
 		} `json:"truncation"`
 	}
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &j) == nil && j.Truncation != nil && j.Truncation.MaxLength > 0 {
+	if b, err := readlimit.ReadFile(path, readlimit.Tokenizer); err == nil && json.Unmarshal(b, &j) == nil && j.Truncation != nil && j.Truncation.MaxLength > 0 {
 		return j.Truncation.MaxLength
 	}
 	return 512

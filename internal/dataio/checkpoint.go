@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/synapse-embed/synapse/internal/objstore"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // ResumeState tells the caller of OpenCheckpointed where the run stands.
@@ -153,6 +154,17 @@ func OpenCheckpointed(out string, opts WriterOptions) (*Writer, ResumeState, err
 		return nil, ResumeState{}, err
 	}
 	w.sink = c.stream
+	// Holding the output's lock: a dead run's temporary files can go (an
+	// output in a bucket has none; its stale uploads go at commit).
+	for _, final := range []string{out, w.errPath, c.path} {
+		if objstore.IsURL(final) {
+			continue
+		}
+		if _, err := RemoveStaleTemps(final); err != nil {
+			w.Abort()
+			return nil, ResumeState{}, err
+		}
+	}
 	return w, st, nil
 }
 
@@ -179,7 +191,7 @@ func resumeBases(out, errPath, dir string) (string, string, error) {
 
 func readCheckpoint(path string) (checkpointFile, error) {
 	var cp checkpointFile
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.State)
 	if err != nil {
 		return cp, fmt.Errorf("dataio: checkpoint: %w", err)
 	}
@@ -209,8 +221,13 @@ func (c *checkpointer) start(w *Writer) error {
 	if err != nil {
 		return fmt.Errorf("dataio: write %s: %w", c.partial, err)
 	}
-	if w.errs, err = createErrorLog(c.errPart); err != nil {
+	ef, err := openLocked(c.errPart)
+	if err != nil {
 		return err
+	}
+	w.errs = &errorLog{f: ef, bw: bufio.NewWriter(ef)}
+	if err := ef.Truncate(0); err != nil {
+		return fmt.Errorf("dataio: %w", err)
 	}
 	return c.save(w)
 }
@@ -235,9 +252,12 @@ func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error)
 	if err := verifyStream(f, cp, w.schema, w.opts.Allocator); err != nil {
 		return ResumeState{}, err
 	}
-	ef, err := os.OpenFile(c.errPart, os.O_RDWR, 0)
-	if err != nil {
+	if _, err := os.Lstat(c.errPart); err != nil {
 		return ResumeState{}, fmt.Errorf("%w: %v", ErrCheckpointCorrupt, err)
+	}
+	ef, err := openLocked(c.errPart)
+	if err != nil {
+		return ResumeState{}, err
 	}
 	w.errs = &errorLog{f: ef, bw: bufio.NewWriter(ef), bytes: cp.ErrorsBytes, records: cp.ErrorRecords}
 	if err := cutTo(ef, cp.ErrorsBytes); err != nil {
@@ -251,15 +271,25 @@ func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error)
 // openLocked opens (creating) a resume file and takes an exclusive lock on
 // it, so that two runs cannot write the same output.
 func openLocked(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("dataio: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("dataio: %s is in use by another run: %w", path, err)
+		return nil, inUse(path, err)
 	}
 	return f, nil
+}
+
+// ErrInUse: another run is writing the same output or errors file. Two
+// runs must not share one (the second would destroy the first's rows), so
+// the second is refused; it is not retried (exit 2) because running it
+// after the first would overwrite the first's files.
+var ErrInUse = errors.New("in use by another run")
+
+func inUse(path string, err error) error {
+	return fmt.Errorf("dataio: %s is %w (two runs must not share an output or errors file): %v", path, ErrInUse, err)
 }
 
 // cutTo truncates f to n bytes, which it must have, and seeks to the end.
@@ -337,16 +367,16 @@ func (c *checkpointer) save(w *Writer) error {
 
 // writeFileAtomic writes path through a temporary file, fsync and rename.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := createTemp(path)
 	if err != nil {
-		return fmt.Errorf("dataio: %w", err)
+		return err
 	}
 	_, err = f.Write(b)
 	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
-		return fmt.Errorf("dataio: write %s: %w", tmp, err)
+		os.Remove(f.Name())
+		return fmt.Errorf("dataio: write %s: %w", f.Name(), err)
 	}
-	return publish(tmp, path)
+	return publish(f.Name(), path)
 }
 
 // commit converts the partial stream into the final file, copies the
@@ -377,6 +407,9 @@ func (c *checkpointer) commit(w *Writer) error {
 	if err := sink.finish(); err != nil {
 		return err
 	}
+	if testHookBeforePublish != nil {
+		testHookBeforePublish()
+	}
 	if err := dst.publish(); err != nil {
 		return err
 	}
@@ -389,6 +422,10 @@ func (c *checkpointer) commit(w *Writer) error {
 	}
 	return nil
 }
+
+// testHookBeforePublish, when set by a test, runs when the final output is
+// complete in its temporary file and not yet renamed into place.
+var testHookBeforePublish func()
 
 func (c *checkpointer) convert(w *Writer, sink *finalSink) error {
 	r, err := ipc.NewReader(bufio.NewReaderSize(io.NewSectionReader(c.stream.f, 0, c.stream.bytes), 1<<20),
@@ -439,14 +476,16 @@ func RemoveResumeFiles(out, errPath, dir string) error {
 	}
 	// Deleting a locked file would succeed and let a second run write
 	// beside the first: hold the lock while removing.
-	if f, err := os.OpenFile(PartialPath(out), os.O_RDWR, 0); err == nil {
-		defer f.Close()
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			return fmt.Errorf("dataio: %s is in use by another run: %w", PartialPath(out), err)
+	for _, p := range []string{PartialPath(out), errPath + ".partial"} {
+		if f, err := os.OpenFile(p, os.O_RDWR|syscall.O_NOFOLLOW, 0); err == nil {
+			defer f.Close()
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				return inUse(p, err)
+			}
 		}
 	}
 	var errs []error
-	for _, p := range []string{CheckpointPath(out), CheckpointPath(out) + ".tmp", PartialPath(out), errPath + ".partial"} {
+	for _, p := range []string{CheckpointPath(out), PartialPath(out), errPath + ".partial"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

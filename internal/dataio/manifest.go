@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // Manifest is a range shard's commit marker, written beside its part
@@ -88,7 +90,7 @@ func ReadManifest(path string) (Manifest, error) { return readManifest(context.B
 
 func readManifest(ctx context.Context, path string) (Manifest, error) {
 	var m Manifest
-	b, err := readFile(ctx, path)
+	b, err := readFile(ctx, path, readlimit.State)
 	if err != nil {
 		return m, fmt.Errorf("dataio: manifest: %w", err)
 	}

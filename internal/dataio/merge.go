@@ -85,6 +85,17 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
 	}
+	if err := CheckPaths(mergePaths(ms, paths, o)); err != nil {
+		return MergeSummary{}, err
+	}
+	for _, final := range []string{o.Out, o.Errors} {
+		if objstore.IsURL(final) {
+			continue
+		}
+		if _, err := RemoveStaleTemps(final); err != nil {
+			return MergeSummary{}, err
+		}
+	}
 	sum := MergeSummary{Shards: len(ms), Out: o.Out, Errors: o.Errors}
 	for _, m := range ms {
 		r := &sum.Rows
@@ -99,6 +110,16 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// mergePaths are the files a merge reads (every part, its errors file and
+// manifest) and writes, for CheckPaths.
+func mergePaths(ms []Manifest, paths []string, o MergeOptions) []PathUse {
+	var u []PathUse
+	for k, m := range ms {
+		u = append(u, Reads("part", objstore.Beside(paths[k], m.Output), objstore.Beside(paths[k], m.Errors), paths[k])...)
+	}
+	return append(u, append(Writes("-o", o.Out), Writes("--errors", o.Errors)...)...)
 }
 
 var shardName = regexp.MustCompile(`\.shard-(\d+)-of-(\d+)\.json$`)

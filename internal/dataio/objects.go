@@ -9,9 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/synapse-embed/synapse/internal/objstore"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // Object storage. Every path the package reads or writes may be an
@@ -51,12 +51,21 @@ func openRandom(ctx context.Context, name string) (inputFile, int64, error) {
 	return f, st.Size(), nil
 }
 
-// readFile reads a whole small file or object.
-func readFile(ctx context.Context, name string) ([]byte, error) {
-	if objstore.IsURL(name) {
-		return objstore.ReadFile(ctx, name)
+// readFile reads a whole small file or object of at most limit bytes
+// (readlimit); a larger one is refused with readlimit.ErrTooLarge.
+func readFile(ctx context.Context, name string, limit int64) ([]byte, error) {
+	if !objstore.IsURL(name) {
+		return readlimit.ReadFile(name, limit)
 	}
-	return os.ReadFile(name)
+	f, err := objstore.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Size() > limit {
+		return nil, fmt.Errorf("%s: %w: %d bytes, more than %d (the limit for this file)", name, readlimit.ErrTooLarge, f.Size(), limit)
+	}
+	return readlimit.Read(f, name, limit)
 }
 
 // sinkFile is where an output file's bytes go: a local temporary file or
@@ -83,7 +92,8 @@ func (u upload) finish() error { return u.Commit() }
 func (u upload) abort()        { u.Abort() }
 
 // output is an output file being written: finish, then publish, make it
-// appear at its path. A local file is written beside it (PATH.tmp-PID) and
+// appear at its path. A local file is written to a temporary file created
+// exclusively beside it (createTemp: PATH.tmp-synapse-PID-RANDOM) and
 // renamed; an object is uploaded and appears when the upload completes
 // (finish), so publish has nothing left to do.
 type output struct {
@@ -100,12 +110,11 @@ func createOutput(ctx context.Context, path string) (*output, error) {
 		}
 		return &output{sinkFile: upload{u}, path: path}, nil
 	}
-	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := createTemp(path)
 	if err != nil {
-		return nil, fmt.Errorf("dataio: %w", err)
+		return nil, err
 	}
-	return &output{sinkFile: localFile{f}, path: path, tmp: tmp}, nil
+	return &output{sinkFile: localFile{f}, path: path, tmp: f.Name()}, nil
 }
 
 // publish renames a finished local output into place.

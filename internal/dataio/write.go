@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -144,17 +143,18 @@ func Create(out string, opts WriterOptions) (*Writer, error) {
 		w.bld.Release()
 		return nil, err
 	}
-	w.tmp, w.errTmp = dst.tmp, w.errPath+".tmp-"+strconv.Itoa(os.Getpid())
+	w.tmp = dst.tmp
 	if w.sink, err = newFinalSink(dst, w.opts.Format, w.schema, w.opts.Allocator); err != nil {
 		w.bld.Release()
 		return nil, err
 	}
-	if w.errs, err = createErrorLog(w.errTmp); err != nil {
-		w.sink.abort()
-		os.Remove(w.tmp)
+	f, err := createTemp(w.errPath)
+	if err != nil {
+		w.sink.abort() // removes w.tmp
 		w.bld.Release()
 		return nil, err
 	}
+	w.errs, w.errTmp = &errorLog{f: f, bw: bufio.NewWriter(f)}, f.Name()
 	return w, nil
 }
 
@@ -341,14 +341,6 @@ type errorLog struct {
 	bw      *bufio.Writer
 	bytes   int64 // bytes written so far
 	records int64
-}
-
-func createErrorLog(path string) (*errorLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("dataio: %w", err)
-	}
-	return &errorLog{f: f, bw: bufio.NewWriter(f)}, nil
 }
 
 func (l *errorLog) write(e *RowError) error { return l.writeJSON(rowErrorJSONOf(e)) }

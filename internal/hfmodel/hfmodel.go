@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"io"
 	"os"
 	"path/filepath"
@@ -180,7 +181,7 @@ func ReadConfig(path string) (Config, error) {
 	if path == "" {
 		return c, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.Config)
 	if err != nil {
 		return c, fmt.Errorf("hfmodel: %w", err)
 	}

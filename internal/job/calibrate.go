@@ -32,7 +32,9 @@ type quantization struct {
 
 // checkDtype refuses, before the model loads, a dtype option that cannot
 // work: a calibration file that is no embedding output, or a calibration
-// that would have to read an input twice that can be read once.
+// that would have to read an input twice that can be read once. (A
+// calibration file that is also an output is refused by Options.Check:
+// --calibration is one of the Files.)
 func (o *EmbedOptions) checkDtype() error {
 	if o.Dtype == "" {
 		o.Dtype = vector.Float32
@@ -44,11 +46,6 @@ func (o *EmbedOptions) checkDtype() error {
 		return nil
 	}
 	for _, p := range o.Calibration {
-		for _, w := range []string{o.Out, o.errorsPath(), o.Deleted} {
-			if w != "" && (sameFile(p, w) || sameObject(p, w)) {
-				return configErrorf("--calibration %s is the output %s: write the new run elsewhere", p, w)
-			}
-		}
 		if err := statInput(p); err != nil {
 			return fmt.Errorf("--calibration: %w", err)
 		}

@@ -413,6 +413,7 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 	default:
 		s.inc.Embedded++
 	}
+	s.inc.NotFinite += b2i(d.badPrev)
 	if s.window != nil {
 		if _, ok := s.window.get(d.hash); !ok {
 			s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})

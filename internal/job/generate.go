@@ -16,6 +16,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/dataio/record"
 	"github.com/synapse-embed/synapse/internal/grammar"
 	"github.com/synapse-embed/synapse/internal/pipeline"
+	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/tokenize"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
@@ -77,6 +78,11 @@ const (
 
 // Generate runs a generation job.
 func Generate(ctx context.Context, o GenerateOptions) (Summary, error) {
+	if o.Grammar != "" {
+		if err := grammar.CheckGBNF(o.Grammar); err != nil {
+			return Summary{Kind: "generate"}, &ConfigError{err}
+		}
+	}
 	r, err := begin(&o.Options, "generate", o.Check)
 	if err != nil {
 		return Summary{Kind: "generate"}, err
@@ -140,6 +146,12 @@ func (o *GenerateOptions) checkGrammar(ctx context.Context, r *runner) error {
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeConfigInvalid {
 		return configErrorf("grammar: %s", we.Msg)
+	}
+	var ce *supervise.CrashError
+	if errors.As(err, &ce) {
+		// Parsing alone, with no row: the grammar is what kills the engine,
+		// and will every time.
+		return configErrorf("grammar: the engine crashed parsing it (%v); simplify it", err)
 	}
 	return err
 }

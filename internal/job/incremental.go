@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +38,7 @@ type Incremental struct {
 	Deduped     int64 `json:"deduped"`      // documents given the vectors of an identical text earlier in the run
 	TokensSaved int64 `json:"tokens_saved"` // tokens of the chunks reused or copied
 	Deleted     int64 `json:"deleted"`      // previous documents not in the input (-1: not known, for a shard)
+	NotFinite   int64 `json:"not_finite"`   // unchanged documents whose previous rows hold NaN or Inf: embedded again
 }
 
 // doc is a document on its way through an embedding run.
@@ -48,6 +50,22 @@ type doc struct {
 	reuse  dataio.EmbedRows // rows copied from the previous output: not embedded
 	tokens int64            // the reused rows' tokens
 	dup    bool             // a text of the dedup window: the sink copies its rows
+	// badPrev: the previous output's rows of this unchanged document hold
+	// a NaN or infinite value, so it is embedded again.
+	badPrev bool
+}
+
+// finiteRows reports whether every value of the rows' vectors is finite:
+// reused rows are checked as the engine's answers are (embedKind.Check).
+func finiteRows(rows dataio.EmbedRows) bool {
+	for _, r := range rows {
+		for _, x := range r.Embedding {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // incSource reads the documents and decides, in input order, which are
@@ -80,6 +98,9 @@ func (s *incSource) Next() (doc, error) {
 			}
 			for i := range x.reuse {
 				x.reuse[i].ID = d.ID
+			}
+			if !finiteRows(x.reuse) { // no run writes such a vector: embed the document again
+				x.reuse, x.tokens, x.badPrev = nil, 0, true
 			}
 		}
 	}
@@ -244,6 +265,9 @@ func (c *Incremental) summaryLines(prevs []string, note string, dedup bool) []Su
 		line += fmt.Sprintf(", %d copied from an identical text in this run (--dedup)", c.Deduped)
 	}
 	out = append(out, SummaryLine{"documents", line})
+	if c.NotFinite > 0 {
+		out = append(out, SummaryLine{"", fmt.Sprintf("%d unchanged documents embedded again: their rows in the previous output hold NaN or infinite values", c.NotFinite)})
+	}
 	if len(prevs) > 0 || c.TokensSaved > 0 {
 		out = append(out, SummaryLine{"tokens saved", strconv.FormatInt(c.TokensSaved, 10)})
 	}

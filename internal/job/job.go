@@ -42,6 +42,10 @@ type Options struct {
 	Artifact *artifact.Artifact
 	Out      string // output file; its extension picks the format
 	Errors   string // errors JSONL; "" = Out + ".errors.jsonl"
+	// Files are the other files the job reads or writes, by flag
+	// (--previous, --deleted, --grammar, …): the output checks refuse a
+	// write that is also read or written elsewhere.
+	Files []dataio.PathUse
 
 	BatchTokens int // token budget of one request; 0 = the kind's default
 	Workers     int // worker processes; 0 = from the core count
@@ -262,7 +266,8 @@ func (r *runner) defaults() {
 
 // CheckOutputs refuses, before anything starts, an output the job cannot
 // write: an unknown or unsupported format (formats are the kind's), a
-// missing or read-only directory, an output that is one of the inputs.
+// missing or read-only directory, a written file that is also read or
+// written elsewhere (dataio.CheckPaths), a runtime directory others control.
 func CheckOutputs(o *Options, formats []dataio.Format) error {
 	errorsPath := o.errorsPath()
 	f, err := dataio.FormatOf(o.Out)
@@ -300,12 +305,39 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 			return configErrorf("output %s is a directory", p)
 		}
 	}
-	for _, in := range o.Inputs {
-		if in != "-" && (sameFile(in, o.Out) || sameFile(in, errorsPath) || sameObject(in, o.Out) || sameObject(in, errorsPath)) {
-			return configErrorf("output %s would overwrite the input %s", o.Out, in)
-		}
+	if err := dataio.CheckPaths(o.paths(errorsPath)); err != nil {
+		return &ConfigError{err}
+	}
+	if err := supervise.CheckRuntimeDir(o.Pool.RuntimeDir); err != nil {
+		return &ConfigError{err}
 	}
 	return nil
+}
+
+// paths are every file the job reads and writes, for dataio.CheckPaths:
+// the inputs, the model (when it is a path), the kind's files (Options.Files),
+// the output, the errors file and the resume files and manifest beside them.
+func (o *Options) paths(errorsPath string) []dataio.PathUse {
+	u := dataio.Reads("the input", o.Inputs...)
+	if _, err := os.Stat(o.Model); err == nil {
+		u = append(u, dataio.Reads("--model", o.Model)...)
+	}
+	u = append(u, o.Files...)
+	u = append(u, dataio.Writes("-o", o.Out)...)
+	u = append(u, dataio.Writes("--errors", errorsPath)...)
+	// The resume files of an output in a bucket are local, in the
+	// checkpoint directory (dataio.ResumeBase); when it cannot be named,
+	// checkObjectOutput has refused the output already.
+	if base, err := dataio.ResumeBase(o.Out, o.CheckpointDir); err == nil {
+		u = append(u, dataio.Writes("-o's resume file", dataio.PartialPath(base), dataio.CheckpointPath(base))...)
+	}
+	if base, err := dataio.ResumeBase(errorsPath, o.CheckpointDir); err == nil {
+		u = append(u, dataio.Writes("--errors's resume file", base+".partial")...)
+	}
+	if o.Read.Shards > 0 {
+		u = append(u, dataio.Writes("the shard's manifest", dataio.ManifestPath(o.Out))...)
+	}
+	return u
 }
 
 // checkShard refuses a shard's output merge cannot read, and stops a shard
@@ -406,6 +438,9 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 		pc.Logger = o.Logger
 	}
 	pool, err := supervise.NewPool(ctx, pc)
+	if errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) {
+		return &ConfigError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -413,11 +448,7 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 	r.closer = append(r.closer, func() { pool.Close() })
 	rc.Threads = o.Threads
 	load := wire.Load{ArtifactPath: r.model.Path, ArtifactDigest: r.model.Digest, Format: r.model.Format, RuntimeConfig: rc}
-	if r.loaded, err = pool.Load(ctx, load); err != nil {
-		var we *wire.Error
-		if errors.As(err, &we) && (we.Code == wire.CodeConfigInvalid || we.Code == wire.CodeArtifactInvalid || we.Code == wire.CodeUnsupported) {
-			err = &ConfigError{err}
-		}
+	if r.loaded, err = r.loadModel(ctx, load); err != nil {
 		return fmt.Errorf("load %s: %w", r.model.Path, err)
 	}
 	r.req = &requester{pool: pool, modelRef: r.loaded.ModelRef, deadline: o.Deadline, perToken: o.DeadlinePerToken,
@@ -429,6 +460,34 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 		_ = pool.Refresh(ctx)
 	}
 	return nil
+}
+
+// damaged is the configuration error of resume files that cannot be
+// resumed: running again with --resume cannot succeed.
+func damaged(err error) error {
+	return &ConfigError{fmt.Errorf("%w\n(the resume files are damaged and cannot be resumed: start over without --resume)", err)}
+}
+
+// loadModel loads the model on every worker. A LOAD the engine refuses as
+// invalid is a configuration error; so is one that crashes the engine
+// twice in a row (it is tried once more after the workers restart): the
+// model kills the engine every time, and retrying the job cannot help.
+func (r *runner) loadModel(ctx context.Context, load wire.Load) (wire.Loaded, error) {
+	loaded, err := r.pool.Load(ctx, load)
+	var ce *supervise.CrashError
+	var qe *supervise.QuarantinedError
+	if errors.As(err, &ce) && ctx.Err() == nil {
+		r.o.Logger.Warn("the engine crashed loading the model; trying once more", "err", err)
+		loaded, err = r.pool.Load(ctx, load)
+		if errors.As(err, &ce) || errors.As(err, &qe) {
+			return loaded, &ConfigError{fmt.Errorf("the engine crashed loading the model twice, so the model is unusable as it is: %w", err)}
+		}
+	}
+	var we *wire.Error
+	if errors.As(err, &we) && (we.Code == wire.CodeConfigInvalid || we.Code == wire.CodeArtifactInvalid || we.Code == wire.CodeUnsupported) {
+		err = &ConfigError{err}
+	}
+	return loaded, err
 }
 
 // workerEnv is the module's environment without SYNAPSE_CHAOS: drills are
@@ -482,6 +541,9 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 	if errors.Is(err, dataio.ErrResumeMismatch) {
 		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
 	}
+	if errors.Is(err, dataio.ErrCheckpointCorrupt) {
+		return damaged(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -489,7 +551,7 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 		var c pipeline.Counters
 		if err := json.Unmarshal(st.State, &c); err != nil {
 			w.Abort()
-			return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
+			return damaged(fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err))
 		}
 		o.Stats.Restore(c)
 		if r.extra != nil {
@@ -497,7 +559,7 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 			x.Kind = r.extra
 			if err := json.Unmarshal(st.State, &x); err != nil {
 				w.Abort()
-				return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
+				return damaged(fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err))
 			}
 		}
 	}

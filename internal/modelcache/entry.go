@@ -2,7 +2,9 @@ package modelcache
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,21 +101,29 @@ func (e Entry) Short() string {
 // it was made with.
 func (e Entry) Degraded() bool { return e.Quality != nil && e.Quality.Degraded }
 
+// ErrBadName: a name CheckName refuses.
+var ErrBadName = errors.New("unusable model name")
+
 // CheckName validates a model name: 1 to 128 printable characters without
-// spaces or slashes, not starting with '.', '-' or "sha256" (names and
-// digest prefixes share -m).
+// spaces or slashes, not starting with '.', '-' or "sha256", and not 4 to
+// 64 hex digits (names and digest prefixes share -m).
 func CheckName(name string) error {
 	switch {
 	case name == "" || len(name) > 128:
-		return fmt.Errorf("modelcache: name %q: want 1 to 128 characters", name)
+		return fmt.Errorf("modelcache: %w: name %q: want 1 to 128 characters", ErrBadName, name)
 	case strings.HasPrefix(name, ".") || strings.HasPrefix(name, "-"):
-		return fmt.Errorf("modelcache: name %q must not start with '.' or '-'", name)
+		return fmt.Errorf("modelcache: %w: name %q must not start with '.' or '-'", ErrBadName, name)
 	case strings.HasPrefix(strings.ToLower(name), "sha256"):
-		return fmt.Errorf("modelcache: name %q must not start with sha256 (digests are written that way)", name)
+		return fmt.Errorf("modelcache: %w: name %q must not start with sha256 (digests are written that way)", ErrBadName, name)
+	}
+	if _, ok := digestPrefixOf(name); ok {
+		// A name wins over a digest prefix in Lookup: this one would hide
+		// every model whose digest starts with it, now or later.
+		return fmt.Errorf("modelcache: %w: name %q looks like a digest prefix (4 to 64 hex digits) and would shadow the models whose digests start with it; give --name another", ErrBadName, name)
 	}
 	for _, r := range name {
 		if r == '/' || r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return fmt.Errorf("modelcache: name %q: no spaces, slashes or control characters", name)
+			return fmt.Errorf("modelcache: %w: name %q: no spaces, slashes or control characters", ErrBadName, name)
 		}
 	}
 	return nil
@@ -121,7 +131,7 @@ func CheckName(name string) error {
 
 // readEntry reads dir/entry.json and checks it against the directory's name.
 func readEntry(dir string) (Entry, error) {
-	b, err := os.ReadFile(filepath.Join(dir, EntryFile))
+	b, err := readlimit.ReadFile(filepath.Join(dir, EntryFile), readlimit.Config)
 	if err != nil {
 		return Entry{}, fmt.Errorf("modelcache: %w", err)
 	}
