@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/onnx"
 	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/tokenize"
@@ -50,7 +52,43 @@ type onnxModelInfo struct {
 	ContextLength int    `json:"context_length"`
 	Pooling       string `json:"pooling"` // the model's own: sentence-transformers config, else mean
 
+	// SentenceTransformers is a sentence-transformers directory's chain
+	// (modules.json, sentence_bert_config.json,
+	// config_sentence_transformers.json); absent for a plain directory and
+	// for cross-encoders.
+	SentenceTransformers *stInfo `json:"sentence_transformers,omitempty"`
+
 	Tokenizer onnxTokenizerInfo `json:"tokenizer"`
+}
+
+// stInfo is what a sentence-transformers directory asks synapse to do.
+type stInfo struct {
+	// Modules is modules.json's chain, the Transformer (the graph) first.
+	Modules []stModuleInfo `json:"modules"`
+	// Applied is what synapse embed applies by default: the graph's
+	// sentence_embedding output when it has one (the graph holds the
+	// modules), else the modules after the graph's last_hidden_state.
+	Applied string `json:"applied"`
+	// MaxSeqLength is sentence_bert_config.json's max_seq_length (special
+	// tokens included), the default --chunk-tokens; 0 when not given.
+	MaxSeqLength      int               `json:"max_seq_length,omitempty"`
+	Prompts           map[string]string `json:"prompts,omitempty"`
+	DefaultPromptName string            `json:"default_prompt_name,omitempty"`
+}
+
+// stModuleInfo is one module of the chain.
+type stModuleInfo struct {
+	Type string `json:"type"`          // Transformer, Pooling, Dense, Normalize
+	Dir  string `json:"dir,omitempty"` // relative to the model directory
+	// Pooling: its modes (concatenated when several) and include_prompt.
+	Modes         []string `json:"modes,omitempty"`
+	IncludePrompt *bool    `json:"include_prompt,omitempty"`
+	// Dense: in and out features, activation, bias and weights file.
+	InFeatures  int    `json:"in_features,omitempty"`
+	OutFeatures int    `json:"out_features,omitempty"`
+	Activation  string `json:"activation,omitempty"`
+	Bias        *bool  `json:"bias,omitempty"`
+	Weights     string `json:"weights,omitempty"`
 }
 
 type onnxTokenizerInfo struct {
@@ -97,6 +135,9 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 	}
 	info.Tokenizer = describeHFTokenizer(a)
 	info.Kind = "embedder"
+	if c := a.Chain; a.Classifier == 0 && (len(c.Modules) > 0 || c.MaxSeqLength > 0 || len(c.Prompts) > 0) {
+		info.SentenceTransformers = describeST(a)
+	}
 	if a.Classifier > 0 {
 		info.Kind, info.Labels, info.Scoring, info.Pooling = "cross-encoder", a.Classifier, a.Scoring, ""
 		if a.ScoringErr != nil {
@@ -107,6 +148,35 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// describeST describes a sentence-transformers directory's chain, and what
+// synapse embed applies of it (job.AppliedModules, the engine's rule).
+func describeST(a *artifact.Artifact) *stInfo {
+	files, _ := hfmodel.Resolve(a.Path)
+	c := a.Chain
+	st := &stInfo{Modules: []stModuleInfo{{Type: "Transformer", Dir: rel(files.Root, filepath.Dir(files.Graph))}},
+		Applied: job.AppliedModules(a), MaxSeqLength: c.MaxSeqLength, Prompts: c.Prompts, DefaultPromptName: c.DefaultPrompt}
+	for _, m := range c.Modules {
+		mi := stModuleInfo{Type: m.Kind, Dir: rel(files.Root, m.Dir)}
+		switch m.Kind {
+		case hfmodel.ModPooling:
+			mi.Modes, mi.IncludePrompt = m.Modes, &m.IncludePrompt
+		case hfmodel.ModDense:
+			mi.InFeatures, mi.OutFeatures, mi.Activation, mi.Bias, mi.Weights = m.In, m.Out, m.Activation, &m.Bias, rel(files.Root, m.Weights)
+		}
+		st.Modules = append(st.Modules, mi)
+	}
+	return st
+}
+
+// rel is path relative to root ("." for root itself), path when it is not
+// under root.
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
 }
 
 // outputDims is the embedding width the graph fixes, 0 when it does not.
@@ -208,6 +278,9 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 	if info.Kind != "cross-encoder" {
 		row("pooling", "%s", info.Pooling)
 	}
+	if st := info.SentenceTransformers; st != nil {
+		printST(row, st)
+	}
 	row("quantized", "%t", info.Quantized)
 	row("nodes", "%d", info.Nodes)
 	row("parameters", "%d (%s)", info.Parameters, humanCount(uint64(info.Parameters)))
@@ -222,6 +295,55 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 	row("vocabulary", "%d tokens", t.VocabSize)
 	row("special tokens", "%s … %s (%v … %v)", orNone(t.PrefixText), orNone(t.SuffixText), t.Prefix, t.Suffix)
 	return tw.Flush()
+}
+
+// printST writes a sentence-transformers chain: one row per module, what
+// synapse applies, max_seq_length and the prompts.
+func printST(row func(k, format string, args ...any), st *stInfo) {
+	for i, m := range st.Modules {
+		text := m.Type
+		switch m.Type {
+		case "Transformer":
+			text += ": the ONNX graph"
+		case hfmodel.ModPooling:
+			text += ": " + strings.Join(m.Modes, " + ")
+			if m.IncludePrompt != nil && !*m.IncludePrompt {
+				text += ", prompt left out of the pooling (include_prompt false)"
+			}
+		case hfmodel.ModDense:
+			bias := "no bias"
+			if m.Bias != nil && *m.Bias {
+				bias = "bias"
+			}
+			text += fmt.Sprintf(": %d -> %d, %s, %s (%s)", m.InFeatures, m.OutFeatures, m.Activation, bias, m.Weights)
+		}
+		if m.Dir != "" && m.Dir != "." && m.Type != hfmodel.ModDense {
+			text += " (" + m.Dir + ")"
+		}
+		row(map[bool]string{true: "modules"}[i == 0], "%d %s", i, text)
+	}
+	row("applied", "%s", st.Applied)
+	if st.MaxSeqLength > 0 {
+		row("max_seq_length", "%d tokens (sentence_bert_config.json; the default --chunk-tokens, special tokens included)", st.MaxSeqLength)
+	} else {
+		row("max_seq_length", "not given (chunks fill the context)")
+	}
+	names := make([]string, 0, len(st.Prompts))
+	for n := range st.Prompts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		row(map[bool]string{true: "prompts"}[i == 0], "%s: %q (--prompt-name %s)", n, st.Prompts[n], n)
+	}
+	if len(names) == 0 {
+		row("prompts", "none")
+	}
+	if st.DefaultPromptName != "" {
+		row("default prompt", "%s (applied unless --prefix or --prompt-name is given)", st.DefaultPromptName)
+	} else if len(names) > 0 {
+		row("default prompt", "none (no prompt unless --prompt-name)")
+	}
 }
 
 // pairText shows a pair layout with the special tokens' texts, e.g.

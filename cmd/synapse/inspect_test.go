@@ -11,6 +11,7 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 )
 
 func TestInspectFixtureJSON(t *testing.T) {
@@ -184,5 +185,41 @@ func TestGenModel(t *testing.T) {
 	code, out, _ := runCLI(t, "--help")
 	if code != exitOK || strings.Contains(out, "gen-model") || !strings.Contains(out, "inspect") {
 		t.Errorf("help (exit %d) lists gen-model or misses inspect:\n%s", code, out)
+	}
+}
+
+// TestInspectRerankerLabels: inspect shows a GGUF reranker's classifier
+// labels and the score rule synapse rerank applies, or why it cannot.
+func TestInspectRerankerLabels(t *testing.T) {
+	for _, tt := range []struct {
+		path, labels, scoring, why string
+	}{
+		{testmodels.Reranker(t), "", "logits[0] (1 label)", ""},
+		{testmodels.LabelledReranker(t, "LABEL_0", "LABEL_1"), "LABEL_0 LABEL_1", "logits[1] - logits[0] (2 labels, label 1 positive)", ""},
+		{testmodels.LabelledReranker(t, "relevant", "irrelevant"), "relevant irrelevant", "", `2 labels (0="relevant", 1="irrelevant")`},
+	} {
+		code, out, errOut := runCLI(t, "inspect", "--json", tt.path)
+		if code != 0 {
+			t.Fatalf("%s: exit %d; stderr: %s", tt.path, code, errOut)
+		}
+		var got modelInfo
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		if strings.Join(got.ClassifierLabels, " ") != tt.labels || got.Scoring != tt.scoring || !strings.Contains(got.ScoringError, tt.why) || (tt.why == "") != (got.ScoringError == "") {
+			t.Errorf("%s: labels %q, scoring %q, error %q; want %q, %q, an error saying %q", tt.path, got.ClassifierLabels, got.Scoring, got.ScoringError, tt.labels, tt.scoring, tt.why)
+		}
+		_, text, _ := runCLI(t, "inspect", tt.path)
+		want := "score " + tt.scoring
+		if tt.why != "" {
+			want = "score cannot rerank: "
+		}
+		if !strings.Contains(strings.Join(strings.Fields(text), " "), want) {
+			t.Errorf("%s: text lacks %q:\n%s", tt.path, want, text)
+		}
+	}
+	code, out, _ := runCLI(t, "inspect", "--json", testmodels.Embedder(t))
+	if code != 0 || strings.Contains(out, "scoring") {
+		t.Errorf("an embedder (exit %d) shows a score rule:\n%s", code, out)
 	}
 }

@@ -61,13 +61,21 @@ model, written by llama.cpp's quantizer; int8 for an ONNX model, the
 dynamically quantized graph onnxruntime's quantize_dynamic writes (int8
 MatMul/Gemm weights, activations quantized at run time), written by
 synapse's own ONNX writer. Both run in a worker, and both variants are
-measured against their source on --sample (cosines, speed ratio).`,
+measured against their source on --sample (cosines, speed ratio). A
+reranker (cross-encoder) is measured on scores: the sample's first 4 texts
+as queries against every sample text, the correlation of the variant's
+scores with the source's for each query standing in for the cosine.
+
+A cross-encoder is added only when synapse can read its outputs as one
+score: one label, or two whose label 1 is the positive class (ONNX:
+config.json's id2label; GGUF: classifier.output_labels); anything else is
+refused before the cache is touched.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
 			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
 			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
 			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},
-			&cli.Float64Flag{Name: "min-cosine", Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text is kept but marked degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
+			&cli.Float64Flag{Name: "min-cosine", Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text (a reranker: the correlation of its scores to the source's for any sample query) is kept but marked degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
 			&cli.IntFlag{Name: "threads", Usage: "llama.cpp (or ONNX Runtime intra-op) threads in the worker", DefaultText: "all cores"},
 			modelsDirFlag(),
@@ -213,13 +221,18 @@ func printVariant(w, stderr io.Writer, res ingest.Result) {
 	if q == nil {
 		return
 	}
-	fmt.Fprintf(w, "quality   cosine to %s: min %.6f, mean %.6f over %d %s texts (%d tokens)\n",
-		res.Source.Quantization, q.MinCosine, q.MeanCosine, q.Texts, q.Sample, q.Tokens)
+	if q.Measure == modelcache.MeasureScores {
+		fmt.Fprintf(w, "quality   score correlation to %s per query: min %.6f, mean %.6f; largest score difference %.4f over %d pairs of %d %s texts (%d tokens)\n",
+			res.Source.Quantization, q.MinCosine, q.MeanCosine, q.MaxScoreDiff, q.Pairs, q.Texts, q.Sample, q.Tokens)
+	} else {
+		fmt.Fprintf(w, "quality   cosine to %s: min %.6f, mean %.6f over %d %s texts (%d tokens)\n",
+			res.Source.Quantization, q.MinCosine, q.MeanCosine, q.Texts, q.Sample, q.Tokens)
+	}
 	fmt.Fprintf(w, "speed     %.2f× the source's tokens/s (%.0f vs %.0f, %d threads, median of %d rounds)\n",
 		q.SpeedRatio, q.TokensPerSec, q.SourceTokensPerSec, q.Threads, q.Rounds)
 	if q.Degraded {
-		fmt.Fprintf(stderr, "synapse: warning: %s is degraded: its worst cosine %.6f is below --min-cosine %g; it is kept, and -m %s uses it only with --allow-degraded\n",
-			v.Name, q.MinCosine, q.MinCosineRequired, v.Name)
+		fmt.Fprintf(stderr, "synapse: warning: %s is degraded: its worst %s %.6f is below --min-cosine %g; it is kept, and -m %s uses it only with --allow-degraded\n",
+			v.Name, measureName(q), q.MinCosine, q.MinCosineRequired, v.Name)
 	}
 }
 
@@ -278,6 +291,14 @@ func printEntries(w io.Writer, s *modelcache.Store, entries []modelcache.Entry) 
 			e.Dims, e.Context, e.Quantization, qualityColumn(e), e.Added.Format("2006-01-02"))
 	}
 	return tw.Flush()
+}
+
+// measureName is what a quality report's MinCosine compares.
+func measureName(q *modelcache.Quality) string {
+	if q.Measure == modelcache.MeasureScores {
+		return "score correlation"
+	}
+	return "cosine"
 }
 
 // qualityColumn summarises a variant's quality report.

@@ -8,10 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-
-	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
@@ -22,57 +19,14 @@ import (
 // `synapse embed -m DIR` on sentence-transformers model directories: the
 // whole modules.json chain applied, max_seq_length and prompts honoured.
 
-var ortInit sync.Once
-
-// graphHidden runs the graph at path through ONNX Runtime in the test
-// process (not through synapse) and returns one sequence's
-// last_hidden_state.
+// graphHidden is the graph's last_hidden_state for one sequence, computed
+// by ONNX Runtime in the test process (not through synapse).
 func graphHidden(t *testing.T, path string, ids []int32) [][]float64 {
 	t.Helper()
-	ortInit.Do(func() {
-		lib, err := engine.ORTLibrary(testenv.ORTLib(t))
-		if err == nil {
-			ort.SetSharedLibraryPath(lib)
-			err = ort.InitializeEnvironment()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	})
-	sess, err := ort.NewDynamicAdvancedSession(path, []string{"input_ids", "attention_mask", "token_type_ids"}, []string{"last_hidden_state"}, nil)
-	if err != nil {
+	if _, err := engine.OpenONNX(engine.ONNXOptions{Lib: testenv.ORTLib(t)}); err != nil {
 		t.Fatal(err)
 	}
-	defer sess.Destroy()
-	n := len(ids)
-	in := [3][]int64{make([]int64, n), make([]int64, n), make([]int64, n)}
-	for j, id := range ids {
-		in[0][j], in[1][j] = int64(id), 1
-	}
-	vals := make([]ort.Value, 3)
-	for k := range in {
-		v, err := ort.NewTensor(ort.NewShape(1, int64(n)), in[k])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Destroy()
-		vals[k] = v
-	}
-	outs := []ort.Value{nil}
-	if err := sess.Run(vals, outs); err != nil {
-		t.Fatal(err)
-	}
-	defer outs[0].Destroy()
-	out := outs[0].(*ort.Tensor[float32])
-	w := int(out.GetShape()[2])
-	h := make([][]float64, n)
-	for j := range h {
-		h[j] = make([]float64, w)
-		for d := range w {
-			h[j][d] = float64(out.GetData()[j*w+d])
-		}
-	}
-	return h
+	return onnxtest.LastHiddenState(t, path, ids)
 }
 
 // stModel writes a generated encoder (last_hidden_state only, 8 wide,

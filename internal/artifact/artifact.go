@@ -53,10 +53,11 @@ type Artifact struct {
 	Pooling string
 	// Classifier is the number of classifier outputs (rerankers), 0 for none.
 	Classifier int
-	// Scoring is how an ONNX cross-encoder's logits become a score
-	// (hfmodel.Scoring), "" for GGUF models and embedders; ScoringErr says
-	// why an ONNX cross-encoder cannot rerank (labels synapse cannot read
-	// as one score, no logits output).
+	// Scoring is how a cross-encoder's logits become a score
+	// (hfmodel.Scoring: the ONNX graph's logits with config.json's labels, a
+	// GGUF's classifier.output_labels), "" for embedders; ScoringErr says
+	// why a cross-encoder cannot rerank (labels synapse cannot read as one
+	// score, no logits output).
 	Scoring    string
 	ScoringErr error
 	// ChatTemplate is the model's Jinja chat template, "" when it has none.
@@ -135,10 +136,15 @@ func openGGUF(path string, digest digestFunc) (*Artifact, error) {
 	if p, ok := f.Uint(a.Arch + ".pooling_type"); ok {
 		a.Pooling = poolingName(p)
 	}
-	if labels, ok := f.Strings(a.Arch + ".classifier.output_labels"); ok {
-		a.Classifier = len(labels)
-	} else if _, ok := f.Tensor("cls.output.weight"); ok {
-		a.Classifier = 1
+	labels, hasLabels := f.Strings(a.Arch + ".classifier.output_labels")
+	if _, ok := f.Tensor("cls.output.weight"); ok || hasLabels {
+		a.Classifier = max(1, len(labels)) // llama.cpp's n_cls_out: 1 unless the labels say
+		sc, err := hfmodel.LabelScoring(labels)
+		if err != nil {
+			a.ScoringErr = err
+		} else {
+			a.Scoring = sc.String()
+		}
 	}
 	a.ChatTemplate, _ = f.String("tokenizer.chat_template")
 	return a, nil

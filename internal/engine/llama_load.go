@@ -12,6 +12,7 @@ import (
 	"github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
@@ -262,6 +263,7 @@ func loadModel(path string, meta *gguf.File, cfg llamaConfig) (*llamaModel, erro
 		ctxs:   map[llama.PoolingType]llama.Context{},
 		hasCls: hasTensor(meta, "cls.weight") || hasTensor(meta, "cls.output.weight"),
 	}
+	m.scoring, m.scoringErr = hfmodel.LabelScoring(classifierLabels(meta))
 	m.nVocab = llama.VocabNTokens(m.vocab)
 	if cfg.vocabOnly {
 		return m, nil
@@ -297,8 +299,19 @@ func (m *llamaModel) init() error {
 	if m.defPool == llama.PoolingTypeRank && !m.hasCls {
 		return wire.Errorf(wire.CodeUnsupported, "%s: rank pooling without a cls classifier head", m.path)
 	}
+	if m.defPool == llama.PoolingTypeRank && m.scoringErr != nil {
+		return wire.Errorf(wire.CodeUnsupported, "%s: rank pooling: %v", m.path, m.scoringErr)
+	}
 	m.dims = m.width(m.defPool)
 	return nil
+}
+
+// classifierLabels are the names of a classifier's outputs, the metadata
+// llama.cpp sizes them by ({arch}.classifier.output_labels, n_cls_out); nil
+// when the file names none (llama.cpp's one output).
+func classifierLabels(meta *gguf.File) []string {
+	labels, _ := meta.Strings(meta.Architecture() + ".classifier.output_labels")
+	return labels
 }
 
 // classifyLoadFailure turns a model llama.cpp refused into an error code,

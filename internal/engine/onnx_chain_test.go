@@ -10,54 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	ort "github.com/yalue/onnxruntime_go"
-
 	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
 	"github.com/synapse-embed/synapse/internal/testenv"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
-
-// graphHidden runs the graph at path through ONNX Runtime, outside the
-// engine, and returns one sequence's last_hidden_state (tokens × width).
-func graphHidden(t *testing.T, path string, ids []int32) [][]float64 {
-	t.Helper()
-	sess, err := ort.NewDynamicAdvancedSession(path, []string{"input_ids", "attention_mask", "token_type_ids"}, []string{"last_hidden_state"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Destroy()
-	n := len(ids)
-	in := [3][]int64{make([]int64, n), make([]int64, n), make([]int64, n)}
-	for j, id := range ids {
-		in[0][j], in[1][j] = int64(id), 1
-	}
-	vals := make([]ort.Value, 3)
-	for k := range in {
-		v, err := ort.NewTensor(ort.NewShape(1, int64(n)), in[k])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Destroy()
-		vals[k] = v
-	}
-	outs := []ort.Value{nil}
-	if err := sess.Run(vals, outs); err != nil {
-		t.Fatal(err)
-	}
-	defer outs[0].Destroy()
-	out := outs[0].(*ort.Tensor[float32])
-	w := int(out.GetShape()[2])
-	flat := out.GetData()
-	h := make([][]float64, n)
-	for j := range h {
-		h[j] = make([]float64, w)
-		for d := range w {
-			h[j][d] = float64(flat[j*w+d])
-		}
-	}
-	return h
-}
 
 // writeST writes a generated encoder (last_hidden_state only, 8 wide) with
 // the sentence-transformers files st describes.
@@ -121,7 +78,7 @@ func TestONNXSTChain(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			want := onnxtest.STReference(graphHidden(t, files.Graph, testSeqs[0]), tt.modes, dense, tt.norm)
+			want := onnxtest.STReference(onnxtest.LastHiddenState(t, files.Graph, testSeqs[0]), tt.modes, dense, tt.norm)
 			if info.Dims != len(want) {
 				t.Fatalf("dims: got %d; want %d", info.Dims, len(want))
 			}
@@ -130,7 +87,7 @@ func TestONNXSTChain(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, s := range testSeqs {
-				want := onnxtest.STReference(graphHidden(t, files.Graph, s), tt.modes, dense, tt.norm)
+				want := onnxtest.STReference(onnxtest.LastHiddenState(t, files.Graph, s), tt.modes, dense, tt.norm)
 				got := vecs[i*dims : (i+1)*dims]
 				if c := cosine64(got, want); c < 0.99999 {
 					t.Errorf("sequence %d: cosine %.7f to the independent computation; want ≥ 0.99999\ngot  %v\nwant %v", i, c, got, want)
@@ -174,7 +131,7 @@ func TestONNXSTChainRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := onnxtest.STReference(graphHidden(t, files.Graph, testSeqs[0]), []string{"mean"}, nil, true)
+	want := onnxtest.STReference(onnxtest.LastHiddenState(t, files.Graph, testSeqs[0]), []string{"mean"}, nil, true)
 	if c := cosine64(vecs, want); c < 0.99999 {
 		t.Errorf("pooling mean over a cls chain: cosine %.7f to mean + Normalize", c)
 	}
@@ -237,7 +194,7 @@ func TestONNXSTPoolFrom(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, s := range seqs {
-				want := onnxtest.STReferenceFrom(graphHidden(t, files.Graph, s), from[i], []string{mode}, dense, false)
+				want := onnxtest.STReferenceFrom(onnxtest.LastHiddenState(t, files.Graph, s), from[i], []string{mode}, dense, false)
 				if c := cosine64(vecs[i*dims:(i+1)*dims], want); c < 0.99999 {
 					t.Errorf("sequence %d pool_from %d: cosine %.7f; want ≥ 0.99999", i, from[i], c)
 				}

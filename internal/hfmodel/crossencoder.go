@@ -22,6 +22,10 @@ import (
 //	          probability CrossEncoder.predict(apply_softmax=True) gives.
 //	          Labels whose names do not say which class is positive are refused.
 //	3+ labels refused: an NLI or multi-class head has no single relevance score.
+//
+// The same rule holds for GGUF rerankers (LabelScoring), whose label names
+// are {arch}.classifier.output_labels: the llama.cpp engine and the module
+// both apply it.
 
 // Scoring is how a cross-encoder's logits become one score per pair.
 type Scoring struct {
@@ -78,17 +82,42 @@ func (c Config) Scoring(width int) (Scoring, error) {
 	case n == 0:
 		n = 1 // transformers' default num_labels is 2, but a graph without a fixed width is read as one
 	}
-	switch n {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = c.label(i)
+	}
+	return scoring(names, c.labelList())
+}
+
+// LabelScoring decides the score rule for a classifier whose outputs carry
+// these label names, one per logit: a GGUF reranker's
+// {arch}.classifier.output_labels, which llama.cpp sizes its classifier
+// output by (n_cls_out; 1 when the file names no labels).
+func LabelScoring(labels []string) (Scoring, error) {
+	if len(labels) == 0 {
+		return Scoring{Labels: 1}, nil
+	}
+	parts := make([]string, len(labels))
+	for i, l := range labels {
+		parts[i] = fmt.Sprintf("%d=%q", i, l)
+	}
+	return scoring(labels, "("+strings.Join(parts, ", ")+")")
+}
+
+// scoring is the rule for logits whose classes are named names ("" for
+// unnamed ones); list shows the names in errors.
+func scoring(names []string, list string) (Scoring, error) {
+	switch len(names) {
 	case 1:
 		return Scoring{Labels: 1}, nil
 	case 2:
-		l0, l1 := strings.ToLower(c.label(0)), strings.ToLower(c.label(1))
+		l0, l1 := strings.ToLower(names[0]), strings.ToLower(names[1])
 		if positiveLabels[l1] && !positiveLabels[l0] || l0 == "" && l1 == "" {
 			return Scoring{Labels: 2}, nil
 		}
-		return Scoring{}, fmt.Errorf("hfmodel: a cross-encoder with 2 labels %s: synapse scores logits[1] - logits[0] only when label 1 is the positive class (LABEL_1, positive, relevant, true, yes, …); these names do not say it is", c.labelList())
+		return Scoring{}, fmt.Errorf("hfmodel: a cross-encoder with 2 labels %s: synapse scores logits[1] - logits[0] only when label 1 is the positive class (LABEL_1, positive, relevant, true, yes, …); these names do not say it is", list)
 	}
-	return Scoring{}, fmt.Errorf("hfmodel: a classifier with %d labels %s has no single relevance score; synapse reranks with 1-label cross-encoders, or 2-label ones whose label 1 is the positive class", n, c.labelList())
+	return Scoring{}, fmt.Errorf("hfmodel: a classifier with %d labels %s has no single relevance score; synapse reranks with 1-label cross-encoders, or 2-label ones whose label 1 is the positive class", len(names), list)
 }
 
 // label is id2label's name of class i, "" when config.json has none.

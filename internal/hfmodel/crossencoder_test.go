@@ -50,3 +50,35 @@ func TestScoring(t *testing.T) {
 		})
 	}
 }
+
+// TestLabelScoring: GGUF rerankers' labels (classifier.output_labels) get
+// the rule config.json's id2label gets; no labels is llama.cpp's one output.
+func TestLabelScoring(t *testing.T) {
+	logits := []float32{0.25, 2}
+	tests := []struct {
+		labels []string
+		score  float32
+		err    string
+	}{
+		{nil, 0.25, ""},
+		{[]string{"LABEL_0"}, 0.25, ""},
+		{[]string{"LABEL_0", "LABEL_1"}, 1.75, ""},
+		{[]string{"not_relevant", "relevant"}, 1.75, ""},
+		{[]string{"relevant", "not_relevant"}, 0, `0="relevant"`},
+		{[]string{"a", "b"}, 0, "do not say"},
+		{[]string{"contradiction", "entailment", "neutral"}, 0, "3 labels"},
+	}
+	for _, tt := range tests {
+		s, err := LabelScoring(tt.labels)
+		switch {
+		case tt.err != "":
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: err %v; want one saying %q", tt.labels, err, tt.err)
+			}
+		case err != nil:
+			t.Errorf("%q: err %v; want none", tt.labels, err)
+		case s.Score(logits[:s.Labels]) != tt.score:
+			t.Errorf("%q: score %v (%s); want %v", tt.labels, s.Score(logits[:s.Labels]), s, tt.score)
+		}
+	}
+}

@@ -91,7 +91,21 @@ func (s *session) checkFile(path string) (*artifact.Artifact, error) {
 	if err := a.GGUF.CheckTensors(a.Size); err != nil {
 		return nil, fmt.Errorf("add %s: %w: %w", path, ErrInvalid, err)
 	}
+	if err := checkScoring(path, a); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// checkScoring refuses a cross-encoder whose outputs synapse cannot read as
+// one score (hfmodel.Scoring: more than two labels, two whose label 1 is
+// not the positive class, no logits), in the module, before a worker starts
+// or an entry is staged.
+func checkScoring(path string, a *artifact.Artifact) error {
+	if a.Classifier > 0 && a.ScoringErr != nil {
+		return fmt.Errorf("add %s: %w: a cross-encoder synapse cannot rerank with: %w", path, ErrInvalid, a.ScoringErr)
+	}
+	return nil
 }
 
 // pickName returns the entry's name: the one given, else the model's

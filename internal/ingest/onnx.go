@@ -81,6 +81,9 @@ func checkONNX(path string) (*artifact.Artifact, hfmodel.Files, error) {
 	if a.ONNX.ExternalData {
 		return nil, hfmodel.Files{}, fmt.Errorf("add %s: %w: its weights are in external data files, which the digest of %s does not cover; the model cache takes self-contained graphs", path, ErrInvalid, a.Path)
 	}
+	if err := checkScoring(path, a); err != nil {
+		return nil, hfmodel.Files{}, err
+	}
 	files, err := hfmodel.Resolve(path)
 	if err != nil {
 		return nil, hfmodel.Files{}, fmt.Errorf("add %s: %w: %w", path, ErrInvalid, err)

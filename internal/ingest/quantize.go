@@ -199,8 +199,8 @@ func (s *session) checkQuantize(src modelcache.Entry, q *QuantizeOptions) (Targe
 		}
 	}
 	switch {
-	case src.Kind != modelcache.KindEmbed:
-		return Target{}, "", fmt.Errorf("quantize %s: %w: it is a %s model; quality is measured on embeddings, so only embedding models are quantized", src.Name, ErrCannotQuantize, src.Kind)
+	case src.Kind == modelcache.KindGenerate:
+		return Target{}, "", fmt.Errorf("quantize %s: %w: it is a %s model; quality is measured on embeddings and rerank scores, so only embedding models and rerankers are quantized", src.Name, ErrCannotQuantize, src.Kind)
 	case onnxSrc && src.Quantization != "F32":
 		return Target{}, "", fmt.Errorf("quantize %s: %w: its weights are %s; synapse quantizes float32 ONNX graphs", src.Name, ErrCannotQuantize, src.Quantization)
 	case src.Quantization != "F32" && src.Quantization != "F16" && src.Quantization != "BF16":

@@ -92,6 +92,18 @@ func promptList(c hfmodel.Chain) string {
 	return "prompts " + strings.Join(names, ", ")
 }
 
+// AppliedModules describes what synapse embed applies to the ONNX model
+// m's graph outputs by default (no --pooling): "the graph's
+// sentence_embedding output", or the modules after last_hidden_state, e.g.
+// "Pooling(mean) + Dense(384->256 tanh bias sha256:…) + Normalize".
+func AppliedModules(m *artifact.Artifact) string {
+	all, _, _, _ := appliedModules(m, "")
+	if !strings.HasPrefix(all, "the graph") {
+		all += ", after the graph's last_hidden_state"
+	}
+	return all
+}
+
 // appliedModules describes what turns an ONNX graph's outputs into the
 // vectors, as the engine decides it (engine.ONNX): the graph's
 // sentence_embedding when it has one and no --pooling is given (the graph

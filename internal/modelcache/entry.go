@@ -49,16 +49,29 @@ const (
 	KindGenerate = "generate"
 )
 
+// MeasureScores is Quality.Measure for a reranker.
+const MeasureScores = "scores"
+
 // Quality is what a quantization cost: the quantized variant and its source
-// embedded the same sample texts through workers, back to back.
+// embedded the same sample texts (a reranker: scored the same pairs of
+// them) through workers, back to back.
 type Quality struct {
 	Sample string `json:"sample"` // "built-in" or the --sample file
 	Texts  int    `json:"texts"`
 	Tokens int    `json:"tokens"` // in the sample, special tokens included
 	// MinCosine and MeanCosine compare each text's quantized vector with its
-	// source vector.
+	// source vector. For a reranker (Measure MeasureScores) they compare
+	// scores: for each sample query, the Pearson correlation of the
+	// variant's scores with the source's over the sample documents (the
+	// cosine of the mean-centred score lists).
 	MinCosine  float64 `json:"min_cosine"`
 	MeanCosine float64 `json:"mean_cosine"`
+	// Measure is "" for vectors, MeasureScores for a reranker's scores;
+	// Pairs and MaxScoreDiff (the largest difference of one pair's two
+	// scores) are a reranker's.
+	Measure      string  `json:"measure,omitempty"`
+	Pairs        int     `json:"pairs,omitempty"`
+	MaxScoreDiff float64 `json:"max_score_diff,omitempty"`
 	// MinCosineRequired is the threshold in effect; Degraded is
 	// MinCosine < MinCosineRequired. A degraded variant is used by name or
 	// digest only when the caller allows it.

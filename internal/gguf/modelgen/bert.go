@@ -19,6 +19,10 @@ type BERT struct {
 	Context    int    // bert.context_length: rows of position_embd
 	TokenTypes int    // rows of token_types.weight; 0 means 2 (1 for rank pooling)
 	Pooling    Pooling
+	// Labels, with rank pooling, names the classifier's outputs
+	// (bert.classifier.output_labels, which llama.cpp sizes cls.output by);
+	// nil writes no labels and one output.
+	Labels []string
 	// WeightType stores token_embd and the matrices: F16, F32 or Q8_0 (Width
 	// and FFN multiples of 32). Norms, biases and position embeddings are F32.
 	WeightType gguf.GGMLType
@@ -96,6 +100,11 @@ func (c BERT) Writer() (*gguf.Writer, error) {
 			return nil, fmt.Errorf("modelgen: %w", err)
 		}
 	}
+	if len(c.Labels) > 0 {
+		if err := w.Set("bert.classifier.output_labels", c.Labels); err != nil {
+			return nil, fmt.Errorf("modelgen: %w", err)
+		}
+	}
 	if err := c.Vocab.set(w, "token_type_count"); err != nil {
 		return nil, err
 	}
@@ -141,11 +150,12 @@ func (c BERT) tensors() []spec {
 		)
 	}
 	if c.Pooling == PoolingRank {
+		n := uint64(max(1, len(c.Labels)))
 		s = append(s,
 			spec{"cls.bias", f32, []uint64{W}, initZeros},
 			spec{"cls.weight", wt, []uint64{W, W}, initNormal},
-			spec{"cls.output.bias", f32, []uint64{1}, initZeros},
-			spec{"cls.output.weight", wt, []uint64{W, 1}, initNormal},
+			spec{"cls.output.bias", f32, []uint64{n}, initZeros},
+			spec{"cls.output.weight", wt, []uint64{W, n}, initNormal},
 		)
 	}
 	return s
