@@ -116,7 +116,15 @@ func TestFlagErrorsCostNothing(t *testing.T) {
 	defer held.Close()
 	for _, tc := range flagCases(files, model, held.Addr().String()) {
 		t.Run(tc.name, func(t *testing.T) {
-			runtime, cache := t.TempDir(), t.TempDir()
+			// A short runtime directory: t.TempDir's holds the subtest's
+			// name, and a worker socket path under a long one is refused
+			// (supervise.CheckRuntimeDir) before the flag is looked at.
+			runtime, err := os.MkdirTemp("", "rt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(runtime) })
+			cache := t.TempDir()
 			models := filepath.Join(files, "models")
 			os.RemoveAll(models)
 			os.Mkdir(models, 0o755)
