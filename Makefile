@@ -52,7 +52,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib ort-lib hf-tokenizers s3-server build install test test-race test-slurm test-s3 vet fuzz bench demo clean
+.PHONY: setup llama-lib ort-lib hf-tokenizers s3-server build install test test-race test-slurm test-s3 test-recall vet fuzz bench demo clean
 
 setup: llama-lib ort-lib
 	$(GO) mod download
@@ -190,6 +190,17 @@ S3_TESTS := '^TestS3'
 test-s3: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-s3: setup s3-server
 	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./internal/objstore ./internal/dataio ./cmd/synapse
+
+# Search recall at SciFact size (TestSearchRecallSciFactFull): the six-layer
+# MiniLM-shaped model embeds 1,000 SciFact titles as float32, int8 and binary,
+# and recall@10 of binary, int8 and their --rescore 4 against float32 search
+# must reach its floors. About four times the CPU of make test's
+# TestSearchRecallSciFact (one layer, 300 documents): 138 CPU-s against 35
+# (user + sys of the test binary, 2026-12-02), so .ci/run calls it apart.
+# Needs ../shared/fixtures.
+test-recall: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-recall: setup
+	SYNAPSE_RECALL_FULL=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 30m -v -run '^TestSearchRecallSciFactFull$$' ./cmd/synapse
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/vector"
 )
 
 func embedCommand() *cli.Command {
@@ -43,6 +44,9 @@ func embedFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "previous", Usage: "incremental run: copy the chunks of documents whose id and text are unchanged from this earlier output `FILE` (.arrow or .parquet; repeat it for the part files of a sharded run) instead of embedding them"},
 		&cli.BoolFlag{Name: "previous-any", Usage: "with --previous made under other settings (model, chunking, pooling, dims, prefix, text fields): embed everything instead of refusing it"},
 		&cli.StringFlag{Name: "deleted", Usage: "with --previous: write the ids of its documents that are no longer in the input to `FILE`, one a line"},
+		&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "the embedding column's type: float32, float16, int8, uint8 (per-dimension ranges from a calibration), binary or ubinary (sign bits, 8 a byte), as sentence-transformers' quantize_embeddings"},
+		&cli.StringSliceFlag{Name: "calibration", Usage: "int8/uint8: take the ranges from this earlier output `FILE` of the same model and settings (its stored ranges, or the minimum and maximum of its float vectors; repeat it for the parts of a sharded run)", DefaultText: "the --previous output's ranges, else the first --calibration-docs documents of the input"},
+		&cli.IntFlag{Name: "calibration-docs", Value: job.DefaultCalibrationDocs, Usage: "int8/uint8 without --calibration: embed the first N documents of the whole input first (every shard the same ones) and fix the ranges from their vectors"},
 		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", dataio.GroupRecords)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
@@ -62,6 +66,13 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 		return o, err
 	}
 	readOptionsFrom(c, &o.Options)
+	o.CalibrationDocs = c.Int("calibration-docs")
+	if o.Calibration, err = expandObjects(c.Context, "embed: --calibration", c.StringSlice("calibration")); err != nil {
+		return o, err
+	}
+	if o.Dtype, err = vector.ParseDtype(c.String("dtype")); err != nil {
+		return o, usagef("embed: --%v", err)
+	}
 	switch o.Pooling {
 	case "", "mean", "cls", "last":
 	default:

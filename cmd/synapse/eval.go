@@ -128,7 +128,7 @@ func readJSONLRows(path string, add func(rankedRow)) error {
 }
 
 func readArrowRows(path string, add func(rankedRow)) error {
-	return dataio.EachBatch(path, memory.DefaultAllocator, func(rec arrow.RecordBatch) error {
+	return dataio.EachBatch(context.Background(), path, memory.DefaultAllocator, func(rec arrow.RecordBatch) error {
 		sc := rec.Schema()
 		var cols [4]arrow.Array
 		for i, name := range []string{dataio.ColQueryID, dataio.ColDocID, dataio.ColRank, job.ColInputRank} {

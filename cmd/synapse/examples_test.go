@@ -294,6 +294,7 @@ func TestExampleFlagsExist(t *testing.T) {
 	for file, want := range map[string]string{
 		"slurm/embed-array.sbatch": "embed", "slurm/merge.sbatch": "merge",
 		"k8s/embed-job.yaml": "embed", "k8s/merge-job.yaml": "merge",
+		"scifact/run.sh": "search",
 	} {
 		if !slices.ContainsFunc(calls[file], func(a []string) bool { return a[0] == want }) {
 			t.Errorf("examples/%s: no `synapse %s` found in %q", file, want, calls[file])

@@ -33,7 +33,8 @@ type flagCase struct {
 }
 
 // flagCases are the sample per command; files is the test's directory
-// with in.jsonl in it, model a GGUF, status a --status-addr.
+// with in.jsonl and c.arrow (not an Arrow file) in it, model a GGUF, status
+// a --status-addr.
 func flagCases(files, model, status string) []flagCase {
 	in := filepath.Join(files, "in.jsonl")
 	missing := filepath.Join(files, "missing.jsonl")
@@ -47,6 +48,7 @@ func flagCases(files, model, status string) []flagCase {
 	generate := func(args ...string) []string {
 		return append([]string{"generate", in, "-m", model, "--quantize", "q8_0", "--status-addr", status}, args...)
 	}
+	search := func(args ...string) []string { return append([]string{"search"}, args...) }
 	add := func(args ...string) []string {
 		return append([]string{"models", "add", "--models-dir", filepath.Join(files, "models")}, args...)
 	}
@@ -81,12 +83,31 @@ func flagCases(files, model, status string) []flagCase {
 		{"models add two files", add(model, in), "want one FILE.gguf"},
 		{"models add missing file", add(missing), "missing.jsonl"},
 		{"inspect missing file", []string{"inspect", missing}, "missing.jsonl"},
+		{"embed bad dtype", embed("--dtype", "int4"), "--dtype"},
+		{"embed calibration with float16", embed("--dtype", "float16", "--calibration", in), "only int8 and uint8 have ranges"},
+		{"embed calibration not an output", embed("--dtype", "int8", "--calibration", in), "not an Arrow IPC or Parquet embedding output"},
+		{"embed calibration missing", embed("--dtype", "int8", "--calibration", out("old.arrow")), "old.arrow"},
+		{"embed calibration is the output", embed("--dtype", "int8", "--calibration", out("c.arrow"), "-o", out("c.arrow")), "is also -o"},
+		{"embed calibration docs negative", embed("--dtype", "uint8", "--calibration-docs", "-1"), "--calibration-docs"},
+		{"embed int8 stdin uncalibrated", []string{"embed", "-", "-m", model, "--dtype", "int8", "--status-addr", status}, "give --calibration"},
+		{"embed calibration gs://", embed("--dtype", "int8", "--calibration", "gs://b/old.arrow"), "s3:// only"},
+		{"search no queries", search("--corpus", in, "-o", out("r.trec")), "give --queries"},
+		{"search negative k", search("--queries", in, "--corpus", in, "-k", "-1", "-o", out("r.trec")), "-k and --block"},
+		{"search rescore 1", search("--queries", in, "--corpus", in, "--rescore", "1", "-o", out("r.trec")), "--rescore 1"},
+		{"search rescore-with without rescore", search("--queries", in, "--corpus", in, "--rescore-with", in, "-o", out("r.trec")), "--rescore-with needs --rescore"},
+		{"search unknown output extension", search("--queries", in, "--corpus", in, "-o", out("r.csv")), "r.csv"},
+		{"search gs:// output", search("--queries", in, "--corpus", in, "-o", "gs://b/r.trec"), "s3:// only"},
+		{"search missing corpus", search("--queries", in, "--corpus", missing, "-o", out("r.trec")), "missing.jsonl"},
+		{"search missing qrels", search("--queries", in, "--corpus", in, "--qrels", missing, "-o", out("r.trec")), "missing.jsonl"},
+		{"search output is the corpus", search("--queries", in, "--corpus", out("c.arrow"), "-o", out("c.arrow")), "would overwrite"},
+		{"search corpus not an output", search("--queries", in, "--corpus", in, "-o", out("r.trec")), "not an Arrow IPC or Parquet"},
 	}
 }
 
 func TestFlagErrorsCostNothing(t *testing.T) {
 	files := t.TempDir()
 	writeJSONL(t, filepath.Join(files, "in.jsonl"), corpus(3))
+	writeJSONL(t, filepath.Join(files, "c.arrow"), corpus(1))
 	model := tinyModel(t)
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,7 +116,15 @@ func TestFlagErrorsCostNothing(t *testing.T) {
 	defer held.Close()
 	for _, tc := range flagCases(files, model, held.Addr().String()) {
 		t.Run(tc.name, func(t *testing.T) {
-			runtime, cache := t.TempDir(), t.TempDir()
+			// A short runtime directory: t.TempDir's holds the subtest's
+			// name, and a worker socket path under a long one is refused
+			// (supervise.CheckRuntimeDir) before the flag is looked at.
+			runtime, err := os.MkdirTemp("", "rt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(runtime) })
+			cache := t.TempDir()
 			models := filepath.Join(files, "models")
 			os.RemoveAll(models)
 			os.Mkdir(models, 0o755)

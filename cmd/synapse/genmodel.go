@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/wordvec"
@@ -40,6 +42,11 @@ func genModelCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if c.String("out") == "" {
 				return usagef("gen-model: --out FILE is required")
+			}
+			uses := slices.Concat(dataio.Reads("--vocab-from", c.String("vocab-from")), dataio.Reads("--words", c.String("words")),
+				dataio.Reads("--train", c.String("train")), dataio.Writes("--out", c.String("out")))
+			if err := dataio.CheckPaths(uses); err != nil {
+				return usageError{fmt.Errorf("gen-model: %w", err)}
 			}
 			return genModel(c.Context, c.App.Writer, genModelConfig{
 				kind: c.String("kind"), vocabFrom: c.String("vocab-from"), words: c.String("words"),

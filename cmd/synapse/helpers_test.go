@@ -465,7 +465,7 @@ func sha256File(t *testing.T, path string) string {
 }
 
 // writeRecordGroups writes rec as Parquet with row groups of the given length.
-func writeRecordGroups(t *testing.T, path string, rec arrow.RecordBatch, rowGroup int64) {
+func writeRecordGroups(t testing.TB, path string, rec arrow.RecordBatch, rowGroup int64) {
 	t.Helper()
 	defer rec.Release()
 	f, err := os.Create(path)

@@ -153,6 +153,11 @@ func TestPermanentFailuresExit2(t *testing.T) {
 	damaged := filepath.Join(dir, "damaged.arrow")
 	os.WriteFile(damaged+".checkpoint", []byte("{not json"), 0o644)
 	os.WriteFile(damaged+".partial", []byte("x"), 0o644)
+	endless := filepath.Join(dir, "endless.arrow") // resume files and a shard manifest that never end
+	os.Symlink("/dev/zero", endless+".checkpoint")
+	os.WriteFile(endless+".partial", []byte("x"), 0o644)
+	endlessShard := filepath.Join(dir, "shards.arrow")
+	os.Symlink("/dev/zero", filepath.Join(dir, "shards.shard-0-of-1.json"))
 	deep := dir
 	for len(deep) < 120 {
 		deep = filepath.Join(deep, "dddddddddddddddd")
@@ -177,6 +182,8 @@ func TestPermanentFailuresExit2(t *testing.T) {
 		{"block_count beyond the blocks", nil, embed("-m", blocks, "-o", out), "block_count is 100000"},
 		{"a LOAD that crashes every time", nil, embed("-m", model, "-o", out, "--chaos", "abort-on-type=LOAD"), "crashed loading the model twice"},
 		{"damaged resume files", nil, embed("-m", model, "-o", damaged, "--resume"), "start over without --resume"},
+		{"an endless resume checkpoint", nil, embed("-m", model, "-o", endless, "--resume"), "start over without --resume"},
+		{"merge: an endless manifest", nil, []string{"merge", endlessShard, "-o", filepath.Join(dir, "merged.arrow")}, "more than"},
 		{"a runtime directory too deep", []string{"XDG_RUNTIME_DIR=" + deep}, embed("-m", model, "-o", out), "socket path too long"},
 		{"inspect: a bad ONNX model", nil, []string{"inspect", badONNX}, "not a usable model"},
 		{"models add: a name like a digest prefix", []string{"SYNAPSE_MODELS=" + store}, []string{"models", "add", model, "--name", "deadbeef"}, "digest prefix"},
@@ -233,5 +240,23 @@ func TestEmbedPreviousNotFinite(t *testing.T) {
 	}
 	if c := res.incCounts(t); c.reused != 4 || c.embedded != 1 {
 		t.Errorf("documents: %d reused, %d embedded; want 4 and 1", c.reused, c.embedded)
+	}
+}
+
+// TestGrammarCrashExit2: a grammar that passes the module's checks but
+// kills the engine when a worker parses it (played by a drill that aborts
+// every GENERATE) is refused with exit 2 before any row, not retried
+// forever with exit 1: parsing it alone is what crashed.
+func TestGrammarCrashExit2(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "hello"}})
+	g := filepath.Join(dir, "yes.gbnf")
+	os.WriteFile(g, []byte(`root ::= "yes" | "no"`+"\n"), 0o644)
+	res := runSynapseWithin(t, 2*time.Minute, nil, "generate", in, "-m", testmodels.Llama(t), "-o", filepath.Join(dir, "out.arrow"),
+		"--grammar", g, "--workers", "1", "--chaos", "abort-on-type=GENERATE")
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "crashed parsing it") {
+		t.Errorf("stderr does not say the engine crashed parsing the grammar:\n%s", res.stderr)
 	}
 }

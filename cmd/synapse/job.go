@@ -65,7 +65,7 @@ func readFlags(what string) []cli.Flag {
 var fileFlagUses = []struct {
 	name  string
 	write bool
-}{{"previous", false}, {"deleted", true}, {"grammar", false}, {"json-schema", false}, {"queries", false}, {"corpus", false}, {"run", false}}
+}{{"previous", false}, {"calibration", false}, {"deleted", true}, {"grammar", false}, {"json-schema", false}, {"queries", false}, {"corpus", false}, {"run", false}}
 
 // fileFlags returns the files the command's flags of fileFlagUses name.
 func fileFlags(c *cli.Context) []dataio.PathUse {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/readlimit"
+	"github.com/synapse-embed/synapse/internal/search"
 	"github.com/synapse-embed/synapse/internal/supervise"
 )
 
@@ -44,6 +46,7 @@ func commands() []*cli.Command {
 		mergeCommand(),
 		modelsCommand(),
 		rerankCommand(),
+		searchCommand(),
 		tokenizeCommand(),
 		versionCommand(),
 		workerCmd(),
@@ -131,10 +134,12 @@ func exitCode(ctx context.Context, err error) int {
 // permanent reports a failure that running again unchanged cannot mend,
 // found below the job's own checks: an unusable runtime directory, a written
 // file that clashes with another, an output another run is writing (running
-// again after that run would overwrite its files).
+// again after that run would overwrite its files), a file over its size
+// limit (readlimit), an input search cannot use.
 func permanent(err error) bool {
 	return errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) ||
-		errors.Is(err, dataio.ErrPathClash) || errors.Is(err, dataio.ErrInUse)
+		errors.Is(err, dataio.ErrPathClash) || errors.Is(err, dataio.ErrInUse) || errors.Is(err, readlimit.ErrTooLarge) ||
+		errors.Is(err, search.ErrInput)
 }
 
 // isCanceled reports an error that is the run's cancellation itself.

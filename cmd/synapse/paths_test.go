@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,12 @@ func TestWrittenPathsClash(t *testing.T) {
 	os.Symlink(sub, subLink)
 	dangling := filepath.Join(dir, "dangling.jsonl")
 	os.Symlink(filepath.Join(sub, "out.arrow"), dangling)
+	train := filepath.Join(dir, "train.jsonl") // enough for gen-model to learn word vectors from
+	var docs []map[string]any
+	for i := range 30 {
+		docs = append(docs, map[string]any{"id": i, "text": fmt.Sprintf("the cell divides and the cell grows %d", i)})
+	}
+	writeJSONL(t, train, docs)
 	out := filepath.Join(dir, "out.arrow")
 	for _, tc := range []struct {
 		name  string
@@ -53,6 +60,8 @@ func TestWrittenPathsClash(t *testing.T) {
 		{"--errors is a dangling link to -o", embed("-o", filepath.Join(sub, "out.arrow"), "--errors", dangling), []string{"-o", "--errors"}, ""},
 		{"--errors is -o's resume file", embed("-o", out, "--errors", out+".partial"), []string{"--errors", "resume file"}, ""},
 		{"--deleted is --previous", embed("-o", out, "--previous", prev, "--deleted", prev), []string{"--deleted", "--previous"}, prev},
+		{"gen-model --out is --train", []string{"gen-model", "--kind", "word-vectors", "--train", train, "--text-field", "text", "--dims", "8", "--out", train},
+			[]string{"--out", "--train"}, train},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before []byte

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/s3test"
 	"github.com/synapse-embed/synapse/internal/testmodels"
+	"github.com/synapse-embed/synapse/internal/vector"
 )
 
 // End-to-end tests of inputs and outputs in object storage, against a real
@@ -212,5 +214,68 @@ func TestS3PreviousIncremental(t *testing.T) {
 				t.Errorf("--deleted in the bucket:\n%s\nwant:\n%s", gotDel, wantDel)
 			}
 		})
+	}
+}
+
+// TestS3Search: embed --dtype int8 --calibration from a bucket into the
+// bucket equals the local calibrated run; search with its queries, corpus
+// (by a glob), --rescore-with and --qrels in a bucket writes to the bucket
+// the bytes the local search writes (TREC and TSV) and prints the same
+// metrics; a missing object is refused before any work (exit 2).
+func TestS3Search(t *testing.T) {
+	srv := s3test.Start(t, "vec", "out")
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	docs := corpus(40)
+	writeJSONL(t, p("corpus.jsonl"), docs)
+	var qs []map[string]any
+	var qrels strings.Builder
+	for i, d := range docs[:10] {
+		qs = append(qs, map[string]any{"_id": fmt.Sprint("q", i), "text": strings.Join(strings.Fields(d["text"].(string))[:5], " ")})
+		fmt.Fprintf(&qrels, "q%d 0 %v 1\n", i, d["_id"])
+	}
+	writeJSONL(t, p("queries.jsonl"), qs)
+	if err := os.WriteFile(p("qrels.txt"), []byte(qrels.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := tinyModel(t)
+	runSynapse(t, nil, embedArgs(p("corpus.jsonl"), model, p("c.arrow"))...).wantCode(t, 0)
+	runSynapse(t, nil, embedArgs(p("queries.jsonl"), model, p("q.arrow"))...).wantCode(t, 0)
+	runSynapse(t, nil, embedArgs(p("corpus.jsonl"), model, p("c8.arrow"), "--dtype", "int8", "--calibration", p("c.arrow"))...).wantCode(t, 0)
+	for _, n := range []string{"c.arrow", "q.arrow", "qrels.txt"} {
+		srv.PutFile(t, "vec", "in/"+n, p(n))
+	}
+	env := srv.Env()
+	runSynapse(t, env, embedArgs(p("corpus.jsonl"), model, "s3://out/c8.arrow", "--dtype", "int8", "--calibration", "s3://vec/in/c.arrow")...).wantCode(t, 0)
+	want, got := readVecFile(t, p("c8.arrow")), readVecFile(t, fetchObject(t, srv, "out", "c8.arrow"))
+	wr, _ := want.meta.GetValue(vector.MetaRanges)
+	gr, _ := got.meta.GetValue(vector.MetaRanges)
+	if got.dtype != vector.Int8 || gr != wr || !slices.Equal(got.ids, want.ids) || !slices.EqualFunc(got.rows, want.rows, bytes.Equal) {
+		t.Errorf("int8 calibrated on s3://vec/in/c.arrow (%s) differs from the local run (ranges equal: %v)", got.dtype, gr == wr)
+	}
+	srv.PutFile(t, "vec", "in/c8.arrow", p("c8.arrow"))
+	for _, ext := range []string{"trec", "tsv"} {
+		local := runSynapse(t, nil, "search", "--queries", p("q.arrow"), "--corpus", p("c8.arrow"), "--rescore", "4", "--rescore-with", p("c.arrow"),
+			"-k", "5", "--qrels", p("qrels.txt"), "-o", p("run."+ext))
+		local.wantCode(t, 0)
+		remote := runSynapse(t, env, "search", "--queries", "s3://vec/in/q.arrow", "--corpus", "s3://vec/in/c8*", "--rescore", "4",
+			"--rescore-with", "s3://vec/in/c.arrow", "-k", "5", "--qrels", "s3://vec/in/qrels.txt", "-o", "s3://out/run."+ext)
+		remote.wantCode(t, 0)
+		wantRun, _ := os.ReadFile(p("run." + ext))
+		gotRun, _ := srv.Get(t, "out", "run."+ext)
+		if len(wantRun) == 0 || !bytes.Equal(gotRun, wantRun) {
+			t.Errorf("s3://out/run.%s:\n%s\nwant the local run's:\n%s", ext, gotRun, wantRun)
+		}
+		metrics := func(s string) string { return s[max(0, strings.Index(s, "nDCG@10")):] }
+		if !strings.Contains(local.stdout, "nDCG@10") || metrics(remote.stdout) != metrics(local.stdout) {
+			t.Errorf("--qrels in a bucket printed\n%s\nwant the local run's\n%s", remote.stdout, local.stdout)
+		}
+	}
+	res := runSynapse(t, env, "search", "--queries", "s3://vec/in/q.arrow", "--corpus", "s3://vec/in/nope.arrow", "-o", "s3://out/x.trec")
+	if res.wantCode(t, exitUsage); !strings.Contains(res.stderr, "s3://vec/in/nope.arrow") {
+		t.Errorf("a missing corpus object: stderr does not name it:\n%s", res.stderr)
+	}
+	if _, ok := srv.Get(t, "out", "x.trec"); ok {
+		t.Error("a refused search wrote its output")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,8 +88,27 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 		t.Errorf("a done shard ran again:\n%s", res.stderr)
 	}
 	merged := filepath.Join(dir, "merged.arrow")
+	// A merge SIGKILLed during its final write left temporary files: the
+	// next merge removes them (their PID is no running process).
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var stale []string
+	for _, final := range []string{merged, merged + ".errors.jsonl"} {
+		p := fmt.Sprintf("%s.tmp-synapse-%d-0a1b2c", final, dead.Process.Pid)
+		if err := os.WriteFile(p, []byte("a killed merge's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stale = append(stale, p)
+	}
 	// The merged job exits as the single run did: 3, rows in errors.
 	runSynapse(t, nil, "merge", out, "-o", merged).wantCode(t, exitPartial)
+	for _, p := range stale {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s is still there after the merge; want a dead run's temporary file removed", p)
+		}
+	}
 	_, want := readOutput(t, single)
 	_, got := readOutput(t, merged)
 	sameRows(t, "merged vs single run", got, want)

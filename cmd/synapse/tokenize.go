@@ -15,6 +15,7 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
@@ -97,7 +98,10 @@ func tokenizeLines(tok tokenize.Tokenizer, opt tokenize.Options, pieces bool, in
 	var buf []byte
 	bad := 0
 	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadBytes('\n')
+		line, err := readlimit.ReadLine(r, "input", readlimit.Line)
+		if errors.Is(err, readlimit.ErrTooLarge) {
+			return usageError{fmt.Errorf("tokenize: line %d: %w", lineNo, err)}
+		}
 		if len(line) > 0 {
 			var lineErr error
 			buf, lineErr = tokenizeLine(buf[:0], tok, opt, pieces, line)

@@ -2,6 +2,7 @@ package dataio
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -198,3 +199,42 @@ func writeTREC(w *bufio.Writer, rec arrow.RecordBatch, tag string) error {
 	}
 	return nil
 }
+
+// TableWriter writes record batches of one schema to a file or an object
+// in a Format: it appears at its path only on Commit.
+type TableWriter struct {
+	out  *output
+	sink *finalSink
+}
+
+// CreateTable starts writing path (a local path or an s3:// URL) in format
+// f (Arrow, Parquet, JSON Lines or TREC, whose schema must have the run
+// columns).
+func CreateTable(ctx context.Context, path string, f Format, sc *arrow.Schema) (*TableWriter, error) {
+	if err := checkFormat(f, sc); err != nil {
+		return nil, fmt.Errorf("dataio: create %s: %w", path, err)
+	}
+	out, err := createOutput(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newFinalSink(out, f, sc, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	return &TableWriter{out: out, sink: s}, nil
+}
+
+// Write writes one batch.
+func (t *TableWriter) Write(rec arrow.RecordBatch) error { return t.sink.write(rec) }
+
+// Commit finishes the file and makes it appear at its path.
+func (t *TableWriter) Commit() error {
+	if err := t.sink.finish(); err != nil {
+		return err
+	}
+	return t.out.publish()
+}
+
+// Abort drops the unfinished file.
+func (t *TableWriter) Abort() { t.sink.abort() }

@@ -276,7 +276,7 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 	var rows int64
 	for k, m := range ms {
 		part := objstore.Beside(paths[k], m.Output)
-		err := eachBatch(o.Context, part, o.Allocator, func(rec arrow.RecordBatch) error {
+		err := EachBatch(o.Context, part, o.Allocator, func(rec arrow.RecordBatch) error {
 			if sink == nil {
 				sc = unsharded(rec.Schema())
 				if err := checkFormat(format, sc); err != nil {
@@ -324,12 +324,12 @@ func unsharded(sc *arrow.Schema) *arrow.Schema {
 }
 
 // EachBatch calls fn with every record batch of an Arrow IPC or Parquet
-// file, one at a time.
-func EachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
-	return eachBatch(context.Background(), path, mem, fn)
-}
-
-func eachBatch(ctx context.Context, path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+// file or object, one at a time (mem nil: the default allocator). The batch
+// is valid during the call only.
+func EachBatch(ctx context.Context, path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
 	f, _, err := openRandom(ctx, path)
 	if err != nil {
 		return err
@@ -345,7 +345,7 @@ func eachBatch(ctx context.Context, path string, mem memory.Allocator, fn func(a
 		if err != nil {
 			return err
 		}
-		rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+		rr, err := fr.GetRecordReader(ctx, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -459,4 +459,32 @@ func copyErrors(ctx context.Context, w *bufio.Writer, path string, fix func(inde
 		n++
 	}
 	return n, sc.Err()
+}
+
+// FileSchema is the schema (with its metadata) of an Arrow IPC or Parquet
+// file or object, read from its footer.
+func FileSchema(ctx context.Context, path string) (*arrow.Schema, error) {
+	f, _, err := openRandom(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if isParquet(f) {
+		pf, err := file.NewParquetReader(f)
+		if err != nil {
+			return nil, err
+		}
+		defer pf.Close()
+		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		if err != nil {
+			return nil, err
+		}
+		return fr.Schema()
+	}
+	r, err := ipc.NewFileReader(f)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Schema(), nil
 }

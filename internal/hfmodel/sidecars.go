@@ -2,12 +2,15 @@ package hfmodel
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // MaxSidecarBytes bounds what Sidecars returns: a model directory's files
@@ -63,9 +66,12 @@ func (f Files) Sidecars() (map[string]string, error) {
 // moduleFiles adds the files of the module directories modules.json names.
 func (f Files) moduleFiles(out map[string]string) error {
 	path := filepath.Join(f.Root, "modules.json")
-	b, err := os.ReadFile(path)
-	if err != nil {
+	b, err := readlimit.ReadFile(path, readlimit.Config)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no modules.json: nothing more
+	}
+	if err != nil {
+		return fmt.Errorf("hfmodel: %w", err)
 	}
 	var mods []struct{ Path string }
 	if err := json.Unmarshal(b, &mods); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/safetensors"
 )
 
@@ -124,7 +125,7 @@ type stModule struct {
 // readModulesJSON reads root/modules.json; nil when there is none.
 func readModulesJSON(root string) ([]stModule, error) {
 	path := filepath.Join(root, "modules.json")
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.Config)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -209,7 +210,7 @@ func moduleDir(root, rel string) (string, error) {
 
 // readJSON reads a module's config file into v.
 func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.Config)
 	if err != nil {
 		return fmt.Errorf("hfmodel: %w", err)
 	}

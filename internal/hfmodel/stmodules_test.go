@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/safetensors"
 )
 
@@ -140,6 +141,32 @@ func TestReadChain(t *testing.T) {
 			_, err := ReadChain(root)
 			if !errors.Is(err, ErrModule) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v; want ErrModule mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadChainBounded: a modules.json or a module's config.json that is
+// endless (a link to /dev/zero in a hostile model directory) is refused
+// with readlimit.ErrTooLarge instead of filling memory.
+func TestReadChainBounded(t *testing.T) {
+	for _, file := range []string{"modules.json", filepath.Join("1_Pooling", "config.json")} {
+		t.Run(file, func(t *testing.T) {
+			root := t.TempDir()
+			touch(t, filepath.Join(root, "modules.json"), "["+stTransformer+","+stPooling+"]")
+			touch(t, filepath.Join(root, "1_Pooling", "config.json"), `{"word_embedding_dimension": 8, "pooling_mode_mean_tokens": true}`)
+			p := filepath.Join(root, file)
+			os.Remove(p)
+			if err := os.Symlink("/dev/zero", p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ReadChain(root); !errors.Is(err, readlimit.ErrTooLarge) {
+				t.Errorf("ReadChain: got %v; want ErrTooLarge", err)
+			}
+			if file == "modules.json" {
+				if _, err := (Files{Root: root}).Sidecars(); !errors.Is(err, readlimit.ErrTooLarge) {
+					t.Errorf("Sidecars: got %v; want ErrTooLarge", err)
+				}
 			}
 		})
 	}

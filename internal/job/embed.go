@@ -15,6 +15,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/pipeline"
 	"github.com/synapse-embed/synapse/internal/previous"
 	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/internal/vector"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
@@ -42,19 +43,31 @@ type EmbedOptions struct {
 	// config_sentence_transformers.json to put in front of every document;
 	// "" takes its default_prompt_name unless Read.Prefix is set.
 	PromptName string
+
+	// Dtype is the embedding column's dtype ("" = float32). int8 and
+	// uint8 code by ranges: those of the Calibration files (earlier
+	// outputs of the same settings), else of the Previous output when it
+	// has the same dtype, else of the first CalibrationDocs documents of
+	// the input (0 = DefaultCalibrationDocs), embedded first.
+	Dtype           vector.Dtype
+	Calibration     []string
+	CalibrationDocs int
 }
 
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
 // Check refuses, before anything starts, the job's options and outputs
-// that cannot work whatever the model (Options.Check, and the incremental
-// options).
+// that cannot work whatever the model (Options.Check, the incremental
+// options and the dtype's).
 func (o *EmbedOptions) Check() error {
 	if err := o.Options.Check(EmbedFormats); err != nil {
 		return err
 	}
-	return o.checkIncremental()
+	if err := o.checkIncremental(); err != nil {
+		return err
+	}
+	return o.checkDtype()
 }
 
 // Embed runs an embedding job: it returns a summary even when it fails part
@@ -105,25 +118,31 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 		}
 		dims = o.Dims
 	}
+	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
+	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
+	qz, err := o.quantization(ctx, r, k, sink, prev, o.settings(r.model, ch, dims, st, nil))
+	if err != nil {
+		return err
+	}
+	sink.q = qz.q
 	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
 	if prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st)); err != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st, qz)); err != nil {
 			return err
 		}
 	}
-	schema := dataio.EmbedSchema(dims, o.metadata(r.model, ch, dims, st))
+	schema := dataio.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, st, qz))
 	r.extra = inc.counts
 	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return err
 	}
-	r.started(fmt.Sprintf("chunks of %d tokens, %d dims", ch.Window, dims))
+	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", ch.Window, dims, o.Dtype))
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
 		return err
 	}
-	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
-	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, inc: inc.counts, stats: o.Stats}
+	sink.w, sink.inc = r.w, inc.counts
 	if o.Dedup {
 		sink.window = newWindow[seen]()
 	}
@@ -132,6 +151,9 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 		err = inc.finish(r)
 	}
 	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
+	if qz.source != "" {
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + qz.source})
+	}
 	return err
 }
 
@@ -229,16 +251,21 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 
 // metadata is the output's schema metadata: what decides the vectors, and
 // what decides which rows a run covers (a resume with others is refused).
-func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun) map[string]string {
+func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) map[string]string {
 	meta := commonMetadata(&o.Options, m)
 	pooling := o.Pooling
 	if pooling == "" {
 		pooling = m.Pooling
 	}
-	for k, v := range o.settings(m, ch, dims, st).Metadata() {
+	for k, v := range o.settings(m, ch, dims, st, qz).Metadata() {
 		meta[k] = v
 	}
 	st.metadata(meta)
+	meta[vector.MetaDtype] = string(o.Dtype)
+	if qz.ranges != nil {
+		meta[vector.MetaRanges] = qz.ranges.JSON()
+		meta[vector.MetaCalibration] = qz.source
+	}
 	for k, v := range map[string]string{
 		"synapse.pooling":       pooling,
 		"synapse.normalize":     strconv.FormatBool(o.Normalize),
@@ -252,14 +279,21 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 	return meta
 }
 
-// settings are the run's VectorSettings.
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun) VectorSettings {
+// settings are the run's VectorSettings (qz nil: without its dtype).
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) VectorSettings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
-	return VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
+	s := VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
 		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
+	if qz != nil && o.Dtype != vector.Float32 {
+		s.Dtype = string(o.Dtype)
+	}
+	if qz != nil && qz.ranges != nil {
+		s.Ranges = qz.ranges.Digest()
+	}
+	return s
 }
 
 // embedKind embeds documents chunk by chunk.
@@ -277,7 +311,7 @@ func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
 // Weight is the text and the rows copied from the previous output.
 func (k *embedKind) Weight(d doc) int64 {
 	if d.reuse != nil {
-		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+64))
+		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+64))
 	}
 	return int64(len(d.Text))
 }
@@ -343,6 +377,7 @@ type embedSink struct {
 	w      *dataio.Writer
 	dims   int
 	renorm bool
+	q      *vector.Quantizer // the output's dtype
 	inc    *Incremental
 	window *window[seen]   // --dedup: the rows of the last distinct texts
 	stats  *pipeline.Stats // a duplicate of a failed document fails too: the sink recounts it
@@ -427,7 +462,12 @@ func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.Embed
 	for i, dn := range r.Done {
 		c := dn.Item
 		rows[i] = dataio.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
-			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), Embedding: s.vector(dn.Out), DocHash: hash}
+			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), DocHash: hash}
+		if v := s.vector(dn.Out); s.q == nil || s.q.Dtype == vector.Float32 {
+			rows[i].Embedding = v
+		} else {
+			rows[i].Vector = s.q.Append(make([]byte, 0, s.q.Dtype.Width(s.dims)), v)
+		}
 		tokens += int64(len(c.IDs))
 	}
 	return rows, itemErrors(r.Failed, func(f pipeline.Failed[Chunk]) *record.RowError {

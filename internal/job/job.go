@@ -373,6 +373,10 @@ func forceShard(o *Options) error {
 	return nil
 }
 
+// CheckWritable refuses, before anything starts, an output file flag that
+// cannot be written or would overwrite one of inputs (a ConfigError).
+func CheckWritable(flag, p string, inputs []string) error { return checkWritable(flag, p, inputs) }
+
 // checkWritable refuses, before anything starts, a file option the job
 // cannot write, or one that would overwrite an input.
 func checkWritable(flag, p string, inputs []string) error {

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,6 +31,11 @@ type VectorSettings struct {
 	Pooling     string   `json:"pooling"`
 	Normalize   bool     `json:"normalize"`
 	Dims        int      `json:"dims"`
+	// Dtype is the embedding column's dtype, "" for float32 (so that the
+	// settings of float32 outputs are those of synapse before dtypes);
+	// Ranges the digest of the int8/uint8 ranges (vector.Ranges.Digest).
+	Dtype  string `json:"dtype,omitempty"`
+	Ranges string `json:"ranges,omitempty"`
 	// Modules are the sentence-transformers modules applied after the
 	// pooling (Dense weights by digest, Normalize), "" for none: a changed
 	// Dense module changes the vectors though the graph's digest does not.
@@ -90,6 +96,9 @@ func (s VectorSettings) Diff(prev VectorSettings) string {
 			continue
 		}
 		name := strings.Split(t.Field(i).Tag.Get("json"), ",")[0]
+		if name == "dtype" { // "" is float32
+			x, y = cmp.Or(x.(string), "float32"), cmp.Or(y.(string), "float32")
+		}
 		return fmt.Sprintf("%s: previous %s, this run %s", name, show(y), show(x))
 	}
 	return ""

@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -51,6 +52,7 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/objstore"
+	"github.com/synapse-embed/synapse/internal/vector"
 )
 
 // Bounds of the module's memory while it reads a previous output.
@@ -72,6 +74,7 @@ type Set struct {
 	starts  []int64    // first global row of each batch, and the total last
 	meta    arrow.Metadata
 	dims    int
+	dtype   vector.Dtype
 	cache   *cache
 	tmpDir  string
 
@@ -107,6 +110,9 @@ type batchFile struct {
 	pqf  parquetFile
 	n    int // batches
 	cols columns
+	// the embedding column's dtype and dims
+	dtype vector.Dtype
+	dims  int
 }
 
 // Open opens and checks the previous files: each must be a complete Arrow
@@ -149,6 +155,9 @@ func (s *Set) Metadata() arrow.Metadata { return s.meta }
 // Dims is the width of the embeddings.
 func (s *Set) Dims() int { return s.dims }
 
+// Dtype is the embeddings' dtype.
+func (s *Set) Dtype() vector.Dtype { return s.dtype }
+
 // Rows is the number of rows of all the files.
 func (s *Set) Rows() int64 { return s.starts[len(s.starts)-1] }
 
@@ -170,9 +179,11 @@ func (s *Set) add(path string) error {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
 	}
 	sc := f.schema()
-	dims, cols, err := checkSchema(sc)
+	dims, dtype, cols, err := checkSchema(sc)
 	if err == nil && len(s.files) > 0 {
 		switch {
+		case dtype != s.dtype:
+			err = fmt.Errorf("%s embeddings; %s has %s", dtype, s.files[0].path, s.dtype)
 		case dims != s.dims:
 			err = fmt.Errorf("embeddings of %d dims; %s has %d", dims, s.files[0].path, s.dims)
 		case !sameMeta(sc.Metadata(), s.meta):
@@ -180,7 +191,7 @@ func (s *Set) add(path string) error {
 		}
 	}
 	if err == nil {
-		f.cols = cols
+		f.cols, f.dtype, f.dims = cols, dtype, dims
 		err = safely(func() error { return s.addBatches(f, len(s.files)) })
 	}
 	if err != nil {
@@ -188,7 +199,7 @@ func (s *Set) add(path string) error {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
 	}
 	if len(s.files) == 0 {
-		s.meta, s.dims = sc.Metadata(), dims
+		s.meta, s.dims, s.dtype = sc.Metadata(), dims, dtype
 	}
 	s.files = append(s.files, f)
 	return nil
@@ -382,8 +393,13 @@ func (f *batchFile) close() {
 	}
 }
 
-// checkSchema finds an embedding output's columns and its width.
-func checkSchema(sc *arrow.Schema) (int, columns, error) {
+// checkSchema finds an embedding output's columns, its width and dtype.
+func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
+	md := sc.Metadata()
+	dtype, err := vector.ParseDtype(metaValue(md, vector.MetaDtype))
+	if err != nil {
+		return 0, "", columns{}, err
+	}
 	var c columns
 	pos := func(name string, want func(arrow.DataType) bool) int {
 		idx := sc.FieldIndices(name)
@@ -407,9 +423,12 @@ func checkSchema(sc *arrow.Schema) (int, columns, error) {
 		{dataio.ColTokenEnd, &c.tokenEnd, isType(arrow.INT32)}, {dataio.ColCharStart, &c.charStart, isType(arrow.INT32)},
 		{dataio.ColCharEnd, &c.charEnd, isType(arrow.INT32)}, {dataio.ColNTokens, &c.nTokens, isType(arrow.INT32)},
 		{dataio.ColEmbedding, &c.emb, func(t arrow.DataType) bool {
-			l, ok := t.(*arrow.FixedSizeListType)
-			dims = int(l.Len())
-			return ok && l.Elem().ID() == arrow.FLOAT32
+			if l, ok := t.(*arrow.FixedSizeListType); ok {
+				dims = int(l.Len())
+			} else {
+				dims, _ = strconv.Atoi(metaValue(md, "synapse.dims")) // binary: the bits do not say
+			}
+			return vector.CheckType(t, dtype, dims) == nil
 		}},
 		{dataio.ColDocHash, &c.hash, func(t arrow.DataType) bool {
 			b, ok := t.(*arrow.FixedSizeBinaryType)
@@ -421,9 +440,14 @@ func checkSchema(sc *arrow.Schema) (int, columns, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return 0, c, fmt.Errorf("not an embedding output with doc hashes: no usable column %s (outputs of synapse before doc hashes: run once in full)", strings.Join(missing, ", "))
+		return 0, "", c, fmt.Errorf("not an embedding output with doc hashes: no usable column %s (outputs of synapse before doc hashes: run once in full)", strings.Join(missing, ", "))
 	}
-	return dims, c, nil
+	return dims, dtype, c, nil
+}
+
+func metaValue(md arrow.Metadata, key string) string {
+	v, _ := md.GetValue(key)
+	return v
 }
 
 // check verifies that a decoded batch's columns can be read: lengths,
@@ -450,10 +474,8 @@ func (f *batchFile) checkColumns(rec arrow.RecordBatch) error {
 			return fmt.Errorf("id column: offsets out of range at row %d", i)
 		}
 	}
-	emb := rec.Column(f.cols.emb).(*array.FixedSizeList)
-	dims := int(emb.DataType().(*arrow.FixedSizeListType).Len())
-	if vals := emb.ListValues().(*array.Float32).Float32Values(); len(vals) < (emb.Offset()+n)*dims {
-		return fmt.Errorf("embedding column: %d values for %d rows of %d", len(vals), n, dims)
+	if _, err := vector.ColumnOf(rec.Column(f.cols.emb), f.dtype, f.dims); err != nil {
+		return err
 	}
 	if h := rec.Column(f.cols.hash).(*array.FixedSizeBinary); n > 0 && len(h.Value(n-1)) != dataio.DocHashSize {
 		return errors.New("doc_hash column is short")

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/vector"
 )
 
 // locate is the global batch holding global row and the row's place in it.
@@ -61,18 +62,23 @@ func (s *Set) Copy(start, end int64) (dataio.EmbedRows, int64, error) {
 		c := s.files[s.batches[g].file].cols
 		i32 := func(col int) *array.Int32 { return rec.Column(col).(*array.Int32) }
 		ids, hashes := rec.Column(c.id).(*array.String), rec.Column(c.hash).(*array.FixedSizeBinary)
-		emb := rec.Column(c.emb).(*array.FixedSizeList)
-		vals := emb.ListValues().(*array.Float32).Float32Values()
+		emb, err := vector.ColumnOf(rec.Column(c.emb), s.dtype, s.dims)
+		if err != nil {
+			return nil, 0, err
+		}
 		for ; i < int(rec.NumRows()) && row < end; i, row = i+1, row+1 {
 			r := dataio.EmbedRow{ID: strings.Clone(ids.Value(i)), Chunk: i32(c.chunk).Value(i),
 				TokenStart: i32(c.tokenStart).Value(i), TokenEnd: i32(c.tokenEnd).Value(i),
 				CharStart: i32(c.charStart).Value(i), CharEnd: i32(c.charEnd).Value(i), NTokens: i32(c.nTokens).Value(i)}
-			off := (emb.Offset() + i) * s.dims
-			r.Embedding = append([]float32(nil), vals[off:off+s.dims]...)
+			if s.dtype == vector.Float32 {
+				r.Embedding = vector.Decode(make([]float32, 0, s.dims), vector.Float32, s.dims, emb.Row(i), nil)
+			} else {
+				r.Vector = append([]byte(nil), emb.Row(i)...)
+			}
 			copy(r.DocHash[:], hashes.Value(i))
 			tokens += int64(r.NTokens)
 			rows = append(rows, r)
-			s.touch(int64(4*s.dims + 64))
+			s.touch(int64(emb.Width + 64))
 		}
 	}
 	if int64(len(rows)) != end-start {

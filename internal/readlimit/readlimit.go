@@ -4,6 +4,8 @@
 package readlimit
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ const (
 	Tokenizer = 256 << 20 // an ONNX model's tokenizer.json
 	Config    = 16 << 20  // config.json, modules.json and the like, cache entries
 	State     = 64 << 20  // resume checkpoints and shard manifests
+	Line      = 16 << 20  // one line of a text file read line by line (models add --sample, tokenize)
 )
 
 // ErrTooLarge: the file is larger than its bound.
@@ -42,4 +45,23 @@ func Read(r io.Reader, name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w: more than %d bytes (the limit for this file)", name, ErrTooLarge, limit)
 	}
 	return b, nil
+}
+
+// ReadLine reads the next line of r, its newline included, if it has at
+// most limit bytes, and otherwise fails with ErrTooLarge having read no
+// more than about limit bytes of it (an endless line, /dev/zero, is not
+// held in memory). At the end of the stream it returns what is left and
+// io.EOF.
+func ReadLine(r *bufio.Reader, name string, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		b, err := r.ReadSlice('\n')
+		if len(line)+len(b) > limit {
+			return nil, fmt.Errorf("%s: %w: a line of more than %d bytes (the limit for this file)", name, ErrTooLarge, limit)
+		}
+		line = append(line, b...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return bytes.Clone(line), err
+		}
+	}
 }

@@ -3,7 +3,8 @@ package tokenize
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // PairTemplate is how a tokenizer.json post-processor lays out a pair of
@@ -87,7 +88,7 @@ func (t *hfTokenizer) PairTemplate() PairTemplate { return PairTemplate{t.post.p
 // path: what a worker needs to build cross-encoder pairs from plain ids
 // without loading the whole tokenizer.
 func ReadPairTemplate(path string) (PairTemplate, error) {
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.Tokenizer)
 	if err != nil {
 		return PairTemplate{}, fmt.Errorf("tokenize: %w", err)
 	}

@@ -1,0 +1,95 @@
+package search
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+	"strings"
+)
+
+// Hit is a document found for a query and its score.
+type Hit struct {
+	Doc   string
+	Score float32
+}
+
+// better says whether a ranks before b: a higher score, or the same score
+// and a smaller document id.
+func better(a, b Hit) bool {
+	return a.Score > b.Score || (a.Score == b.Score && a.Doc < b.Doc)
+}
+
+// sortHits orders hits best first (ties by document id, ascending).
+func sortHits(hs []Hit) {
+	slices.SortFunc(hs, func(a, b Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Doc, b.Doc)
+	})
+}
+
+// topK keeps the k best hits of distinct documents: a min-heap (the worst
+// kept hit on top) with the position of each document in it, so that a
+// document seen again (the same id in two places of the corpus) keeps its
+// best score instead of taking two places.
+type topK struct {
+	k   int
+	h   []Hit
+	pos map[string]int
+}
+
+func newTopK(k int) *topK { return &topK{k: k, pos: make(map[string]int, k)} }
+
+// admits says whether a hit of this score could enter: a cheap test before
+// the document's id is looked at.
+func (t *topK) admits(score float32) bool {
+	return len(t.h) < t.k || score >= t.h[0].Score
+}
+
+// add offers a hit; doc is cloned when kept.
+func (t *topK) add(doc string, score float32) {
+	if i, ok := t.pos[doc]; ok {
+		if score > t.h[i].Score {
+			t.h[i].Score = score
+			heap.Fix(t, i)
+		}
+		return
+	}
+	hit := Hit{Doc: doc, Score: score}
+	if len(t.h) < t.k {
+		hit.Doc = strings.Clone(doc)
+		heap.Push(t, hit)
+		return
+	}
+	if !better(hit, t.h[0]) {
+		return
+	}
+	delete(t.pos, t.h[0].Doc)
+	hit.Doc = strings.Clone(doc)
+	t.h[0] = hit
+	t.pos[hit.Doc] = 0
+	heap.Fix(t, 0)
+}
+
+// hits are the kept hits, best first.
+func (t *topK) hits() []Hit {
+	out := slices.Clone(t.h)
+	sortHits(out)
+	return out
+}
+
+// heap.Interface, worst hit first.
+func (t *topK) Len() int           { return len(t.h) }
+func (t *topK) Less(i, j int) bool { return better(t.h[j], t.h[i]) }
+func (t *topK) Swap(i, j int) {
+	t.h[i], t.h[j] = t.h[j], t.h[i]
+	t.pos[t.h[i].Doc], t.pos[t.h[j].Doc] = i, j
+}
+func (t *topK) Push(x any) { h := x.(Hit); t.pos[h.Doc] = len(t.h); t.h = append(t.h, h) }
+func (t *topK) Pop() any {
+	h := t.h[len(t.h)-1]
+	t.h = t.h[:len(t.h)-1]
+	delete(t.pos, h.Doc)
+	return h
+}
