@@ -22,6 +22,9 @@ func mergeCommand() *cli.Command {
 	read = done + in errors = the records of its inputs; its output_rows and error_records are the part's; exit 2
 	naming the manifest and the numbers otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
 	.arrow, .parquet, .jsonl, .trec) and their errors files into one, with the single run's row indexes and lines.
+	An id that two parts hold (an output row's id, rerank's query_id) is refused with exit 2 naming the id and both
+	manifests, before anything is published: a single run would have made the later document a duplicate_id row.
+	The ids are kept as hashes, at most 64 bytes each.
 	Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 		ArgsUsage: "OUT.EXT | PART...",
 		Flags: []cli.Flag{
@@ -53,7 +56,8 @@ func mergeCommand() *cli.Command {
 			}
 			sum, err := dataio.Merge(o)
 			switch {
-			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrManifestMismatch), errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
+			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrManifestMismatch), errors.Is(err, dataio.ErrIDInTwoShards),
+				errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
 				return usageError{fmt.Errorf("merge: %w", err)}
 			case err != nil:
 				return fmt.Errorf("merge: %w", err)

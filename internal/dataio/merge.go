@@ -64,7 +64,9 @@ type MergeSummary struct {
 
 // Merge checks the manifests of a sharded run and writes one output and
 // one errors file in the inputs' order, streaming the parts (memory bound
-// by one record batch): the output's rows are those of a single run, and
+// by one record batch and IDSetBytes per distinct id): an id in two parts
+// is refused before anything is published (ErrIDInTwoShards; the rule:
+// mergeids.go). The output's rows are those of a single run, and
 // its errors file is the single run's too, record indexes and JSONL lines
 // made global.
 func Merge(o MergeOptions) (MergeSummary, error) {
@@ -111,7 +113,13 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 		r.Items, r.Tokens, r.FileErrors = r.Items+m.Rows.Items, r.Tokens+m.Rows.Tokens, r.FileErrors+m.Rows.FileErrors
 		r.Partial, r.ItemFailures = r.Partial+m.Rows.Partial, r.ItemFailures+m.Rows.ItemFailures
 	}
-	if sum.OutputRows, err = mergeRows(ms, paths, o); err != nil {
+	ids := newPartIDs(paths)
+	for k, m := range ms {
+		if err := ids.claimErrors(o.Context, objstore.Beside(paths[k], m.Errors), k); err != nil {
+			return sum, fmt.Errorf("dataio: merge: %w", err)
+		}
+	}
+	if sum.OutputRows, err = mergeRows(ms, paths, o, ids); err != nil {
 		return sum, err
 	}
 	if sum.ErrorRecords, err = mergeErrors(ms, paths, o); err != nil {
@@ -334,7 +342,7 @@ func checkCoverage(ms []Manifest, f int) error {
 
 // mergeRows streams the parts' record batches into the merged output, its
 // schema the parts' with the shard made 0/1 (a single run's).
-func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
+func mergeRows(ms []Manifest, paths []string, o MergeOptions, ids *partIDs) (int64, error) {
 	format, err := FormatOf(o.Out)
 	if err != nil {
 		return 0, err
@@ -346,6 +354,7 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 	for k, m := range ms {
 		part := objstore.Beside(paths[k], m.Output)
 		before := rows
+		last := ""
 		err := EachBatch(o.Context, part, o.Allocator, func(rec arrow.RecordBatch) error {
 			if sink == nil {
 				sc = unsharded(rec.Schema())
@@ -358,6 +367,9 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 				if sink, err = newFinalSink(dst, format, sc, o.Allocator); err != nil {
 					return err
 				}
+			}
+			if err := ids.claimRows(rec, k, &last); err != nil {
+				return err
 			}
 			out := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
 			defer out.Release()
