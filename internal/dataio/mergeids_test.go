@@ -3,6 +3,7 @@ package dataio
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 )
 
 // idBatch is a record batch of one string column name holding ids.
-func idBatch(t *testing.T, name string, ids ...string) arrow.RecordBatch {
+func idBatch(t testing.TB, name string, ids ...string) arrow.RecordBatch {
 	t.Helper()
 	sc := arrow.NewSchema([]arrow.Field{{Name: name, Type: arrow.BinaryTypes.String}, {Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
@@ -93,4 +94,40 @@ func TestPartIDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkMergeIDs is what merge's id check costs per output row: batches
+// of 16,384 rows, 4 rows (chunks) per document, 1,000,000 documents over 4
+// parts (go test ./internal/dataio -run '^$' -bench MergeIDs -benchtime 1x).
+func BenchmarkMergeIDs(b *testing.B) {
+	const docs, chunks, batch, parts = 1_000_000, 4, 1 << 14, 4
+
+	var recs []arrow.RecordBatch
+	var ids []string
+	for d := range docs {
+		for range chunks {
+			ids = append(ids, "doc-"+fmt.Sprint(d))
+			if len(ids) == batch {
+				recs = append(recs, idBatch(b, ColID, ids...))
+				ids = ids[:0]
+			}
+		}
+	}
+	if len(ids) > 0 {
+		recs = append(recs, idBatch(b, ColID, ids...))
+	}
+	paths := make([]string, parts)
+	b.ResetTimer()
+	for range b.N {
+		p := newPartIDs(paths)
+		for k := range parts {
+			last := ""
+			for _, rec := range recs[k*len(recs)/parts : (k+1)*len(recs)/parts] {
+				if err := p.claimRows(rec, k, &last); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*docs*chunks), "ns/row")
 }
