@@ -19,7 +19,8 @@
 #
 # Environment: SYNAPSE (default bin/synapse), WORK (default a new temporary
 # directory; a WORK holding the vectors of an earlier run with the same N
-# and QUERIES is reused), K (default 100), BLAS (see above). Prints one line per run: round,
+# and QUERIES is reused), K (default 100), BLAS (see above), CHECK (0: skip
+# the check, for more rounds on vectors already checked). Prints one line per run: round,
 # contender, dtype, wall seconds of the process, seconds of the search alone
 # (synapse's summary line; faiss's index.search), query·document
 # similarities per second of the search alone and of the whole process, CPU
@@ -103,7 +104,8 @@ checkblas=${blases##* }
 header="round contender dtype wall_s search_s search_sims/s process_sims/s cpu_s sims/cpu_s rss_MiB load1"
 echo "# check: synapse search equals faiss (compare_runs.py)"
 echo "$header"
-for d in float32 int8 binary; do
+[ "${CHECK:-1}" = 0 ] && echo "# (CHECK=0: not checked in this run)"
+[ "${CHECK:-1}" = 0 ] || for d in float32 int8 binary; do
 	line check synapse "$d" $(synapse_run "$d")
 	line check "faiss-$checkblas" "$d" $(faiss_run "$d" "$checkblas" --extend "$WORK/faiss.$d.ext.tsv")
 	$PY "$HERE/compare_runs.py" "$d" "$K" "$WORK/synapse.$d.tsv" "$WORK/faiss.$d.tsv" "$WORK/faiss.$d.ext.tsv"
@@ -118,8 +120,8 @@ while [ "$r" -le "$ROUNDS" ]; do
 	while [ "$i" -lt "$r" ]; do first=$1; shift; set -- "$@" "$first"; i=$((i + 1)); done
 	for d in float32 int8 binary; do
 		for c in "$@"; do
-			if [ "$d" = binary ] && [ "$c" = faiss-openblas ]; then
-				continue # IndexBinaryFlat does not use BLAS
+			if [ "$d" = binary ] && [ "$c" = faiss-openblas ] && [ "$blases" != openblas ]; then
+				continue # IndexBinaryFlat does not use BLAS: faiss-system runs it
 			fi
 			case $c in
 			synapse) line "$r" "$c" "$d" $(synapse_run "$d") ;;
