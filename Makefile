@@ -33,6 +33,15 @@ HFTOK_BIN_SHA256 := f8db409cd5b52a2fac2fd963eacf5c33b3d5841c2520ca168c447b2f5cb4
 HFTOK_DIR        := $(CURDIR)/.cache/hf-tokenizers/$(HFTOK_VERSION)
 HFTOK_STAMP      := $(HFTOK_DIR)/.installed-$(HFTOK_VERSION)
 
+# Test server only (never used by synapse): versitygw, an S3 gateway over a
+# POSIX directory, written in Go and built from the Go module proxy (its
+# go.sum checked against sum.golang.org), for the object-storage tests
+# (internal/s3test starts one per test on a 127.0.0.1 port). Built once.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW_DIR     := $(CURDIR)/.cache/versitygw/$(VERSITYGW_VERSION)
+VERSITYGW_STAMP   := $(VERSITYGW_DIR)/.installed-$(VERSITYGW_VERSION)
+
+export SYNAPSE_S3_SERVER ?= $(VERSITYGW_DIR)/versitygw
 export SYNAPSE_LLAMA_LIB ?= $(LLAMA_LIB_DIR)
 export SYNAPSE_ORT_LIB   ?= $(ORT_LIB_DIR)
 export SYNAPSE_HF_TOKENIZERS ?= $(HFTOK_DIR)
@@ -43,7 +52,7 @@ export SYNAPSE_FIXTURES  ?= $(abspath $(CURDIR)/../shared/fixtures)
 # (golang/go#75804, fixed in Go 1.27). 20000 runs take 1–10 s per target here.
 FUZZTIME ?= 20000x
 
-.PHONY: setup llama-lib ort-lib hf-tokenizers build install test test-race test-slurm vet fuzz bench demo clean
+.PHONY: setup llama-lib ort-lib hf-tokenizers s3-server build install test test-race test-slurm test-s3 test-recall vet fuzz bench demo clean
 
 setup: llama-lib ort-lib
 	$(GO) mod download
@@ -94,17 +103,28 @@ $(HFTOK_STAMP):
 	  cp "$$tmp/a/package/index.js" "$$tmp/a/package/package.json" "$$tmp/a/package/LICENSE" "$$tmp/b/package/tokenizers.linux-x64-gnu.node" "$(HFTOK_DIR)/"; \
 	  touch "$@"; echo "setup: test reference tokenizers in $(HFTOK_DIR)"
 
+s3-server: $(VERSITYGW_STAMP)
+
+$(VERSITYGW_STAMP):
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: building versitygw $(VERSITYGW_VERSION) (the S3 test server; minutes on a small machine)"; \
+	  GOBIN="$$tmp" GOFLAGS=-buildvcs=false GOWORK=off GOTOOLCHAIN=local $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
+	  rm -rf "$(VERSITYGW_DIR)"; mkdir -p "$(VERSITYGW_DIR)"; \
+	  mv "$$tmp/versitygw" "$(VERSITYGW_DIR)/versitygw"; \
+	  touch "$@"; echo "setup: versitygw in $(VERSITYGW_DIR)"
+
 build:
 	$(GO) build -o bin/synapse ./cmd/synapse
 
-# The binary and the llama.cpp libraries, laid out so that the binary finds
-# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE.
+# The binary and both engines' libraries, laid out so that the binary finds
+# them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE
+# and PREFIX/lib/synapse/onnxruntime/RELEASE (cmd/synapse TestInstalledLayout).
 # DESTDIR stages the install for a package.
 PREFIX ?= /usr/local
 INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
 INSTALL_ORT   := $(DESTDIR)$(PREFIX)/lib/synapse/onnxruntime/$(ORT_VERSION)
 install: build llama-lib ort-lib
-	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))"
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))" "$(dir $(INSTALL_ORT))"
 	install -m 0755 bin/synapse "$(DESTDIR)$(PREFIX)/bin/synapse"
 	rm -rf "$(INSTALL_LLAMA)" "$(INSTALL_ORT)"
 	cp -R -P "$(LLAMA_LIB_DIR)" "$(INSTALL_LLAMA)"
@@ -161,6 +181,26 @@ test-slurm: setup build
 	fi
 	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' ./cmd/synapse
 
+# Object storage for real: inputs, outputs, shards, merge, resume after a
+# server killed mid-upload, --previous, against versitygw (built once into
+# .cache by s3-server, which takes minutes: so not part of `make test`,
+# whose S3 tests run only when the server is already built and skip,
+# saying so, otherwise).
+S3_TESTS := '^TestS3'
+test-s3: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-s3: setup s3-server
+	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./internal/objstore ./internal/dataio ./cmd/synapse
+
+# Search recall at SciFact size (TestSearchRecallSciFactFull): the six-layer
+# MiniLM-shaped model embeds 1,000 SciFact titles as float32, int8 and binary,
+# and recall@10 of binary, int8 and their --rescore 4 against float32 search
+# must reach its floors. About ten times the work of make test's
+# TestSearchRecallSciFact (one layer, 300 documents), so .ci/run calls it
+# apart. Needs ../shared/fixtures.
+test-recall: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-recall: setup
+	SYNAPSE_RECALL_FULL=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 30m -v -run '^TestSearchRecallSciFactFull$$' ./cmd/synapse
+
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.
 fuzz:
@@ -175,14 +215,16 @@ fuzz:
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The README's main job: a small BERT model written by synapse itself, the
-# bundled corpus, vectors in examples/out/vectors.arrow, read back in Go.
+# The README's main job: an embedding model learned by synapse from the
+# bundled corpus itself (gen-model --kind word-vectors: PPMI + truncated SVD
+# word vectors in a pass-through BERT that llama.cpp runs), the corpus's 80
+# documents embedded into examples/out/vectors.arrow, read back in Go.
 DEMO_OUT := examples/out
 demo: setup build
 	@mkdir -p $(DEMO_OUT)
-	tr -cs 'A-Za-z' '\n' < examples/corpus.jsonl | tr 'A-Z' 'a-z' | sort -u > $(DEMO_OUT)/words.txt
-	./bin/synapse gen-model --kind bert-embed --words $(DEMO_OUT)/words.txt --out $(DEMO_OUT)/demo-bert.gguf
-	./bin/synapse embed examples/corpus.jsonl -m $(DEMO_OUT)/demo-bert.gguf \
+	./bin/synapse gen-model --kind word-vectors --train examples/corpus.jsonl --min-count 1 --dims 62 --window 10 \
+	  --out $(DEMO_OUT)/demo-wordvec.gguf
+	./bin/synapse embed examples/corpus.jsonl -m $(DEMO_OUT)/demo-wordvec.gguf \
 	  --text-field title --text-field text -o $(DEMO_OUT)/vectors.arrow
 	$(GO) run ./examples/readback $(DEMO_OUT)/vectors.arrow
 

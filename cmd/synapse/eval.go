@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -18,14 +18,14 @@ import (
 	"github.com/synapse-embed/synapse/internal/job"
 )
 
-func init() {
-	register(&cli.Command{
+func evalCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "eval",
 		Usage: "score a run against relevance judgements: nDCG@10, MRR@10, Recall@10 and Recall@100 as trec_eval computes them",
 		Description: `--run is a TREC run (qid Q0 docid rank score tag), a BEIR TSV run (query-id corpus-id score), or the
-.arrow, .parquet or .jsonl output of synapse rerank (then both its input order and its reranked order are scored).
---qrels is TREC qrels (qid 0 docid grade) or BEIR TSV (query-id corpus-id score). Gains are the grades; the averages
-are over the queries of the run that the qrels judge.`,
+	.arrow, .parquet or .jsonl output of synapse rerank (then both its input order and its reranked order are scored).
+	--qrels is TREC qrels (qid 0 docid grade) or BEIR TSV (query-id corpus-id score). Gains are the grades; the averages
+	are over the queries of the run that the qrels judge.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "the run `FILE` (required)"},
 			&cli.StringFlag{Name: "qrels", Usage: "the judgements `FILE` (required)"},
@@ -39,7 +39,7 @@ are over the queries of the run that the qrels judge.`,
 			}
 			return evaluateOutput(c.App.Writer, c.String("run"), "", c.String("qrels"))
 		},
-	})
+	}
 }
 
 // evaluateOutput prints the metrics of a run file or rerank output against
@@ -110,7 +110,7 @@ type rankedRow struct {
 }
 
 func readJSONLRows(path string, add func(rankedRow)) error {
-	fh, err := os.Open(path)
+	fh, err := dataio.OpenReader(context.Background(), path)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func readJSONLRows(path string, add func(rankedRow)) error {
 }
 
 func readArrowRows(path string, add func(rankedRow)) error {
-	return dataio.EachBatch(path, memory.DefaultAllocator, func(rec arrow.RecordBatch) error {
+	return dataio.EachBatch(context.Background(), path, memory.DefaultAllocator, func(rec arrow.RecordBatch) error {
 		sc := rec.Schema()
 		var cols [4]arrow.Array
 		for i, name := range []string{dataio.ColQueryID, dataio.ColDocID, dataio.ColRank, job.ColInputRank} {

@@ -408,3 +408,41 @@ func readJob(t *testing.T, path string) *batchv1.Job {
 	}
 	return job
 }
+
+// TestK8sBucketJobs: the bucket variants mount no PersistentVolumeClaim,
+// read the corpus from and write the parts to a bucket, merge there, and
+// keep the exit-code policy of the volume variants.
+func TestK8sBucketJobs(t *testing.T) {
+	embed := readJob(t, repoPath("examples", "k8s", "embed-job-s3.yaml"))
+	merge := readJob(t, repoPath("examples", "k8s", "merge-job-s3.yaml"))
+	for name, job := range map[string]*batchv1.Job{"embed-job-s3.yaml": embed, "merge-job-s3.yaml": merge} {
+		pod := job.Spec.Template.Spec
+		for _, v := range pod.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				t.Errorf("%s: mounts the PersistentVolumeClaim %s; the bucket variant needs none", name, v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+		policy := false
+		if p := job.Spec.PodFailurePolicy; p != nil {
+			for _, r := range p.Rules {
+				policy = policy || r.OnExitCodes != nil && slices.Contains(r.OnExitCodes.Values, exitUsage)
+			}
+		}
+		if !policy {
+			t.Errorf("%s: no podFailurePolicy rule on exit code %d", name, exitUsage)
+		}
+	}
+	args := synapseCall(containerCommands(embed.Spec.Template.Spec.Containers[0])[0])
+	out := ""
+	if i := slices.Index(args, "-o"); i >= 0 && i+1 < len(args) {
+		out = args[i+1]
+	}
+	if args[0] != "embed" || !strings.HasPrefix(args[1], "s3://") || !strings.HasPrefix(out, "s3://") ||
+		!slices.Contains(args, fmt.Sprintf("auto/%d", *embed.Spec.Completions)) || !slices.Contains(args, "--checkpoint-dir") {
+		t.Errorf("embed-job-s3.yaml: synapse %q; want embed s3://... -o s3://... --shard auto/%d --checkpoint-dir", args, *embed.Spec.Completions)
+	}
+	margs := synapseCall(containerCommands(merge.Spec.Template.Spec.Containers[0])[0])
+	if margs[0] != "merge" || strings.TrimSuffix(margs[1], "") != out {
+		t.Errorf("merge-job-s3.yaml: synapse %q; want merge %s (the embed Job's output)", margs, out)
+	}
+}

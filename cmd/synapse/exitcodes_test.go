@@ -63,7 +63,7 @@ func TestExitCodesEndToEnd(t *testing.T) {
 		{"not a model", embed(good, "-m", notModel, "-o", out("x.arrow")), exitUsage, "not a usable model", false},
 		{"unknown output format", embed(good, "-m", model, "-o", out("x.csv")), exitUsage, `".csv"`, false},
 		{"output directory missing", embed(good, "-m", model, "-o", out("no/such/dir/x.arrow")), exitUsage, "no/such/dir", false},
-		{"output over input", embed(good, "-m", model, "-o", good), exitUsage, "would overwrite the input", false},
+		{"output over input", embed(good, "-m", model, "-o", good), exitUsage, "the run would overwrite the input", false},
 		{"dims too large", embed(good, "-m", model, "-o", out("x.arrow"), "--dims", "4096"), exitUsage, "--dims 4096 is larger", false},
 		{"chunk too large", embed(good, "-m", model, "-o", out("x.arrow"), "--chunk-tokens", "100000"), exitUsage, "--chunk-tokens 100000", false},
 		{"bad chaos", embed(good, "-m", model, "-o", out("x.arrow"), "--chaos", "frob=1"), exitUsage, "frob", false},

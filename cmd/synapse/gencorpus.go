@@ -9,8 +9,8 @@ import (
 	"github.com/synapse-embed/synapse/internal/dataio"
 )
 
-func init() {
-	register(&cli.Command{
+func genCorpusCommand() *cli.Command {
+	return &cli.Command{
 		Name:   "gen-corpus",
 		Usage:  "write a synthetic Parquet corpus (id, title, text), or a later version of one, for benchmarks (internal)",
 		Hidden: true,
@@ -42,5 +42,5 @@ func init() {
 			fmt.Fprintf(c.App.Writer, "wrote %s\n", c.String("out"))
 			return nil
 		},
-	})
+	}
 }

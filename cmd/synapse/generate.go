@@ -3,27 +3,27 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/grammar"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
-func init() {
-	register(&cli.Command{
+func generateCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "generate",
 		Usage: "complete every row's prompt with a small LLM, constrained by a grammar, a JSON schema or a list of choices",
 		Description: `Each row's text (--text-field, with --prefix) is a prompt; with --template chat it is the user's turn in the
-model's own chat template (tokenizer.chat_template; --system adds a system turn). Decoding is greedy, so the same
-input gives the same output for any worker count, unless --temperature samples (each row seeded from --seed and
-its id). --grammar (GBNF), --json-schema (converted to GBNF; every output is checked to validate) or --choices
-constrain every token; a grammar llama.cpp cannot parse is refused before any row is read.
-Rows: id, text, finish_reason (stop: the model ended; grammar: the grammar allowed nothing else; length:
---max-tokens or the context was reached), n_prompt, n_gen. A prompt longer than the context is an error row
-(prompt_too_long), never cut.`,
+	model's own chat template (tokenizer.chat_template; --system adds a system turn). Decoding is greedy, so the same
+	input gives the same output for any worker count, unless --temperature samples (each row seeded from --seed and
+	its id). --grammar (GBNF), --json-schema (converted to GBNF; every output is checked to validate) or --choices
+	constrain every token; a grammar llama.cpp cannot parse is refused before any row is read.
+	Rows: id, text, finish_reason (stop: the model ended; grammar: the grammar allowed nothing else; length:
+	--max-tokens or the context was reached), n_prompt, n_gen. A prompt longer than the context is an error row
+	(prompt_too_long), never cut.`,
 		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
 		Flags:     generateFlags(),
 		Action: func(c *cli.Context) error {
@@ -31,9 +31,11 @@ Rows: id, text, finish_reason (stop: the model ended; grammar: the grammar allow
 			if err != nil {
 				return err
 			}
-			return runJob(c, &o.Options, words{verb: "generating", done: "generated", items: "generations"}, func(ctx context.Context) (job.Summary, error) { return job.Generate(ctx, o) })
+			return runJob(c, jobSpec{name: "generate", opts: &o.Options, check: o.Check,
+				words: words{verb: "generating", done: "generated", items: "generations"},
+				run:   func(ctx context.Context) (job.Summary, error) { return job.Generate(ctx, o) }})
 		},
-	})
+	}
 }
 
 func generateFlags() []cli.Flag {
@@ -57,7 +59,7 @@ func generateFlags() []cli.Flag {
 
 // generateOptionsFrom turns flags into a generate job; mistakes are usage errors.
 func generateOptionsFrom(c *cli.Context) (job.GenerateOptions, error) {
-	common, err := jobOptionsFrom(c, "generate", ".generated.arrow", job.GenerateFormats)
+	common, err := jobOptionsFrom(c, "generate", ".generated.arrow")
 	o := job.GenerateOptions{Options: common, System: c.String("system"), MaxTokens: c.Int("max-tokens"),
 		Temperature: float32(c.Float64("temperature")), Seed: c.Uint64("seed"), Context: c.Int("context")}
 	if err != nil {
@@ -99,13 +101,16 @@ func constraint(c *cli.Context, o *job.GenerateOptions) error {
 	}
 	switch {
 	case c.IsSet("grammar"):
-		b, err := os.ReadFile(c.String("grammar"))
+		b, err := readlimit.ReadFile(c.String("grammar"), readlimit.Grammar)
 		if err != nil {
 			return usagef("generate: --grammar: %v", err)
 		}
+		if err := grammar.CheckGBNF(string(b)); err != nil {
+			return usageError{fmt.Errorf("generate: --grammar %s: %w", c.String("grammar"), err)}
+		}
 		o.Grammar = string(b)
 	case c.IsSet("json-schema"):
-		b, err := os.ReadFile(c.String("json-schema"))
+		b, err := readlimit.ReadFile(c.String("json-schema"), readlimit.Grammar)
 		if err != nil {
 			return usagef("generate: --json-schema: %v", err)
 		}

@@ -2,19 +2,23 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
+	"github.com/synapse-embed/synapse/internal/wordvec"
 )
 
-func init() {
-	register(&cli.Command{
+func genModelCommand() *cli.Command {
+	return &cli.Command{
 		Name:   "gen-model",
 		Usage:  "write a small random-weight GGUF model for tests, benchmarks and the demo (internal)",
 		Hidden: true,
@@ -22,48 +26,70 @@ func init() {
 			return usageError{err}
 		},
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "kind", Usage: "bert-embed, bert-rerank, llama, minilm or bert-base", Value: "bert-embed"},
+			&cli.StringFlag{Name: "kind", Usage: "bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base or word-vectors (learned from --train)", Value: "bert-embed"},
 			&cli.StringFlag{Name: "vocab-from", Usage: "copy the tokenizer from this GGUF file (default: a generated vocabulary)"},
 			&cli.StringFlag{Name: "words", Usage: "word list (one per line) for the generated vocabulary (default: a built-in list)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "weight seed", Value: modelgen.DefaultSeed},
 			&cli.StringFlag{Name: "weights", Usage: "BERT kinds: type of the embedding and matrix tensors, f16, f32 or q8_0 ", DefaultText: "the preset's"},
 			&cli.StringFlag{Name: "out", Usage: "where to write the model (required)"},
+			&cli.StringFlag{Name: "train", Usage: "word-vectors: the corpus to learn the vectors from (JSON Lines, .jsonl.gz or Parquet, as embed reads them)"},
+			&cli.StringSliceFlag{Name: "text-field", Usage: "word-vectors: the fields of --train to learn from (repeatable)", Value: cli.NewStringSlice("title", "text")},
+			&cli.IntFlag{Name: "dims", Usage: "word-vectors: content dimensions (the model is 2 wider)", Value: wordvec.DefaultDims},
+			&cli.IntFlag{Name: "window", Usage: "word-vectors: context tokens on each side", Value: wordvec.DefaultWindow},
+			&cli.IntFlag{Name: "min-count", Usage: "word-vectors: occurrences a word needs to enter the vocabulary", Value: wordvec.DefaultMinCount},
+			&cli.IntFlag{Name: "max-words", Usage: "word-vectors: most frequent words kept", Value: wordvec.DefaultMaxWords},
 		},
 		Action: func(c *cli.Context) error {
 			if c.String("out") == "" {
 				return usagef("gen-model: --out FILE is required")
 			}
-			return genModel(c.App.Writer, genModelConfig{
+			uses := slices.Concat(dataio.Reads("--vocab-from", c.String("vocab-from")), dataio.Reads("--words", c.String("words")),
+				dataio.Reads("--train", c.String("train")), dataio.Writes("--out", c.String("out")))
+			if err := dataio.CheckPaths(uses); err != nil {
+				return usageError{fmt.Errorf("gen-model: %w", err)}
+			}
+			return genModel(c.Context, c.App.Writer, genModelConfig{
 				kind: c.String("kind"), vocabFrom: c.String("vocab-from"), words: c.String("words"),
 				seed: c.Uint64("seed"), out: c.String("out"), weights: c.String("weights"),
+				train: c.String("train"), textFields: c.StringSlice("text-field"),
+				wordvec: wordvec.Config{Dims: c.Int("dims"), Window: c.Int("window"), MinCount: c.Int("min-count"),
+					MaxWords: c.Int("max-words"), Seed: c.Uint64("seed")},
 			})
 		},
-	})
+	}
 }
 
 type genModelConfig struct {
 	kind, vocabFrom, words, out, weights string
 	seed                                 uint64
+	train                                string   // word-vectors: the corpus
+	textFields                           []string // word-vectors: its fields
+	wordvec                              wordvec.Config
 }
 
 // weightTypes are gen-model's --weights values.
 var weightTypes = map[string]gguf.GGMLType{"f16": gguf.GGMLTypeF16, "f32": gguf.GGMLTypeF32, "q8_0": gguf.GGMLTypeQ8_0}
 
 // genModel writes the model cfg describes and reports it on w.
-func genModel(w io.Writer, cfg genModelConfig) error {
+func genModel(ctx context.Context, w io.Writer, cfg genModelConfig) error {
+	if cfg.kind == "word-vectors" {
+		return genWordVectors(ctx, w, cfg)
+	}
 	vocab, err := genModelVocab(cfg)
 	if err != nil {
 		return err
 	}
 	var write func(string) error
 	switch cfg.kind {
-	case "bert-embed", "bert-rerank", "minilm", "bert-base":
+	case "bert-embed", "bert-rerank", "minilm", "minilm-rerank", "bert-base":
 		c := modelgen.TinyEmbedder(vocab)
 		switch cfg.kind {
 		case "bert-rerank":
 			c = modelgen.TinyReranker(vocab)
 		case "minilm":
 			c = modelgen.MiniLM(vocab)
+		case "minilm-rerank":
+			c = modelgen.MiniLMReranker(vocab)
 		case "bert-base":
 			c = modelgen.BERTBase(vocab)
 		}
@@ -81,7 +107,7 @@ func genModel(w io.Writer, cfg genModelConfig) error {
 		c.Seed = cfg.seed
 		write = c.Write
 	default:
-		return usagef("gen-model: --kind %q: want bert-embed, bert-rerank, llama, minilm or bert-base", cfg.kind)
+		return usagef("gen-model: --kind %q: want bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base or word-vectors", cfg.kind)
 	}
 	if err := write(cfg.out); err != nil {
 		return fmt.Errorf("gen-model: %w", err)

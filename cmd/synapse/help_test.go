@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/synapse-embed/synapse/internal/artifact"
 	"strings"
 	"testing"
+
+	"github.com/synapse-embed/synapse/internal/artifact"
 
 	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/pipeline"
@@ -15,7 +16,7 @@ import (
 // (a "(default: …)" in the usage string and another from the flag's value).
 func TestHelpSaysEachDefaultOnce(t *testing.T) {
 	names := []string{""}
-	for _, c := range commands {
+	for _, c := range commands() {
 		names = append(names, c.Name)
 	}
 	for _, name := range names {

@@ -13,10 +13,11 @@ import (
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 )
 
-func init() {
-	register(&cli.Command{
+func inspectCommand() *cli.Command {
+	return &cli.Command{
 		Name:      "inspect",
 		Usage:     "show a model's architecture, tokenizer, size and digest (a GGUF file, or an ONNX model directory or .onnx file)",
 		ArgsUsage: "MODEL.gguf | ONNX_DIR | MODEL.onnx (or a cached model's name or digest prefix)",
@@ -32,7 +33,7 @@ func init() {
 			}
 			return inspect(c.App.Writer, c.Args().First(), c.Bool("json"))
 		},
-	})
+	}
 }
 
 // modelInfo is what inspect reports; it is also the --json schema.
@@ -52,6 +53,12 @@ type modelInfo struct {
 	HeadsKV         uint64 `json:"heads_kv,omitempty"`
 	ContextLength   uint64 `json:"context_length"`
 	Pooling         string `json:"pooling,omitempty"` // none, mean, cls, last, rank; empty when absent
+	// A reranker's classifier: its label names ({arch}.classifier.output_labels,
+	// absent for llama.cpp's one unnamed output) and how synapse rerank
+	// scores its outputs (hfmodel.LabelScoring), or why it cannot.
+	ClassifierLabels []string `json:"classifier_labels,omitempty"`
+	Scoring          string   `json:"scoring,omitempty"`
+	ScoringError     string   `json:"scoring_error,omitempty"`
 
 	Tokenizer tokenizerInfo `json:"tokenizer"`
 
@@ -81,6 +88,9 @@ type specialToken struct {
 func inspect(w io.Writer, path string, asJSON bool) error {
 	if isONNXModel(path) {
 		info, err := describeONNX(path)
+		if artifact.Unusable(err) {
+			return usageError{fmt.Errorf("inspect: %w", err)}
+		}
 		if err != nil {
 			return fmt.Errorf("inspect: %w", err)
 		}
@@ -142,6 +152,15 @@ func describeModel(ref string) (*modelInfo, error) {
 	for _, t := range f.Tensors {
 		info.Parameters += t.Elements()
 	}
+	labels, hasLabels := f.Strings(arch + ".classifier.output_labels")
+	if _, ok := f.Tensor("cls.output.weight"); ok || hasLabels {
+		info.ClassifierLabels = labels
+		if sc, err := hfmodel.LabelScoring(labels); err != nil {
+			info.ScoringError = err.Error()
+		} else {
+			info.Scoring = sc.String()
+		}
+	}
 	info.Tokenizer = describeTokenizer(f)
 	return info, nil
 }
@@ -198,6 +217,14 @@ func printModelInfo(w io.Writer, info *modelInfo) error {
 	}
 	row("context length", "%d", info.ContextLength)
 	row("pooling", "%s", orNone(info.Pooling))
+	if info.Scoring != "" || info.ScoringError != "" {
+		row("labels", "%s", orNone(strings.Join(info.ClassifierLabels, ", ")))
+		if info.ScoringError != "" {
+			row("score", "cannot rerank: %s", info.ScoringError)
+		} else {
+			row("score", "%s", info.Scoring)
+		}
+	}
 	t := info.Tokenizer
 	row("tokenizer", "%s", orNone(t.Model))
 	row("pre-tokenizer", "%s", orNone(t.Pre))

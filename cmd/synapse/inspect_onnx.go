@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/onnx"
+	"github.com/synapse-embed/synapse/internal/readlimit"
+	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
 // onnxModelInfo is what inspect reports for an ONNX model; it is also the
@@ -34,12 +37,58 @@ type onnxModelInfo struct {
 	Parameters   int64            `json:"parameters"`
 	ExternalData bool             `json:"external_data"` // weights in files the digest does not cover
 
-	Architecture  string `json:"architecture,omitempty"` // config.json model_type
-	Dims          int64  `json:"dims"`                   // output width (sentence_embedding, else last_hidden_state), 0 when not fixed
+	Architecture string `json:"architecture,omitempty"` // config.json model_type
+	// Kind is "embedder" (last_hidden_state or sentence_embedding: synapse
+	// embed) or "cross-encoder" (logits: synapse rerank).
+	Kind string `json:"kind"`
+	// Labels, Scoring and PairLayout describe a cross-encoder: its logits'
+	// width, how they become a score (or ScoringError: why it cannot
+	// rerank), and how a query (A) and a document (B) are laid out.
+	Labels        int    `json:"labels,omitempty"`
+	Scoring       string `json:"scoring,omitempty"`
+	ScoringError  string `json:"scoring_error,omitempty"`
+	PairLayout    string `json:"pair_layout,omitempty"`
+	Dims          int64  `json:"dims"` // output width (sentence_embedding, else last_hidden_state), 0 when not fixed
 	ContextLength int    `json:"context_length"`
 	Pooling       string `json:"pooling"` // the model's own: sentence-transformers config, else mean
 
+	// SentenceTransformers is a sentence-transformers directory's chain
+	// (modules.json, sentence_bert_config.json,
+	// config_sentence_transformers.json); absent for a plain directory and
+	// for cross-encoders.
+	SentenceTransformers *stInfo `json:"sentence_transformers,omitempty"`
+
 	Tokenizer onnxTokenizerInfo `json:"tokenizer"`
+}
+
+// stInfo is what a sentence-transformers directory asks synapse to do.
+type stInfo struct {
+	// Modules is modules.json's chain, the Transformer (the graph) first.
+	Modules []stModuleInfo `json:"modules"`
+	// Applied is what synapse embed applies by default: the graph's
+	// sentence_embedding output when it has one (the graph holds the
+	// modules), else the modules after the graph's last_hidden_state.
+	Applied string `json:"applied"`
+	// MaxSeqLength is sentence_bert_config.json's max_seq_length (special
+	// tokens included), the default --chunk-tokens; 0 when not given.
+	MaxSeqLength      int               `json:"max_seq_length,omitempty"`
+	Prompts           map[string]string `json:"prompts,omitempty"`
+	DefaultPromptName string            `json:"default_prompt_name,omitempty"`
+}
+
+// stModuleInfo is one module of the chain.
+type stModuleInfo struct {
+	Type string `json:"type"`          // Transformer, Pooling, Dense, Normalize
+	Dir  string `json:"dir,omitempty"` // relative to the model directory
+	// Pooling: its modes (concatenated when several) and include_prompt.
+	Modes         []string `json:"modes,omitempty"`
+	IncludePrompt *bool    `json:"include_prompt,omitempty"`
+	// Dense: in and out features, activation, bias and weights file.
+	InFeatures  int    `json:"in_features,omitempty"`
+	OutFeatures int    `json:"out_features,omitempty"`
+	Activation  string `json:"activation,omitempty"`
+	Bias        *bool  `json:"bias,omitempty"`
+	Weights     string `json:"weights,omitempty"`
 }
 
 type onnxTokenizerInfo struct {
@@ -85,7 +134,49 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 		info.Pooling = "sentence_embedding (in the graph)"
 	}
 	info.Tokenizer = describeHFTokenizer(a)
+	info.Kind = "embedder"
+	if c := a.Chain; a.Classifier == 0 && (len(c.Modules) > 0 || c.MaxSeqLength > 0 || len(c.Prompts) > 0) {
+		info.SentenceTransformers = describeST(a)
+	}
+	if a.Classifier > 0 {
+		info.Kind, info.Labels, info.Scoring, info.Pooling = "cross-encoder", a.Classifier, a.Scoring, ""
+		if a.ScoringErr != nil {
+			info.ScoringError = a.ScoringErr.Error()
+		}
+		if p, ok := a.Tokenizer.(tokenize.PairLayout); ok {
+			info.PairLayout = pairText(a, p.PairTemplate())
+		}
+	}
 	return info, nil
+}
+
+// describeST describes a sentence-transformers directory's chain, and what
+// synapse embed applies of it (job.AppliedModules, the engine's rule).
+func describeST(a *artifact.Artifact) *stInfo {
+	files, _ := hfmodel.Resolve(a.Path)
+	c := a.Chain
+	st := &stInfo{Modules: []stModuleInfo{{Type: "Transformer", Dir: rel(files.Root, filepath.Dir(files.Graph))}},
+		Applied: job.AppliedModules(a), MaxSeqLength: c.MaxSeqLength, Prompts: c.Prompts, DefaultPromptName: c.DefaultPrompt}
+	for _, m := range c.Modules {
+		mi := stModuleInfo{Type: m.Kind, Dir: rel(files.Root, m.Dir)}
+		switch m.Kind {
+		case hfmodel.ModPooling:
+			mi.Modes, mi.IncludePrompt = m.Modes, &m.IncludePrompt
+		case hfmodel.ModDense:
+			mi.InFeatures, mi.OutFeatures, mi.Activation, mi.Bias, mi.Weights = m.In, m.Out, m.Activation, &m.Bias, rel(files.Root, m.Weights)
+		}
+		st.Modules = append(st.Modules, mi)
+	}
+	return st
+}
+
+// rel is path relative to root ("." for root itself), path when it is not
+// under root.
+func rel(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
 }
 
 // outputDims is the embedding width the graph fixes, 0 when it does not.
@@ -104,7 +195,7 @@ func describeHFTokenizer(a *artifact.Artifact) onnxTokenizerInfo {
 	var j struct {
 		Normalizer, PreTokenizer, PostProcessor, Model json.RawMessage
 	}
-	if b, err := os.ReadFile(files.Tokenizer); err == nil {
+	if b, err := readlimit.ReadFile(files.Tokenizer, readlimit.Tokenizer); err == nil {
 		var raw map[string]json.RawMessage
 		if json.Unmarshal(b, &raw) == nil {
 			j.Normalizer, j.PreTokenizer, j.PostProcessor, j.Model = raw["normalizer"], raw["pre_tokenizer"], raw["post_processor"], raw["model"]
@@ -170,9 +261,26 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 	for i, out := range info.Outputs {
 		row(map[bool]string{true: "outputs"}[i == 0], "%s", out)
 	}
-	row("embedding width", "%s", dimsText(info.Dims))
+	if info.Kind == "cross-encoder" {
+		row("kind", "cross-encoder (synapse rerank)")
+		row("labels", "%d", info.Labels)
+		if info.ScoringError != "" {
+			row("score", "cannot rerank: %s", info.ScoringError)
+		} else {
+			row("score", "%s", info.Scoring)
+		}
+		row("pair", "%s", info.PairLayout)
+	} else {
+		row("kind", "embedder (synapse embed)")
+		row("embedding width", "%s", dimsText(info.Dims))
+	}
 	row("context length", "%d", info.ContextLength)
-	row("pooling", "%s", info.Pooling)
+	if info.Kind != "cross-encoder" {
+		row("pooling", "%s", info.Pooling)
+	}
+	if st := info.SentenceTransformers; st != nil {
+		printST(row, st)
+	}
 	row("quantized", "%t", info.Quantized)
 	row("nodes", "%d", info.Nodes)
 	row("parameters", "%d (%s)", info.Parameters, humanCount(uint64(info.Parameters)))
@@ -187,6 +295,78 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 	row("vocabulary", "%d tokens", t.VocabSize)
 	row("special tokens", "%s … %s (%v … %v)", orNone(t.PrefixText), orNone(t.SuffixText), t.Prefix, t.Suffix)
 	return tw.Flush()
+}
+
+// printST writes a sentence-transformers chain: one row per module, what
+// synapse applies, max_seq_length and the prompts.
+func printST(row func(k, format string, args ...any), st *stInfo) {
+	for i, m := range st.Modules {
+		text := m.Type
+		switch m.Type {
+		case "Transformer":
+			text += ": the ONNX graph"
+		case hfmodel.ModPooling:
+			text += ": " + strings.Join(m.Modes, " + ")
+			if m.IncludePrompt != nil && !*m.IncludePrompt {
+				text += ", prompt left out of the pooling (include_prompt false)"
+			}
+		case hfmodel.ModDense:
+			bias := "no bias"
+			if m.Bias != nil && *m.Bias {
+				bias = "bias"
+			}
+			text += fmt.Sprintf(": %d -> %d, %s, %s (%s)", m.InFeatures, m.OutFeatures, m.Activation, bias, m.Weights)
+		}
+		if m.Dir != "" && m.Dir != "." && m.Type != hfmodel.ModDense {
+			text += " (" + m.Dir + ")"
+		}
+		row(map[bool]string{true: "modules"}[i == 0], "%d %s", i, text)
+	}
+	row("applied", "%s", st.Applied)
+	if st.MaxSeqLength > 0 {
+		row("max_seq_length", "%d tokens (sentence_bert_config.json; the default --chunk-tokens, special tokens included)", st.MaxSeqLength)
+	} else {
+		row("max_seq_length", "not given (chunks fill the context)")
+	}
+	names := make([]string, 0, len(st.Prompts))
+	for n := range st.Prompts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		row(map[bool]string{true: "prompts"}[i == 0], "%s: %q (--prompt-name %s)", n, st.Prompts[n], n)
+	}
+	if len(names) == 0 {
+		row("prompts", "none")
+	}
+	if st.DefaultPromptName != "" {
+		row("default prompt", "%s (applied unless --prefix or --prompt-name is given)", st.DefaultPromptName)
+	} else if len(names) > 0 {
+		row("default prompt", "none (no prompt unless --prompt-name)")
+	}
+}
+
+// pairText shows a pair layout with the special tokens' texts, e.g.
+// "[CLS] A:0 [SEP] B:1 [SEP]:1".
+func pairText(a *artifact.Artifact, p tokenize.PairTemplate) string {
+	ids, types := p.Apply([]int32{-1}, []int32{-2})
+	var parts []string
+	for i, id := range ids {
+		s := ""
+		switch id {
+		case -1:
+			s = "A"
+		case -2:
+			s = "B"
+		default:
+			s = tokenTexts(a, []int32{id})
+		}
+		if types[i] != 0 || id < 0 {
+			s += fmt.Sprintf(":%d", types[i])
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
 }
 
 func dimsText(d int64) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,5 +87,90 @@ func TestTokenizeONNX(t *testing.T) {
 		if want := []string{"[CLS]", "hello", ",", "cells", "!", "[SEP]"}; !slices.Equal(got, want) {
 			t.Errorf("%s: got %q; want %q", path, got, want)
 		}
+	}
+}
+
+// TestInspectONNXSentenceTransformers: inspect shows a sentence-transformers
+// directory's chain (Transformer, Pooling modes, Dense shapes and
+// activation, Normalize), what embed applies of it, max_seq_length, the
+// prompts and default_prompt_name; as JSON and as text.
+func TestInspectONNXSentenceTransformers(t *testing.T) {
+	for _, pooled := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "st-encoder")
+		enc := onnxtest.Tiny()
+		enc.Pooled = pooled
+		if _, err := onnxtest.WriteDir(dir, onnxtest.Dir{Encoder: enc}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := onnxtest.WriteST(dir, onnxtest.ST{Pooling: onnxtest.PoolingConfig(enc.Hidden, false, "mean", "max"),
+			Dense: []onnxtest.Dense{{In: 2 * enc.Hidden, Out: 4, Activation: "torch.nn.modules.activation.GELU", Seed: 3}}, Normalize: true,
+			MaxSeqLength: 16, Prompts: map[string]string{"query": "query: ", "document": "passage: "}, DefaultPrompt: "query"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runCLI(t, "inspect", "--json", dir)
+		if code != 0 {
+			t.Fatalf("exit %d; want 0; stderr: %s", code, errOut)
+		}
+		var got onnxModelInfo
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		st := got.SentenceTransformers
+		if st == nil || len(st.Modules) != 4 {
+			t.Fatalf("pooled %t: sentence_transformers %+v; want 4 modules", pooled, st)
+		}
+		var types []string
+		for _, m := range st.Modules {
+			types = append(types, m.Type)
+		}
+		p, d := st.Modules[1], st.Modules[2]
+		wantApplied := "the graph's sentence_embedding output"
+		if !pooled {
+			wantApplied = "Pooling(max+mean exclude_prompt) + Dense(16->4 gelu bias sha256:"
+		}
+		checks := []struct {
+			field     string
+			got, want any
+		}{
+			{"module types", strings.Join(types, " "), "Transformer Pooling Dense Normalize"},
+			{"pooling modes", strings.Join(p.Modes, "+"), "max+mean"},
+			{"include_prompt", p.IncludePrompt != nil && !*p.IncludePrompt, true},
+			{"pooling dir", p.Dir, "1_Pooling"},
+			{"dense shape", fmt.Sprintf("%d->%d", d.InFeatures, d.OutFeatures), "16->4"},
+			{"dense activation", d.Activation, "gelu"},
+			{"dense bias", d.Bias != nil && *d.Bias, true},
+			{"dense weights", d.Weights, filepath.Join("2_Dense", "model.safetensors")},
+			{"applied", strings.HasPrefix(st.Applied, wantApplied), true},
+			{"max_seq_length", st.MaxSeqLength, 16},
+			{"prompts", st.Prompts["query"] + "|" + st.Prompts["document"], "query: |passage: "},
+			{"default_prompt_name", st.DefaultPromptName, "query"},
+		}
+		for _, c := range checks {
+			if c.got != c.want {
+				t.Errorf("pooled %t: %s: got %v; want %v (applied %q)", pooled, c.field, c.got, c.want, st.Applied)
+			}
+		}
+		if !pooled && !strings.HasSuffix(st.Applied, "+ Normalize, after the graph's last_hidden_state") {
+			t.Errorf("applied %q; want the chain ending in Normalize, after last_hidden_state", st.Applied)
+		}
+		code, text, _ := runCLI(t, "inspect", dir)
+		flat := strings.Join(strings.Fields(text), " ") // the columns' width depends on every row
+		for _, want := range []string{"modules         0 Transformer: the ONNX graph", "1 Pooling: max + mean, prompt left out of the pooling (include_prompt false) (1_Pooling)",
+			"2 Dense: 16 -> 4, gelu, bias (2_Dense/model.safetensors)", "3 Normalize (3_Normalize)", "applied         " + wantApplied,
+			"max_seq_length  16 tokens", `prompts         document: "passage: " (--prompt-name document)`, `query: "query: " (--prompt-name query)`,
+			"default prompt  query (applied unless --prefix or --prompt-name is given)"} {
+			if code != 0 || !strings.Contains(flat, strings.Join(strings.Fields(want), " ")) {
+				t.Errorf("pooled %t: text output (exit %d) lacks %q:\n%s", pooled, code, want, text)
+			}
+		}
+	}
+	// A plain directory has no sentence-transformers section.
+	dir := filepath.Join(t.TempDir(), "plain")
+	if _, err := onnxtest.WriteDir(dir, onnxtest.Dir{Encoder: onnxtest.Tiny()}); err != nil {
+		t.Fatal(err)
+	}
+	if code, text, _ := runCLI(t, "inspect", dir); code != 0 || strings.Contains(text, "max_seq_length") || strings.Contains(text, "modules") {
+		t.Errorf("a plain directory (exit %d): text shows a sentence-transformers section:\n%s", code, text)
 	}
 }

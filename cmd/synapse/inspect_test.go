@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,24 +11,8 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 )
-
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(context.Background(), append([]string{"synapse"}, args...), &out, &errb)
-	return code, out.String(), errb.String()
-}
-
-func sha256File(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 func TestInspectFixtureJSON(t *testing.T) {
 	path := testenv.Fixture(t, "models", "ref-bert-embed.gguf")
@@ -204,5 +185,41 @@ func TestGenModel(t *testing.T) {
 	code, out, _ := runCLI(t, "--help")
 	if code != exitOK || strings.Contains(out, "gen-model") || !strings.Contains(out, "inspect") {
 		t.Errorf("help (exit %d) lists gen-model or misses inspect:\n%s", code, out)
+	}
+}
+
+// TestInspectRerankerLabels: inspect shows a GGUF reranker's classifier
+// labels and the score rule synapse rerank applies, or why it cannot.
+func TestInspectRerankerLabels(t *testing.T) {
+	for _, tt := range []struct {
+		path, labels, scoring, why string
+	}{
+		{testmodels.Reranker(t), "", "logits[0] (1 label)", ""},
+		{testmodels.LabelledReranker(t, "LABEL_0", "LABEL_1"), "LABEL_0 LABEL_1", "logits[1] - logits[0] (2 labels, label 1 positive)", ""},
+		{testmodels.LabelledReranker(t, "relevant", "irrelevant"), "relevant irrelevant", "", `2 labels (0="relevant", 1="irrelevant")`},
+	} {
+		code, out, errOut := runCLI(t, "inspect", "--json", tt.path)
+		if code != 0 {
+			t.Fatalf("%s: exit %d; stderr: %s", tt.path, code, errOut)
+		}
+		var got modelInfo
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		if strings.Join(got.ClassifierLabels, " ") != tt.labels || got.Scoring != tt.scoring || !strings.Contains(got.ScoringError, tt.why) || (tt.why == "") != (got.ScoringError == "") {
+			t.Errorf("%s: labels %q, scoring %q, error %q; want %q, %q, an error saying %q", tt.path, got.ClassifierLabels, got.Scoring, got.ScoringError, tt.labels, tt.scoring, tt.why)
+		}
+		_, text, _ := runCLI(t, "inspect", tt.path)
+		want := "score " + tt.scoring
+		if tt.why != "" {
+			want = "score cannot rerank: "
+		}
+		if !strings.Contains(strings.Join(strings.Fields(text), " "), want) {
+			t.Errorf("%s: text lacks %q:\n%s", tt.path, want, text)
+		}
+	}
+	code, out, _ := runCLI(t, "inspect", "--json", testmodels.Embedder(t))
+	if code != 0 || strings.Contains(out, "scoring") {
+		t.Errorf("an embedder (exit %d) shows a score rule:\n%s", code, out)
 	}
 }

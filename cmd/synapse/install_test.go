@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/internal/engine"
+	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
 	"github.com/synapse-embed/synapse/internal/testenv"
 )
 
@@ -18,7 +19,7 @@ func cleanEnv(dir string, extra ...string) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "SYNAPSE_LLAMA_LIB", "HOME", "XDG_DATA_HOME", "SYNAPSE_CHAOS":
+		case "SYNAPSE_LLAMA_LIB", "SYNAPSE_ORT_LIB", "HOME", "XDG_DATA_HOME", "SYNAPSE_CHAOS":
 			continue
 		}
 		env = append(env, kv)
@@ -82,35 +83,50 @@ func TestEmbedLlamaLibMissing(t *testing.T) {
 	}
 }
 
-// TestInstalledLayout: a binary installed as make install lays it out
-// (PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE), run from another
-// directory with no flag or variable set, finds its libraries and embeds.
+// TestInstalledLayout: `make install PREFIX=…` installs the binary and
+// both engines' libraries (PREFIX/bin/synapse, PREFIX/lib/synapse/llama/
+// RELEASE, PREFIX/lib/synapse/onnxruntime/RELEASE), and the installed
+// binary, run from an empty directory with no flag or variable naming a
+// library, finds them and embeds with a GGUF and with an ONNX model.
 func TestInstalledLayout(t *testing.T) {
+	testenv.LlamaLib(t) // make install copies the libraries `make setup` fetched
+	testenv.ORTLib(t)
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
 	dir := t.TempDir()
 	prefix := filepath.Join(dir, "prefix")
+	install := exec.Command("make", "--no-print-directory", "-C", repoPath(), "install", "PREFIX="+prefix)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
 	bin := filepath.Join(prefix, "bin", "synapse")
-	libs := filepath.Join(prefix, "lib", "synapse", "llama", engine.LlamaRelease)
-	for _, d := range []string{filepath.Dir(bin), filepath.Dir(libs)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
+	for _, lib := range []string{filepath.Join("llama", engine.LlamaRelease), filepath.Join("onnxruntime", engine.ORTRelease)} {
+		if _, err := os.Stat(filepath.Join(prefix, "lib", "synapse", lib)); err != nil {
+			t.Errorf("make install did not install %s: %v", lib, err)
 		}
 	}
-	data, err := os.ReadFile(testenv.Binary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(testenv.LlamaLib(t), libs); err != nil {
+	onnxModel := filepath.Join(dir, "onnx-model")
+	if _, err := onnxtest.WriteDir(onnxModel, onnxtest.Dir{Encoder: onnxtest.Tiny()}); err != nil {
 		t.Fatal(err)
 	}
 	in := filepath.Join(dir, "c.jsonl")
 	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "hello world"}})
-	out := filepath.Join(dir, "out.arrow")
-	res := runIn(t, bin, dir, cleanEnv(dir), "embed", in, "-m", tinyModel(t), "-o", out, "--workers", "1", "--threads", "1", "-q")
-	res.wantCode(t, exitOK)
-	if _, rows := readOutput(t, out); len(rows) != 1 {
-		t.Errorf("%d rows; want 1", len(rows))
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for format, model := range map[string]string{"gguf": tinyModel(t), "onnx": onnxModel} {
+		t.Run(format, func(t *testing.T) {
+			out := filepath.Join(dir, format+".arrow")
+			res := runIn(t, bin, empty, cleanEnv(dir), "embed", in, "-m", model, "-o", out, "--workers", "1", "--threads", "1", "-q")
+			res.wantCode(t, exitOK)
+			if _, rows := readOutput(t, out); len(rows) != 1 {
+				t.Errorf("%d rows; want 1", len(rows))
+			}
+		})
+	}
+	if names := dirNames(t, empty); len(names) > 0 {
+		t.Errorf("the runs left %q in the working directory", names)
 	}
 }

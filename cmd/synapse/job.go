@@ -11,15 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/engine"
-	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/pipeline"
 	"github.com/synapse-embed/synapse/internal/status"
 )
@@ -37,17 +35,16 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.IntFlag{Name: "workers", Usage: "worker processes", DefaultText: "from the core count"},
 		&cli.IntFlag{Name: "threads", Usage: "engine threads per worker (llama.cpp or ONNX Runtime)", DefaultText: "cores / workers"},
 		&cli.IntFlag{Name: "buffer-mb", Value: pipeline.DefaultInFlightBytes >> 20, Usage: "MiB of input text held between reading and writing; bounds the module's memory with long records"},
-		&cli.DurationFlag{Name: "deadline", Value: 60 * time.Second, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
-		&cli.DurationFlag{Name: "deadline-per-token", Value: 20 * time.Millisecond, Usage: "added to --deadline for every token of a request (0: nothing)"},
+		&cli.DurationFlag{Name: "deadline", Value: job.DefaultDeadline, Usage: "base deadline of one request (--deadline-per-token is added); a worker past it is killed"},
+		&cli.DurationFlag{Name: "deadline-per-token", Value: job.DefaultDeadlinePerToken, Usage: "added to --deadline for every token of a request (0: nothing)"},
 		&cli.IntFlag{Name: "deadline-stretch", Value: job.DefaultDeadlineStretch, Usage: "after a request times out, later ones get twice the deadline, up to this many times (1: never); a busy machine slows the run instead of failing it"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
+		checkpointDirFlag(),
 		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process the I-th of N contiguous parts of the inputs (auto/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); writes OUT.shard-I-of-N.EXT and, when done, its manifest OUT.shard-I-of-N.json; synapse merge puts the parts together. .gz JSON Lines files are not split by bytes: each goes whole to one shard"},
 		&cli.BoolFlag{Name: "force", Usage: "with --shard: run the shard again although its manifest says it is done"},
 		&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the errors file are at most this share of the rows read (e.g. 0.000001)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
-		&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
-		&cli.StringFlag{Name: "ort-lib", Usage: "`DIR` of ONNX Runtime's libonnxruntime.so.1 (ONNX models)", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
-		&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+		llamaLibFlag(), ortLibFlag(), chaosFlag(), // workers.go
 	}
 	flags = append(flags, statusFlags()...)    // --status-addr, --log-format, ... (cmd_status.go)
 	return append(flags, modelCacheFlags()...) // --quantize, --min-cosine, --allow-degraded (cmd_models.go)
@@ -63,50 +60,66 @@ func readFlags(what string) []cli.Flag {
 	}
 }
 
+// fileFlagUses are the job commands' flags that name files besides the
+// inputs, the model, -o and --errors, and whether the command writes them.
+var fileFlagUses = []struct {
+	name  string
+	write bool
+}{{"previous", false}, {"calibration", false}, {"deleted", true}, {"grammar", false}, {"json-schema", false}, {"queries", false}, {"corpus", false}, {"run", false}}
+
+// fileFlags returns the files the command's flags of fileFlagUses name.
+func fileFlags(c *cli.Context) []dataio.PathUse {
+	var u []dataio.PathUse
+	for _, f := range fileFlagUses {
+		if !c.IsSet(f.name) {
+			continue
+		}
+		var paths []string
+		switch v := c.Value(f.name).(type) {
+		case string:
+			paths = []string{v}
+		case cli.StringSlice:
+			paths = v.Value()
+		case *cli.StringSlice:
+			paths = v.Value()
+		}
+		if f.write {
+			u = append(u, dataio.Writes("--"+f.name, paths...)...)
+		} else {
+			u = append(u, dataio.Reads("--"+f.name, paths...)...)
+		}
+	}
+	return u
+}
+
 // jobOptionsFrom reads the common flags; name prefixes messages and defOut
 // is the default output's suffix (".vectors.arrow").
-func jobOptionsFrom(c *cli.Context, name, defOut string, formats []dataio.Format) (job.Options, error) {
-	return jobOptionsWith(c, c.Args().Slice(), name, defOut, formats)
+func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
+	return jobOptionsWith(c, c.Args().Slice(), name, defOut)
 }
 
 // jobOptionsWith is jobOptionsFrom with the inputs given (rerank's run,
-// queries and corpus files).
-func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string, formats []dataio.Format) (job.Options, error) {
+// queries and corpus files). Like every flag reader it is pure: it checks
+// the flags' values and the inputs and returns options; runJob does the
+// rest, in its one order.
+func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string) (job.Options, error) {
 	o := job.Options{
 		Inputs: inputs, Model: c.String("model"), Out: c.String("output"), Errors: c.String("errors"),
 		BatchTokens: c.Int("batch-tokens"), Workers: c.Int("workers"), Threads: c.Int("threads"),
-		Deadline: c.Duration("deadline"), Resume: c.Bool("resume"), Version: version,
+		Deadline: c.Duration("deadline"), Resume: c.Bool("resume"), Version: version, Force: c.Bool("force"),
 		BufferBytes: int64(c.Int("buffer-mb")) << 20, DeadlineStretch: c.Int("deadline-stretch"), Chaos: c.String("chaos"),
+		CheckpointDir: c.String("checkpoint-dir"),
 	}
 	if o.Model == "" {
 		// Checked here rather than with Required, for a message that says what to give.
 		return o, usagef("%s: no model (give -m MODEL.gguf)", name)
 	}
-	for flag, v := range map[string]int{"batch-tokens": o.BatchTokens, "workers": o.Workers, "threads": o.Threads, "buffer-mb": c.Int("buffer-mb")} {
-		if v < 0 {
-			return o, usagef("%s: --%s %d must not be negative", name, flag, v)
-		}
+	if err := checkTuning(c, name, &o); err != nil {
+		return o, err
 	}
-	switch {
-	case o.Deadline <= 0:
-		return o, usagef("%s: --deadline must be positive", name)
-	case c.Int("buffer-mb") > 1<<20:
-		return o, usagef("%s: --buffer-mb %d is more than 1 TiB", name, c.Int("buffer-mb"))
-	case o.DeadlineStretch < 1:
-		return o, usagef("%s: --deadline-stretch %d must be at least 1", name, o.DeadlineStretch)
-	}
-	switch per := c.Duration("deadline-per-token"); {
-	case per < 0:
-		return o, usagef("%s: --deadline-per-token must not be negative", name)
-	case per == 0:
-		o.DeadlinePerToken = -1 // none (0 would mean the default)
-	default:
-		o.DeadlinePerToken = per
-	}
-	if o.Chaos != "" {
-		if _, err := engine.ParseChaos(o.Chaos); err != nil {
-			return o, usageError{fmt.Errorf("%s: --chaos: %w", name, err)}
-		}
+	var err error
+	if o.Inputs, err = expandObjects(c.Context, name+": input", o.Inputs); err != nil {
+		return o, err
 	}
 	if err := checkInputs(name, o.Inputs); err != nil {
 		return o, err
@@ -114,42 +127,68 @@ func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string, format
 	if o.Out == "" {
 		o.Out = defaultOutput(o.Inputs, defOut)
 	}
-	if s := c.String("shard"); s != "" {
-		i, n, err := parseShard(s, os.Getenv)
-		if err != nil {
-			return o, usageError{fmt.Errorf("%s: %w", name, err)}
-		}
-		o.Read.Shard, o.Read.Shards = i, n
-		o.Out = dataio.ShardPath(o.Out, i, n)
-		if o.Errors != "" { // each shard its own errors file, like its output
-			o.Errors = dataio.ShardPath(o.Errors, i, n)
-		}
-		for _, in := range o.Inputs {
-			if in == "-" {
-				return o, usagef("%s: --shard reads its part of regular files; it cannot split standard input", name)
-			}
-		}
+	if err := shardOptionsFrom(c, name, &o); err != nil {
+		return o, err
 	}
-	o.Force = c.Bool("force")
 	if _, err := maxErrorRate(c, name); err != nil {
 		return o, err
 	}
-	if err := workerCommand(c, &o); err != nil {
+	if err := checkModelFlags(c, name); err != nil { // --quantize, --min-cosine (models.go)
 		return o, err
 	}
-	// Outputs are checked before a model is quantized on first use.
-	if err := job.CheckOutputs(&o, formats); err != nil {
-		return o, err
+	o.Files = fileFlags(c)              // checked against -o and --errors by job.Options.Check
+	return o, checkStatusFlags(c, name) // status.go
+}
+
+// checkTuning reads and checks the workers, batches, buffers, deadlines and
+// chaos drills of a job command.
+func checkTuning(c *cli.Context, name string, o *job.Options) error {
+	for flag, v := range map[string]int{"batch-tokens": o.BatchTokens, "workers": o.Workers, "threads": o.Threads, "buffer-mb": c.Int("buffer-mb")} {
+		if v < 0 {
+			return usagef("%s: --%s %d must not be negative", name, flag, v)
+		}
 	}
-	if err := statusOptionsFrom(c, name, &o); err != nil { // binds --status-addr (cmd_status.go)
-		return o, err
+	switch {
+	case o.Deadline <= 0:
+		return usagef("%s: --deadline must be positive", name)
+	case c.Int("buffer-mb") > 1<<20:
+		return usagef("%s: --buffer-mb %d is more than 1 TiB", name, c.Int("buffer-mb"))
+	case o.DeadlineStretch < 1:
+		return usagef("%s: --deadline-stretch %d must be at least 1", name, o.DeadlineStretch)
 	}
-	var err error
-	o.Model, err = modelForRun(c, o.Model, o.Worker, o.Env, o.Chaos) // the model cache (cmd_models.go)
-	if srv, ok := o.Observer.(*status.Server); ok && err != nil {
-		srv.Close(context.Background())
+	switch per := c.Duration("deadline-per-token"); {
+	case per < 0:
+		return usagef("%s: --deadline-per-token must not be negative", name)
+	case per == 0:
+		o.DeadlinePerToken = -1 // none (0 would mean the default)
+	default:
+		o.DeadlinePerToken = per
 	}
-	return o, err
+	return checkChaos(c, name)
+}
+
+// shardOptionsFrom reads --shard: the part of the inputs, and the part's
+// output and errors files.
+func shardOptionsFrom(c *cli.Context, name string, o *job.Options) error {
+	s := c.String("shard")
+	if s == "" {
+		return nil
+	}
+	i, n, err := parseShard(s, os.Getenv)
+	if err != nil {
+		return usageError{fmt.Errorf("%s: %w", name, err)}
+	}
+	o.Read.Shard, o.Read.Shards = i, n
+	o.Out = dataio.ShardPath(o.Out, i, n)
+	if o.Errors != "" { // each shard its own errors file, like its output
+		o.Errors = dataio.ShardPath(o.Errors, i, n)
+	}
+	for _, in := range o.Inputs {
+		if in == "-" {
+			return usagef("%s: --shard reads its part of regular files; it cannot split standard input", name)
+		}
+	}
+	return nil
 }
 
 // readOptionsFrom fills the options that make documents out of rows.
@@ -166,7 +205,7 @@ func checkInputs(name string, inputs []string) error {
 		return usagef("%s: no input files (give Parquet or JSONL files, or - for stdin)", name)
 	}
 	for _, in := range inputs {
-		if in == "-" {
+		if in == "-" || objstore.IsURL(in) { // objects: checked by expandObjects
 			continue
 		}
 		if st, err := os.Stat(in); err != nil {
@@ -189,31 +228,6 @@ func defaultOutput(inputs []string, suffix string) string {
 		base = strings.TrimSuffix(base, ext)
 	}
 	return base + suffix
-}
-
-// workerCommand sets the command that starts workers and the library their
-// engine needs for the model: llama.cpp for GGUF, ONNX Runtime for ONNX,
-// found before any worker starts.
-func workerCommand(c *cli.Context, o *job.Options) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the synapse executable for workers: %w", err)
-	}
-	o.Worker = []string{self, "worker"}
-	lib, flag := engine.LlamaLib, c.String("llama-lib")
-	path := o.Model
-	if p, err := artifact.Resolve(o.Model, artifact.Options{AllowDegraded: true}); err == nil {
-		path = p
-	}
-	if hfmodel.IsONNX(path) {
-		lib, flag = engine.ORTLib, c.String("ort-lib")
-	}
-	place, err := findLib(lib, flag)
-	if err != nil {
-		return err
-	}
-	o.Env = append(o.Env, lib.Env+"="+place.Path)
-	return nil
 }
 
 // parseShard reads "I/N" with 0 ≤ I < N, or "auto/N" with I from the
@@ -248,13 +262,80 @@ type words struct {
 	items string // "chunks"
 }
 
-// runJob runs a job with progress on stderr and the summary on stdout, and
-// turns its outcome into the error exitCode maps. With --status-addr it
-// serves health and metrics meanwhile (cmd_status.go).
-func runJob(c *cli.Context, o *job.Options, w words, run func(context.Context) (job.Summary, error)) error {
+// jobSpec is a job command's job, as its flags made it.
+type jobSpec struct {
+	name  string       // the command ("embed"), for messages
+	opts  *job.Options // the kind's common options, which runJob completes
+	check func() error // the kind's Check (job.EmbedOptions.Check)
+	words words
+	run   func(context.Context) (job.Summary, error)
+}
+
+// runJob runs a job in the one order of every job command, its flags read
+// and checked (jobOptionsFrom): the options and outputs checked against the
+// file system (the kind's Check), the model resolved and opened once, the
+// quantized variant made if asked, the status port bound, then the work.
+// So a mistake in what was asked costs no worker, port or cache entry.
+func runJob(c *cli.Context, j jobSpec) error {
+	log := newJobLog(c.App.ErrWriter, c.String("log-format"))
+	if err := prepare(c, j); err != nil {
+		if errors.Is(err, job.ErrShardDone) {
+			log.note(slog.LevelInfo, fmt.Sprintf("nothing to do: %v", err))
+			return nil
+		}
+		return err
+	}
+	return serveJob(c, j.opts, j.words, log, j.run)
+}
+
+// prepare does what runJob does before the work: check, open the model,
+// find the worker's library, quantize, bind the status port.
+func prepare(c *cli.Context, j jobSpec) error {
+	o := j.opts
+	if err := j.check(); err != nil {
+		return err
+	}
+	m, err := openModel(c.Bool("allow-degraded"), o.Model)
+	if err != nil {
+		return err
+	}
+	w, err := workersFor(c, m.Format) // workers.go
+	if err != nil {
+		return err
+	}
+	o.Worker, o.Env = w.command, append(o.Env, w.env...)
+	if o.Artifact, err = quantized(c, m, o); err != nil { // --quantize (models.go)
+		return err
+	}
+	o.Model = o.Artifact.Path
+	srv, err := listenStatus(c, j.name) // --status-addr (status.go)
+	if srv != nil {
+		o.Observer = srv
+	}
+	return err
+}
+
+// openModel opens the model -m names (a path, a cached name or a digest
+// prefix), once for the whole run. A degraded cached variant is refused
+// unless allowDegraded.
+func openModel(allowDegraded bool, ref string) (*artifact.Artifact, error) {
+	m, err := artifact.OpenWith(ref, artifact.Options{AllowDegraded: allowDegraded})
+	switch {
+	case errors.Is(err, artifact.ErrDegraded), artifact.Unusable(err):
+		return nil, &job.ConfigError{Err: err}
+	case err != nil:
+		return nil, err
+	}
+	return m, nil
+}
+
+// serveJob runs a prepared job with progress on stderr and the summary on
+// stdout, and turns its outcome into the error exitCode maps. With
+// --status-addr (o.Observer) it serves health and metrics meanwhile
+// (status.go).
+func serveJob(c *cli.Context, o *job.Options, w words, log jobLog, run func(context.Context) (job.Summary, error)) error {
 	ctx, quiet, stdout := c.Context, c.Bool("quiet"), c.App.Writer
 	o.Stats = &pipeline.Stats{}
-	log := newJobLog(c.App.ErrWriter, c.String("log-format"))
 	o.Logger = log.Logger
 	st := jobStatus{linger: c.Duration("status-linger")}
 	st.srv, _ = o.Observer.(*status.Server)
@@ -347,6 +428,7 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 	for _, l := range s.Lines {
 		fmt.Fprintf(w, "%-14s %s\n", l.Label, l.Text)
 	}
+	printObjectStore(w)
 	if s.DeadlineStretch > 1 {
 		fmt.Fprintf(w, "deadlines      stretched up to %d× after requests timed out (--deadline-stretch)\n", s.DeadlineStretch)
 	}

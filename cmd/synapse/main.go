@@ -9,14 +9,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/search"
+	"github.com/synapse-embed/synapse/internal/supervise"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -31,10 +33,25 @@ const (
 	exitInterrupted = 130
 )
 
-// commands holds every subcommand; each cmd_*.go file adds its own in init.
-var commands []*cli.Command
-
-func register(c *cli.Command) { commands = append(commands, c) }
+// commands lists every subcommand in the order help shows them; each is
+// built by its file's constructor (embed.go: embedCommand).
+func commands() []*cli.Command {
+	return []*cli.Command{
+		embedCommand(),
+		evalCommand(),
+		genCorpusCommand(),
+		genModelCommand(),
+		generateCommand(),
+		inspectCommand(),
+		mergeCommand(),
+		modelsCommand(),
+		rerankCommand(),
+		searchCommand(),
+		tokenizeCommand(),
+		versionCommand(),
+		workerCmd(),
+	}
+}
 
 // usageError marks an error as the user's (exit 2).
 type usageError struct{ err error }
@@ -50,13 +67,13 @@ type partialError struct{ msg string }
 func (e partialError) Error() string { return e.msg }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	cmds := append([]*cli.Command(nil), commands...)
-	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	cmds := commands()
 	for _, c := range cmds {
 		if c.OnUsageError == nil {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 		}
 	}
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer, "") } // --version as `synapse version`
 	return &cli.App{
 		Name:                 "synapse",
 		Usage:                "batch embedding jobs with llama.cpp in supervised worker processes",
@@ -102,7 +119,7 @@ func exitCode(ctx context.Context, err error) int {
 		return exitOK
 	case isCanceled(err) && ctx.Err() != nil:
 		return exitInterrupted
-	case errors.As(err, &ue), errors.As(err, &ce), errors.Is(err, search.ErrInput):
+	case errors.As(err, &ue), errors.As(err, &ce), permanent(err):
 		return exitUsage
 	case errors.As(err, &ec):
 		// Only the CLI framework returns ExitCoders (unknown command or
@@ -112,6 +129,17 @@ func exitCode(ctx context.Context, err error) int {
 		return exitPartial
 	}
 	return exitFatal
+}
+
+// permanent reports a failure that running again unchanged cannot mend,
+// found below the job's own checks: an unusable runtime directory, a written
+// file that clashes with another, an output another run is writing (running
+// again after that run would overwrite its files), a file over its size
+// limit (readlimit), an input search cannot use.
+func permanent(err error) bool {
+	return errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) ||
+		errors.Is(err, dataio.ErrPathClash) || errors.Is(err, dataio.ErrInUse) || errors.Is(err, readlimit.ErrTooLarge) ||
+		errors.Is(err, search.ErrInput)
 }
 
 // isCanceled reports an error that is the run's cancellation itself.
@@ -166,8 +194,10 @@ func flagsFirst(app *cli.App, args []string) []string {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The first signal stops the run cleanly; a second one kills it.
+	// SIGQUIT too: Go's default (a goroutine dump and exit 2) would read as
+	// a usage error to a scheduler. The first signal stops the run
+	// cleanly (exit 130, resumable); a second one kills it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
 	go func() { <-ctx.Done(); stop() }()
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()

@@ -8,18 +8,19 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
-func init() {
-	register(&cli.Command{
+func mergeCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "merge",
 		Usage: "put the parts of a sharded run together: one output and one errors file, as a single run writes them",
 		Description: `synapse merge OUT.arrow reads the manifests OUT.shard-I-of-N.json of a run made with --shard I/N -o OUT.arrow,
-checks that all N shards are done (exit 1 naming the missing ones: run them again), that they are parts of one job
-(the same command, model, settings, inputs and N) and that their parts cover the inputs without gap or overlap
-(exit 2 otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
-.arrow, .parquet, .jsonl, .trec) and their errors files into one, with the single run's row indexes and lines.
-Parts can also be named explicitly: synapse merge PART... -o OUT.`,
+	checks that all N shards are done (exit 1 naming the missing ones: run them again), that they are parts of one job
+	(the same command, model, settings, inputs and N) and that their parts cover the inputs without gap or overlap
+	(exit 2 otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
+	.arrow, .parquet, .jsonl, .trec) and their errors files into one, with the single run's row indexes and lines.
+	Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 		ArgsUsage: "OUT.EXT | PART...",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the merged `FILE`", DefaultText: "OUT.EXT"},
@@ -32,18 +33,25 @@ Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 			if err != nil {
 				return err
 			}
-			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors")}
+			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors"), Context: c.Context}
 			switch args := c.Args().Slice(); {
 			case len(args) == 0:
 				return usagef("merge: give the sharded run's output (OUT.arrow) or its part files")
 			case len(args) == 1 && !shardPart.MatchString(args[0]):
 				o.Base = args[0]
 			default:
-				o.Parts = args
+				if o.Parts, err = expandObjects(c.Context, "merge", args); err != nil {
+					return err
+				}
+			}
+			for _, p := range []string{o.Out, o.Errors, o.Base} {
+				if err := checkObjectBucket(c.Context, "merge", p); err != nil {
+					return err
+				}
 			}
 			sum, err := dataio.Merge(o)
 			switch {
-			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrUnknownFormat):
+			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
 				return usageError{fmt.Errorf("merge: %w", err)}
 			case err != nil:
 				return fmt.Errorf("merge: %w", err)
@@ -64,7 +72,7 @@ Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // shardPart matches a part file's name.

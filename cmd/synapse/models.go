@@ -12,25 +12,26 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
 	"github.com/synapse-embed/synapse/internal/gguf"
 	"github.com/synapse-embed/synapse/internal/ingest"
+	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/modelcache"
+	"github.com/synapse-embed/synapse/internal/onnx"
 )
 
-func init() {
+func modelsCommand() *cli.Command {
 	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsRmCommand(), modelsVerifyCommand()}
 	for _, c := range subs {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 	}
-	register(&cli.Command{
+	return &cli.Command{
 		Name:  "models",
 		Usage: "the model cache: add (and quantize) models once, list, verify and remove them",
 		Description: `Models are kept once, under their SHA-256, in $SYNAPSE_MODELS, else
 $XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); -m in every command
 takes a file, a cached model's name or a digest prefix.`,
 		Subcommands: subs,
-	})
+	}
 }
 
 // modelsDirFlag selects the store.
@@ -49,69 +50,92 @@ func openStore(c *cli.Context) (*modelcache.Store, error) {
 func modelsAddCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "add",
-		Usage:     "validate a GGUF model (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
-		ArgsUsage: "FILE.gguf (with --quantize, also a cached NAME)",
+		Usage:     "validate a GGUF model or an ONNX model directory (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
+		ArgsUsage: "FILE.gguf|ONNX-DIR|FILE.onnx, or s3://BUCKET/KEY.gguf / s3://BUCKET/PREFIX/ (copied locally first) (with --quantize, also a cached NAME)",
+		Description: `An ONNX model directory is stored as its graph (model.onnx, hard-linked or
+copied) with the directory's tokenizer.json, config.json, other top-level
+.json/.txt files and sentence-transformers module directories copied beside it.
+
+--quantize makes a variant: a GGUF file type (q8_0, q4_k_m, …) for a GGUF
+model, written by llama.cpp's quantizer; int8 for an ONNX model, the
+dynamically quantized graph onnxruntime's quantize_dynamic writes (int8
+MatMul/Gemm weights, activations quantized at run time), written by
+synapse's own ONNX writer. Both run in a worker, and both variants are
+measured against their source on --sample (cosines, speed ratio). A
+reranker (cross-encoder) is measured on scores: the sample's first 4 texts
+as queries against every sample text, the correlation of the variant's
+scores with the source's for each query standing in for the cosine.
+
+A cross-encoder is added only when synapse can read its outputs as one
+score: one label, or two whose label 1 is the positive class (ONNX:
+config.json's id2label; GGUF: classifier.output_labels); anything else is
+refused before the cache is touched.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
-			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this file `TYPE`: " + strings.Join(gguf.FileTypeNames(), ", ")},
+			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
 			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
 			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},
-			&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text is kept but marked degraded"},
+			&cli.Float64Flag{Name: "min-cosine", Usage: "a variant whose vectors' cosine to the source's falls below this on any sample text (a reranker: the correlation of its scores to the source's for any sample query) is kept but marked degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "timed passes over the sample per variant (the speed is their median)"},
-			&cli.IntFlag{Name: "threads", Usage: "llama.cpp threads in the worker", DefaultText: "all cores"},
+			&cli.IntFlag{Name: "threads", Usage: "llama.cpp (or ONNX Runtime intra-op) threads in the worker", DefaultText: "all cores"},
 			modelsDirFlag(),
-			&cli.StringFlag{Name: "llama-lib", Usage: "`DIR` of llama.cpp's shared libraries", DefaultText: "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
-			&cli.StringFlag{Name: "chaos", Hidden: true, Usage: "arm the workers' fault drills (SYNAPSE_CHAOS syntax; for tests and drills only)"},
+			llamaLibFlag(), ortLibFlag(), chaosFlag(),
 		},
 		Action: modelsAdd,
 	}
 }
 
-// ingestOptions are the worker and store settings of a models command.
-func ingestOptions(c *cli.Context, s *modelcache.Store, stderr io.Writer) (ingest.Options, error) {
-	self, err := os.Executable()
+// ingestOptions are the worker and store settings of a models command on
+// the model ref: its workers get llama.cpp's library for GGUF, ONNX
+// Runtime's for ONNX.
+func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Writer) (ingest.Options, error) {
+	w, err := workersFor(c, ingest.FormatOf(s, ref))
 	if err != nil {
-		return ingest.Options{}, fmt.Errorf("models: find the synapse executable for workers: %w", err)
+		return ingest.Options{}, err
 	}
-	o := ingest.Options{Store: s, Worker: []string{self, "worker"}, Threads: c.Int("threads"), Version: version,
-		Chaos: c.String("chaos"), Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}
-	if o.Chaos != "" {
-		if _, err := engine.ParseChaos(o.Chaos); err != nil {
-			return o, usageError{fmt.Errorf("models add: --chaos: %w", err)}
-		}
-		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", o.Chaos)
+	if w.chaos != "" {
+		fmt.Fprintf(stderr, "synapse: chaos drills armed in the workers: %s\n", w.chaos)
 	}
-	lib, err := findLib(engine.LlamaLib, c.String("llama-lib"))
-	if err != nil {
-		return o, err
-	}
-	o.Env = append(o.Env, "SYNAPSE_LLAMA_LIB="+lib.Path)
-	return o, nil
+	return ingest.Options{Store: s, Worker: w.command, Env: w.env, Chaos: w.chaos, Threads: c.Int("threads"), Version: version,
+		Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}, nil
 }
 
-func modelsAdd(c *cli.Context) error {
+// checkAddFlags checks models add's flags before anything is touched.
+func checkAddFlags(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usagef("models add: want one FILE.gguf argument, got %d", c.NArg())
+		return usagef("models add: want one FILE.gguf, ONNX model directory or FILE.onnx argument, got %d", c.NArg())
 	}
 	if c.Int("threads") < 0 || c.Int("rounds") < 1 || c.Int("sample-texts") < 1 {
 		return usagef("models add: --threads must not be negative; --rounds and --sample-texts must be at least 1")
 	}
-	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
+	if mc := c.Float64("min-cosine"); c.IsSet("min-cosine") && (mc <= -1 || mc > 1) {
 		return usagef("models add: --min-cosine %g: want a cosine in (-1, 1]", mc)
+	}
+	if c.String("quantize") == "" && (c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds")) {
+		return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
+	}
+	return checkChaos(c, "models add")
+}
+
+func modelsAdd(c *cli.Context) error {
+	if err := checkAddFlags(c); err != nil {
+		return err
 	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
-	o, err := ingestOptions(c, s, c.App.ErrWriter)
+	ref, cleanup, err := fetchModel(c.Context, c.Args().First()) // s3://: a local copy (objects.go)
 	if err != nil {
 		return err
 	}
-	ref, w := c.Args().First(), c.App.Writer
+	defer cleanup()
+	w := c.App.Writer
+	o, err := ingestOptions(c, s, ref, c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
 	if c.String("quantize") == "" {
-		if c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds") {
-			return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
-		}
 		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
 		if err != nil {
 			return addError(err)
@@ -122,7 +146,7 @@ func modelsAdd(c *cli.Context) error {
 		}
 		return nil
 	}
-	q, err := quantizeOptions(c)
+	q, err := quantizeOptions(c, ingest.FormatOf(s, ref))
 	if err != nil {
 		return err
 	}
@@ -146,9 +170,9 @@ func modelsAdd(c *cli.Context) error {
 }
 
 // quantizeOptions reads --quantize and the measurement flags.
-func quantizeOptions(c *cli.Context) (ingest.QuantizeOptions, error) {
+func quantizeOptions(c *cli.Context, format string) (ingest.QuantizeOptions, error) {
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine"), Rounds: c.Int("rounds")}
-	if _, err := gguf.ParseFileType(q.FType); err != nil {
+	if _, err := ingest.ParseTarget(format, q.FType); err != nil {
 		return q, usagef("models add: --quantize: %v", err)
 	}
 	if path := c.String("sample"); path != "" {
@@ -164,7 +188,7 @@ func quantizeOptions(c *cli.Context) (ingest.QuantizeOptions, error) {
 // addError marks what running again unchanged cannot fix as a usage error
 // (exit 2): a name taken, a missing, unusable or unquantizable model.
 func addError(err error) error {
-	if errors.Is(err, modelcache.ErrNameTaken) || errors.Is(err, ingest.ErrCannotQuantize) || errors.Is(err, ingest.ErrInvalid) ||
+	if errors.Is(err, modelcache.ErrNameTaken) || errors.Is(err, modelcache.ErrBadName) || errors.Is(err, ingest.ErrCannotQuantize) || errors.Is(err, ingest.ErrInvalid) ||
 		artifact.Unusable(err) {
 		return usageError{err}
 	}
@@ -197,13 +221,18 @@ func printVariant(w, stderr io.Writer, res ingest.Result) {
 	if q == nil {
 		return
 	}
-	fmt.Fprintf(w, "quality   cosine to %s: min %.6f, mean %.6f over %d %s texts (%d tokens)\n",
-		res.Source.Quantization, q.MinCosine, q.MeanCosine, q.Texts, q.Sample, q.Tokens)
+	if q.Measure == modelcache.MeasureScores {
+		fmt.Fprintf(w, "quality   score correlation to %s per query: min %.6f, mean %.6f; largest score difference %.4f over %d pairs of %d %s texts (%d tokens)\n",
+			res.Source.Quantization, q.MinCosine, q.MeanCosine, q.MaxScoreDiff, q.Pairs, q.Texts, q.Sample, q.Tokens)
+	} else {
+		fmt.Fprintf(w, "quality   cosine to %s: min %.6f, mean %.6f over %d %s texts (%d tokens)\n",
+			res.Source.Quantization, q.MinCosine, q.MeanCosine, q.Texts, q.Sample, q.Tokens)
+	}
 	fmt.Fprintf(w, "speed     %.2f× the source's tokens/s (%.0f vs %.0f, %d threads, median of %d rounds)\n",
 		q.SpeedRatio, q.TokensPerSec, q.SourceTokensPerSec, q.Threads, q.Rounds)
 	if q.Degraded {
-		fmt.Fprintf(stderr, "synapse: warning: %s is degraded: its worst cosine %.6f is below --min-cosine %g; it is kept, and -m %s uses it only with --allow-degraded\n",
-			v.Name, q.MinCosine, q.MinCosineRequired, v.Name)
+		fmt.Fprintf(stderr, "synapse: warning: %s is degraded: its worst %s %.6f is below --min-cosine %g; it is kept, and -m %s uses it only with --allow-degraded\n",
+			v.Name, measureName(q), q.MinCosine, q.MinCosineRequired, v.Name)
 	}
 }
 
@@ -262,6 +291,14 @@ func printEntries(w io.Writer, s *modelcache.Store, entries []modelcache.Entry) 
 			e.Dims, e.Context, e.Quantization, qualityColumn(e), e.Added.Format("2006-01-02"))
 	}
 	return tw.Flush()
+}
+
+// measureName is what a quality report's MinCosine compares.
+func measureName(q *modelcache.Quality) string {
+	if q.Measure == modelcache.MeasureScores {
+		return "score correlation"
+	}
+	return "cosine"
 }
 
 // qualityColumn summarises a variant's quality report.
@@ -363,52 +400,59 @@ func modelsVerify(c *cli.Context) error {
 // (embed; rerank and generate to come).
 func modelCacheFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` (q8_0, q4_k_m, …) variant of -m, made and measured on first use and cached (see `synapse models`)"},
-		&cli.Float64Flag{Name: "min-cosine", Value: ingest.DefaultMinCosine, Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded"},
+		&cli.StringFlag{Name: "quantize", Usage: "run a `TYPE` variant of -m (q8_0, q4_k_m, … for GGUF; int8 for ONNX), made and measured on first use and cached (see `synapse models`)"},
+		&cli.Float64Flag{Name: "min-cosine", Usage: "with --quantize: a variant whose cosine to the source falls below this is degraded", DefaultText: fmt.Sprintf("%g; %g for ONNX int8", ingest.DefaultMinCosine, ingest.DefaultMinCosineINT8)},
 		&cli.BoolFlag{Name: "allow-degraded", Usage: "run a quantized variant even though its measured quality is below its threshold"},
 	}
 }
 
-// modelForRun applies --quantize and --allow-degraded to a command's -m: it
-// returns the file to run. With --quantize the model is added to the cache
-// and quantized if the cache does not have that variant yet (workers from
-// worker and env, armed with chaos); a degraded variant, by --quantize or by name, is a usage
-// error unless --allow-degraded. Other references are returned unchanged,
-// for the job to open.
-func modelForRun(c *cli.Context, ref string, worker, env []string, chaos string) (string, error) {
-	allow := c.Bool("allow-degraded")
+// checkModelFlags checks the model cache flags of a job command.
+func checkModelFlags(c *cli.Context, name string) error {
+	if q := c.String("quantize"); q != "" && !strings.EqualFold(q, onnx.FTypeInt8) { // int8 is for ONNX models, checked with the model
+		if _, err := gguf.ParseFileType(q); err != nil {
+			return usagef("%s: --quantize: %v (or int8 for an ONNX model)", name, err)
+		}
+	}
+	if mc := c.Float64("min-cosine"); mc <= -1 || mc > 1 {
+		return usagef("%s: --min-cosine %g: want a cosine in (-1, 1]", name, mc)
+	}
+	if c.IsSet("min-cosine") && c.String("quantize") == "" {
+		return usagef("%s: --min-cosine measures the variant --quantize makes: give --quantize", name)
+	}
+	return nil
+}
+
+// quantized applies --quantize to the model m a job command opened: it
+// returns m itself without --quantize, else its variant of that type,
+// added to the cache and made and measured if the cache does not have it
+// yet (workers from o.Worker and o.Env, armed with o.Chaos). A degraded
+// variant is a usage error unless --allow-degraded.
+func quantized(c *cli.Context, m *artifact.Artifact, o *job.Options) (*artifact.Artifact, error) {
 	if c.String("quantize") == "" {
-		path, err := artifact.Resolve(ref, artifact.Options{AllowDegraded: allow})
-		if errors.Is(err, artifact.ErrDegraded) {
-			return "", usageError{err}
-		}
-		if err != nil || !allow {
-			return ref, nil
-		}
-		return path, nil
+		return m, nil
 	}
 	q := ingest.QuantizeOptions{FType: c.String("quantize"), MinCosine: c.Float64("min-cosine")}
-	if _, err := gguf.ParseFileType(q.FType); err != nil {
-		return "", usagef("--quantize: %v", err)
+	if _, err := ingest.ParseTarget(m.Format, q.FType); err != nil {
+		return nil, usagef("--quantize: %s is an %s model: %v", o.Model, m.Format, err)
 	}
 	s, err := modelcache.Open("")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	o := ingest.Options{Store: s, Worker: worker, Env: env, Chaos: chaos, Threads: c.Int("threads"), Version: version,
+	workers := ingest.Options{Store: s, Worker: o.Worker, Env: o.Env, Chaos: o.Chaos, Threads: c.Int("threads"), Version: version,
 		Progress: func(line string) { fmt.Fprintf(c.App.ErrWriter, "synapse: %s\n", line) }}
-	res, err := ingest.EnsureQuantized(c.Context, ref, q, o)
+	res, err := ingest.EnsureQuantized(c.Context, o.Model, q, workers)
 	if err != nil {
-		return "", addError(err)
+		return nil, addError(err)
 	}
 	v := res.Variant
 	if qa := v.Quality; qa != nil {
 		fmt.Fprintf(c.App.ErrWriter, "synapse: running %s (%s of %s, sha256:%s): cosine to the source min %.6f, mean %.6f; %.2f× its tokens/s when measured\n",
 			v.Name, v.Quantization, res.Source.Name, v.Short(), qa.MinCosine, qa.MeanCosine, qa.SpeedRatio)
 	}
-	if v.Degraded() && !allow {
-		return "", usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
+	if v.Degraded() && !c.Bool("allow-degraded") {
+		return nil, usagef("%s is degraded: its vectors' cosine to %s's is %.6f at worst, below --min-cosine %g; pass --allow-degraded to run it anyway",
 			v.Name, res.Source.Name, v.Quality.MinCosine, v.Quality.MinCosineRequired)
 	}
-	return v.Path(), nil
+	return openModel(true, v.Path())
 }

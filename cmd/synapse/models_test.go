@@ -246,7 +246,13 @@ func TestModelsConcurrentAdd(t *testing.T) {
 // wait waits for the command (after its stderr is drained).
 func (m *modelsEnv) startQuantize(ctx context.Context, model string) (cmd *exec.Cmd, wait func() error) {
 	m.t.Helper()
-	cmd = m.cmd(ctx, nil, "models", "add", model, "--quantize", "q8_0", "--chaos", "hang-on-type=QUANTIZE")
+	return m.startQuantizeTo(ctx, model, "q8_0")
+}
+
+// startQuantizeTo is startQuantize with the --quantize type.
+func (m *modelsEnv) startQuantizeTo(ctx context.Context, model, ftype string) (cmd *exec.Cmd, wait func() error) {
+	m.t.Helper()
+	cmd = m.cmd(ctx, nil, "models", "add", model, "--quantize", ftype, "--chaos", "hang-on-type=QUANTIZE")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		m.t.Fatal(err)

@@ -7,11 +7,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,6 +157,63 @@ func TestEmbedONNXGenerated(t *testing.T) {
 	if checked <= len(texts) {
 		t.Errorf("%d chunks for %d texts; want the long text cut in several", checked, len(texts))
 	}
+}
+
+// TestEmbedONNXInt8Neighbours: with a dynamically quantized (int8) graph a
+// document's vectors never depend on the documents that share its request:
+// bit for bit the same with 1 and 3 workers, in a corpus read in reverse
+// order (other neighbours, other batches), and after a run killed part way
+// is resumed.
+func TestEmbedONNXInt8Neighbours(t *testing.T) {
+	work := t.TempDir()
+	dir := filepath.Join(work, "int8")
+	if _, err := onnxtest.WriteDir(dir, onnxtest.Dir{Encoder: onnxtest.Encoder{Hidden: 16, Positions: 64, Seed: 3, Layers: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "model_quantized.onnx")
+	if _, err := onnx.QuantizeFile(filepath.Join(dir, "model.onnx"), model); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var docs []map[string]any
+	for i := range 1500 { // 1 to 12 words: many documents of each length
+		var w []string
+		for range 1 + rng.IntN(12) {
+			w = append(w, onnxtest.Words[rng.IntN(len(onnxtest.Words))])
+		}
+		docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": strings.Join(w, " ")})
+	}
+	in, rev := filepath.Join(work, "in.jsonl"), filepath.Join(work, "rev.jsonl")
+	writeJSONL(t, in, docs)
+	slices.Reverse(docs)
+	writeJSONL(t, rev, docs)
+	args := func(in, out string, more ...string) []string {
+		return append([]string{"embed", in, "-m", model, "-o", out, "--batch-tokens", "96", "--threads", "1", "-q", "--dedup=false"}, more...)
+	}
+	embed := func(in, out string, more ...string) []outRow {
+		runONNX(t, args(in, out, more...)...).wantCode(t, exitOK)
+		_, rows := readOutput(t, out)
+		return rows
+	}
+	want := embed(in, filepath.Join(work, "w1.arrow"), "--workers", "1")
+	sameRows(t, "3 workers vs 1", embed(in, filepath.Join(work, "w3.arrow"), "--workers", "3"), want)
+	byID := rowsByID(embed(rev, filepath.Join(work, "rev.arrow"), "--workers", "2"))
+	for _, w := range want {
+		sameRows(t, "reversed corpus, document "+w.ID, byID[w.ID], []outRow{w})
+	}
+
+	out := filepath.Join(work, "killed.arrow")
+	cmd := exec.Command(testenv.Binary(t), args(in, out, "--workers", "2", "--chaos", "delay=3ms")...)
+	cmd.Env = append(os.Environ(), "SYNAPSE_ORT_LIB="+testenv.ORTLib(t), "SYNAPSE_LLAMA_LIB="+t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	waitCheckpoint(t, out, exited)
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	sameRows(t, "resumed vs uninterrupted", embed(in, out, "--workers", "2", "--resume"), want)
 }
 
 // TestEmbedONNXBadArtifacts: models that cannot work fail the job with a

@@ -10,21 +10,21 @@ import (
 	"github.com/synapse-embed/synapse/internal/job"
 )
 
-func init() {
-	register(&cli.Command{
+func rerankCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "rerank",
 		Usage: "score query–candidate lists with a cross-encoder into a ranked Arrow, Parquet, JSONL or TREC run file",
 		Description: `Inputs, Parquet or JSONL (- for stdin, .gz):
-  grouped      one row per query: {"query_id", "query", "candidates": [{"id", "text", "title"?, "score"?}, …]}
-  flat pairs   one row per pair: {"query_id", "query", "doc_id", "text", "title"?, "score"?};
-               consecutive rows with the same query_id form one list
-or a first-stage run with --run RUN --queries QUERIES --corpus CORPUS (BEIR layout: _id, text, corpus title):
-the top --depth candidates of each query are scored.
+	  grouped      one row per query: {"query_id", "query", "candidates": [{"id", "text", "title"?, "score"?}, …]}
+	  flat pairs   one row per pair: {"query_id", "query", "doc_id", "text", "title"?, "score"?};
+	               consecutive rows with the same query_id form one list
+	or a first-stage run with --run RUN --queries QUERIES --corpus CORPUS (BEIR layout: _id, text, corpus title):
+	the top --depth candidates of each query are scored.
 
-The worker builds each pair with the model's own layout; a pair longer than the context keeps the whole query and
-cuts the document (truncated: true). Every candidate is scored; --top-n only trims what is written. Rows: query_id,
-doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncated. A .trec/.run output is
-"qid Q0 docid rank score tag" by rank, the tag being the model's name.`,
+	The worker builds each pair with the model's own layout; a pair longer than the context keeps the whole query and
+	cuts the document (truncated: true). Every candidate is scored; --top-n only trims what is written. Rows: query_id,
+	doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncated. A .trec/.run output is
+	"qid Q0 docid rank score tag" by rank, the tag being the model's name.`,
 		ArgsUsage: "[INPUT...] (or --run with --queries and --corpus)",
 		Flags:     rerankFlags(),
 		Action: func(c *cli.Context) error {
@@ -32,7 +32,9 @@ doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncat
 			if err != nil {
 				return err
 			}
-			err = runJob(c, &o.Options, words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored"}, func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) })
+			err = runJob(c, jobSpec{name: "rerank", opts: &o.Options, check: o.Check,
+				words: words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored"},
+				run:   func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) }})
 			if q := c.String("qrels"); q != "" && (err == nil || exitCode(c.Context, err) == exitPartial) {
 				if eerr := evaluateOutput(c.App.Writer, o.Out, o.Run.Run, q); eerr != nil {
 					return eerr
@@ -40,7 +42,7 @@ doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncat
 			}
 			return err
 		},
-	})
+	}
 }
 
 func rerankFlags() []cli.Flag {
@@ -83,7 +85,7 @@ func rerankOptionsFrom(c *cli.Context) (job.RerankOptions, error) {
 	if run.Run != "" {
 		inputs = job.RunInputs(run)
 	}
-	common, err := jobOptionsWith(c, inputs, "rerank", ".rerank.arrow", job.RerankFormats)
+	common, err := jobOptionsWith(c, inputs, "rerank", ".rerank.arrow")
 	o = job.RerankOptions{Options: common, Run: run, Sigmoid: c.Bool("sigmoid"), TopN: c.Int("top-n"),
 		Queries: dataio.QueryOptions{QueryIDField: c.String("query-id-field"), QueryField: c.String("query-field"),
 			CandidatesField: c.String("candidates-field"), DocIDField: c.String("doc-id-field"),

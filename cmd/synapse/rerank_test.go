@@ -213,8 +213,18 @@ func TestRerankReference(t *testing.T) {
 
 // poisonRerank writes n generated queries of k candidates each, the
 // candidate poisonDoc of query poisonQuery holding a word no other text
-// holds; it returns the input and the word's token id.
+// holds; it returns the word's token id in testmodels.Reranker's vocabulary.
 func poisonRerank(t *testing.T, path string, n, k, poisonQuery, poisonDoc int) int32 {
+	t.Helper()
+	tok, err := tokenize.Load(testmodels.Reranker(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return poisonRerankWith(t, tok, path, n, k, poisonQuery, poisonDoc)
+}
+
+// poisonRerankWith is poisonRerank for a model with tokenizer tok.
+func poisonRerankWith(t *testing.T, tok tokenize.Tokenizer, path string, n, k, poisonQuery, poisonDoc int) int32 {
 	t.Helper()
 	docs := testmodels.Corpus(n * (k + 1))
 	words := testmodels.Words()
@@ -236,10 +246,6 @@ func poisonRerank(t *testing.T, path string, n, k, poisonQuery, poisonDoc int) i
 		rows = append(rows, map[string]any{"query_id": fmt.Sprintf("q%d", q), "query": docs[q*(k+1)].Title, "candidates": cands})
 	}
 	writeJSONL(t, path, rows)
-	tok, err := tokenize.Load(testmodels.Reranker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ids := tok.Tokenize(word, tokenize.Options{}).IDs()
 	if len(ids) != 1 {
 		t.Fatalf("poison word %q is %d tokens; want 1", word, len(ids))
@@ -253,9 +259,20 @@ func poisonRerank(t *testing.T, path string, n, k, poisonQuery, poisonDoc int) i
 func TestRerankPoisonPair(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "q.jsonl")
-	const n, k = 12, 5
-	poison := poisonRerank(t, in, n, k, 7, 3)
-	model := testmodels.Reranker(t)
+	poison := poisonRerank(t, in, poisonN, poisonK, 7, 3)
+	rerankPoisonDrills(t, testmodels.Reranker(t), in, poison, nil)
+}
+
+// The poisoned input of the drills: poisonN queries of poisonK candidates,
+// query 7's candidate 3 poisoned.
+const poisonN, poisonK = 12, 5
+
+// rerankPoisonDrills runs the abort and hang drills on the poisoned pair of
+// in (poison is its token id in model's vocabulary); env is the workers'.
+func rerankPoisonDrills(t *testing.T, model, in string, poison int32, env []string) {
+	t.Helper()
+	const n, k = poisonN, poisonK
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		drill, reason string
 		args          []string
@@ -267,7 +284,7 @@ func TestRerankPoisonPair(t *testing.T) {
 			out := filepath.Join(dir, tc.drill+".jsonl")
 			args := append([]string{"rerank", in, "-m", model, "-o", out, "--workers", "2", "--threads", "1",
 				"--chaos", fmt.Sprintf("%s=%d", tc.drill, poison)}, tc.args...)
-			res := runSynapse(t, nil, args...)
+			res := runSynapse(t, env, args...)
 			res.wantCode(t, exitPartial)
 			if read, scored, failed := rerankCounts(t, res); read != n || scored != n-1 || failed != 1 {
 				t.Errorf("summary: %d read, %d scored, %d failed; want %d, %d, 1", read, scored, failed, n, n-1)
@@ -295,20 +312,30 @@ func TestRerankPoisonPair(t *testing.T) {
 func TestRerankResume(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "q.jsonl")
-	const n, k = 400, 5
-	poisonRerank(t, in, n, k, -1, -1)
-	model := testmodels.Reranker(t)
+	poisonRerank(t, in, resumeN, resumeK, -1, -1)
+	rerankResumeDrill(t, testmodels.Reranker(t), in, nil)
+}
+
+// The input of the resume drill: resumeN queries of resumeK candidates.
+const resumeN, resumeK = 400, 5
+
+// rerankResumeDrill kills a slow rerank of in with model after its first
+// checkpoint and resumes it; env is the workers'.
+func rerankResumeDrill(t *testing.T, model, in string, env []string) {
+	t.Helper()
+	const n = resumeN
+	dir := t.TempDir()
 	args := func(out string) []string {
 		return []string{"rerank", in, "-m", model, "-o", out, "--workers", "2", "--threads", "1", "--batch-tokens", "1024"}
 	}
 	clean := filepath.Join(dir, "clean.jsonl")
-	runSynapse(t, nil, args(clean)...).wantCode(t, exitOK)
+	runSynapse(t, env, args(clean)...).wantCode(t, exitOK)
 	want, err := os.ReadFile(clean)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "killed.jsonl")
-	cmd := synapseCmd(context.Background(), t, nil, append(args(out), "--chaos", "delay=5ms", "-q")...)
+	cmd := synapseCmd(context.Background(), t, env, append(args(out), "--chaos", "delay=5ms", "-q")...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +344,7 @@ func TestRerankResume(t *testing.T) {
 	waitCheckpoint(t, out, exited)
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
-	res := runSynapse(t, nil, append(args(out), "--resume")...)
+	res := runSynapse(t, env, append(args(out), "--resume")...)
 	res.wantCode(t, exitOK)
 	if read, scored, _ := rerankCounts(t, res); read != n || scored != n {
 		t.Errorf("resumed summary: %d read, %d scored; want the whole job's %d", read, scored, n)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,18 +12,20 @@ import (
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/eval"
 	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/search"
 )
 
-func init() {
-	register(&cli.Command{
+func searchCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "search",
 		Usage: "exact top-k search of embedded queries over an embedded corpus (outputs of synapse embed, any dtype): a first-stage run for rerank and eval",
 		Description: `--queries and --corpus are outputs of synapse embed (.arrow or .parquet; repeat a flag for the parts of a
 sharded run) of one model, pooling, normalisation and dims. A document's score is its best chunk's: the dot product
 (the cosine of normalized vectors) for a float32 or float16 corpus; the integer dot product of the codes for int8 and
 uint8 (float queries are quantized with the corpus's stored ranges); dims minus the Hamming distance for binary and
-ubinary. Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole.`,
+ubinary. Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole.
+Every path may be an s3:// object (--queries, --corpus and --rescore-with also a glob or a prefix of the parts).`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "queries", Usage: "the embedded queries `FILE` (one chunk per query; required)"},
 			&cli.StringSliceFlag{Name: "corpus", Usage: "the embedded corpus `FILE` (required)"},
@@ -36,22 +39,20 @@ ubinary. Ties go to the smaller document id. The corpus is streamed once per --b
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no summary"},
 		},
 		Action: runSearch,
-	})
+	}
 }
 
 func runSearch(c *cli.Context) error {
-	o, out, err := searchOptionsFrom(c)
+	f, err := searchFlagsFrom(c)
 	if err != nil {
 		return err
 	}
-	var qrels eval.Qrels
-	if p := c.String("qrels"); p != "" {
-		if qrels, err = eval.ReadQrels(p); err != nil {
-			return usagef("search: --qrels: %v", err)
-		}
+	o, qrels, err := f.open(c.Context)
+	if err != nil {
+		return err
 	}
 	tag := o.Corpus.Model + "." + o.Corpus.Dtype.String()
-	w, err := search.CreateRun(out, map[string]string{dataio.MetaRunTag: tag, "synapse.version": version,
+	w, err := search.CreateRun(c.Context, f.out, map[string]string{dataio.MetaRunTag: tag, "synapse.version": version,
 		"synapse.search_k": strconv.Itoa(o.K), "synapse.search_rescore": strconv.Itoa(o.Rescore)})
 	if err != nil {
 		return err
@@ -71,10 +72,11 @@ func runSearch(c *cli.Context) error {
 	if err := w.Commit(); err != nil {
 		return err
 	}
-	if !c.Bool("quiet") {
+	if !f.quiet {
 		el := time.Since(start)
 		fmt.Fprintf(c.App.Writer, "searched       %d queries × %d chunks (%s, %d passes) in %s: %.3g similarities/s\nwrote          %s\n",
-			st.Queries, st.Chunks, o.Corpus.Dtype, st.Passes, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), out)
+			st.Queries, st.Chunks, o.Corpus.Dtype, st.Passes, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), f.out)
+		printObjectStore(c.App.Writer)
 	}
 	if qrels != nil {
 		eval.Report(c.App.Writer, []string{"run"}, []eval.Metrics{eval.Evaluate(ranking, qrels)})
@@ -108,41 +110,90 @@ func evalOrder(hits []search.Hit) []string {
 	return docs
 }
 
-// searchOptionsFrom checks the flags and opens the inputs' schemas.
-func searchOptionsFrom(c *cli.Context) (search.Options, string, error) {
-	o := search.Options{K: c.Int("k"), Rescore: c.Int("rescore"), Block: c.Int("block"), Threads: c.Int("threads")}
-	out := c.String("output")
+// searchFlags are a search's flags, read and checked without touching a
+// file (see open for what is checked against the files).
+type searchFlags struct {
+	o                            search.Options
+	queries, corpus, rescoreWith []string
+	out, qrels                   string
+	quiet                        bool
+}
+
+// searchFlagsFrom reads and checks the flags.
+func searchFlagsFrom(c *cli.Context) (searchFlags, error) {
+	f := searchFlags{o: search.Options{K: c.Int("k"), Rescore: c.Int("rescore"), Block: c.Int("block"), Threads: c.Int("threads")},
+		queries: c.StringSlice("queries"), corpus: c.StringSlice("corpus"), rescoreWith: c.StringSlice("rescore-with"),
+		out: c.String("output"), qrels: c.String("qrels"), quiet: c.Bool("quiet")}
+	o := f.o
 	switch {
 	case c.NArg() > 0:
-		return o, "", usagef("search: unexpected arguments %v (give --queries, --corpus and -o)", c.Args().Slice())
-	case len(c.StringSlice("queries")) == 0 || len(c.StringSlice("corpus")) == 0 || out == "":
-		return o, "", usagef("search: give --queries FILE, --corpus FILE and -o RUN")
+		return f, usagef("search: unexpected arguments %v (give --queries, --corpus and -o)", c.Args().Slice())
+	case len(f.queries) == 0 || len(f.corpus) == 0 || f.out == "":
+		return f, usagef("search: give --queries FILE, --corpus FILE and -o RUN")
 	case o.K <= 0 || o.Block <= 0 || o.Rescore < 0 || o.Threads < 0:
-		return o, "", usagef("search: -k and --block must be positive, --rescore and --threads not negative")
+		return f, usagef("search: -k and --block must be positive, --rescore and --threads not negative")
 	case o.Rescore == 1:
-		return o, "", usagef("search: --rescore 1 keeps k candidates: nothing to re-score (give N > 1)")
+		return f, usagef("search: --rescore 1 keeps k candidates: nothing to re-score (give N > 1)")
+	case len(f.rescoreWith) > 0 && o.Rescore == 0:
+		return f, usagef("search: --rescore-with needs --rescore N (N > 1)")
 	}
-	inputs := slices.Concat(c.StringSlice("queries"), c.StringSlice("corpus"), c.StringSlice("rescore-with"))
-	if err := checkInputs("search", inputs); err != nil {
-		return o, "", err
+	if err := search.CheckRunPath(f.out); err != nil {
+		return f, err
 	}
-	if err := search.CheckRunPath(out); err != nil {
-		return o, "", err
-	}
-	if err := job.CheckWritable("-o", out, inputs); err != nil {
-		return o, "", err
-	}
-	var err error
-	if o.Queries, err = search.OpenVectors("--queries", c.StringSlice("queries")); err != nil {
-		return o, "", err
-	}
-	if o.Corpus, err = search.OpenVectors("--corpus", c.StringSlice("corpus")); err != nil {
-		return o, "", err
-	}
-	if p := c.StringSlice("rescore-with"); len(p) > 0 {
-		if o.RescoreWith, err = search.OpenVectors("--rescore-with", p); err != nil {
-			return o, "", err
+	for _, p := range slices.Concat(f.queries, f.corpus, f.rescoreWith, []string{f.out, f.qrels}) {
+		if err := objstore.CheckScheme(p); p != "" && err != nil {
+			return f, usagef("search: %v", err)
 		}
 	}
-	return o, out, search.Check(&o)
+	return f, nil
+}
+
+// open checks the search against its files before any work: the inputs
+// exist (objects named by a glob or prefix are expanded), the output can
+// be written and is none of them, the qrels are read, and the queries and
+// corpus were embedded alike.
+func (f *searchFlags) open(ctx context.Context) (search.Options, eval.Qrels, error) {
+	o := f.o
+	var err error
+	for _, in := range []*[]string{&f.queries, &f.corpus, &f.rescoreWith} {
+		if *in, err = expandObjects(ctx, "search", *in); err != nil {
+			return o, nil, err
+		}
+	}
+	read := slices.Concat(f.queries, f.corpus, f.rescoreWith)
+	if f.qrels != "" {
+		if _, err := expandObjects(ctx, "search: --qrels", []string{f.qrels}); err != nil {
+			return o, nil, err
+		}
+		read = append(read, f.qrels)
+	}
+	if err := checkInputs("search", read); err != nil {
+		return o, nil, err
+	}
+	if err := job.CheckWritable("-o", f.out, read); err != nil {
+		return o, nil, err
+	}
+	paths := slices.Concat(dataio.Reads("--queries", f.queries...), dataio.Reads("--corpus", f.corpus...),
+		dataio.Reads("--rescore-with", f.rescoreWith...), dataio.Reads("--qrels", f.qrels), dataio.Writes("-o", f.out))
+	if err := dataio.CheckPaths(paths); err != nil {
+		return o, nil, usageError{fmt.Errorf("search: %w", err)}
+	}
+	var qrels eval.Qrels
+	if f.qrels != "" {
+		if qrels, err = eval.ReadQrels(f.qrels); err != nil {
+			return o, nil, usagef("search: --qrels: %v", err)
+		}
+	}
+	if o.Queries, err = search.OpenVectors(ctx, "--queries", f.queries); err != nil {
+		return o, nil, err
+	}
+	if o.Corpus, err = search.OpenVectors(ctx, "--corpus", f.corpus); err != nil {
+		return o, nil, err
+	}
+	if len(f.rescoreWith) > 0 {
+		if o.RescoreWith, err = search.OpenVectors(ctx, "--rescore-with", f.rescoreWith); err != nil {
+			return o, nil, err
+		}
+	}
+	return o, qrels, search.Check(&o)
 }

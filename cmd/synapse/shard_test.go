@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,8 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/testmodels"
@@ -22,7 +21,8 @@ import (
 
 // shardCorpus writes a plain JSONL file of several blocks with bad lines
 // scattered through it (so some straddle the split points), a gzip JSONL
-// file, and a Parquet file of several row groups.
+// file, and a Parquet file of several row groups. Texts repeat (--dedup is
+// on by default), within a packing group and across shards and files.
 func shardCorpus(t *testing.T, dir string) []string {
 	t.Helper()
 	docs := testmodels.Corpus(1400)
@@ -32,7 +32,7 @@ func shardCorpus(t *testing.T, dir string) []string {
 			b.WriteString("{\"id\": \"broken" + strings.Repeat(" ", i%200) + "\n")
 			continue
 		}
-		line, _ := json.Marshal(map[string]any{"id": d.ID, "text": d.Title + ". " + d.Text[:min(len(d.Text), 200+i%300)]})
+		line, _ := json.Marshal(map[string]any{"id": d.ID, "text": shardText(docs, i)})
 		b.Write(append(line, '\n'))
 	}
 	plain := filepath.Join(dir, "a.jsonl")
@@ -53,6 +53,10 @@ func shardCorpus(t *testing.T, dir string) []string {
 	for _, d := range docs[1250:] {
 		bld.Field(0).(*array.StringBuilder).Append(d.ID)
 		bld.Field(1).(*array.StringBuilder).Append(d.Title)
+	}
+	for i := range 30 { // texts of the JSON Lines file again, under new ids
+		bld.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("again-%d", i))
+		bld.Field(1).(*array.StringBuilder).Append(shardText(docs, 37*i))
 	}
 	writeRecordGroups(t, pq, bld.NewRecordBatch(), 40)
 	return []string{plain, gzPath, pq}
@@ -84,8 +88,27 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 		t.Errorf("a done shard ran again:\n%s", res.stderr)
 	}
 	merged := filepath.Join(dir, "merged.arrow")
+	// A merge SIGKILLed during its final write left temporary files: the
+	// next merge removes them (their PID is no running process).
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var stale []string
+	for _, final := range []string{merged, merged + ".errors.jsonl"} {
+		p := fmt.Sprintf("%s.tmp-synapse-%d-0a1b2c", final, dead.Process.Pid)
+		if err := os.WriteFile(p, []byte("a killed merge's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stale = append(stale, p)
+	}
 	// The merged job exits as the single run did: 3, rows in errors.
 	runSynapse(t, nil, "merge", out, "-o", merged).wantCode(t, exitPartial)
+	for _, p := range stale {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s is still there after the merge; want a dead run's temporary file removed", p)
+		}
+	}
 	_, want := readOutput(t, single)
 	_, got := readOutput(t, merged)
 	sameRows(t, "merged vs single run", got, want)
@@ -122,24 +145,17 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 	}
 }
 
-// writeRecordGroups writes rec as Parquet with row groups of the given length.
-func writeRecordGroups(t *testing.T, path string, rec arrow.RecordBatch, rowGroup int64) {
-	t.Helper()
-	defer rec.Release()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
+// shardText is docs[i]'s text, or for some i an earlier document's: a few
+// lines back or 250 back (in another shard).
+func shardText(docs []testmodels.Doc, i int) string {
+	switch {
+	case i%7 == 2 && i >= 2:
+		i -= 2
+	case i%13 == 6 && i >= 250:
+		i -= 250
 	}
-	w, err := newParquetWriter(f, rec.Schema(), rowGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	d := docs[i]
+	return d.Title + ". " + d.Text[:min(len(d.Text), 200+i%300)]
 }
 
 // TestShardFlags: --shard auto/N takes I from the scheduler's environment;
@@ -204,10 +220,4 @@ func TestShardFlags(t *testing.T) {
 	if _, err := os.Stat(one); err != nil {
 		t.Errorf("merge of one shard: %v", err)
 	}
-}
-
-// newParquetWriter writes Parquet with the given row group length.
-func newParquetWriter(f *os.File, sc *arrow.Schema, rowGroup int64) (*pqarrow.FileWriter, error) {
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rowGroup))
-	return pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
 }

@@ -31,33 +31,38 @@ func statusFlags() []cli.Flag {
 	}
 }
 
-// statusOptionsFrom checks the status and log flags and binds
-// --status-addr, so that a bad or busy address is a usage error before any
-// work; the server becomes the job's observer.
-func statusOptionsFrom(c *cli.Context, name string, o *job.Options) error {
+// checkStatusFlags checks the status and log flags.
+func checkStatusFlags(c *cli.Context, name string) error {
 	switch f := c.String("log-format"); f {
 	case "text", "json":
 	default:
 		return usagef("%s: --log-format %q: want text or json", name, f)
 	}
-	if c.Duration("progress-every") <= 0 {
-		return usagef("%s: --progress-every must be positive", name)
-	}
-	addr := c.String("status-addr")
 	switch {
+	case c.Duration("progress-every") <= 0:
+		return usagef("%s: --progress-every must be positive", name)
 	case c.Duration("status-linger") < 0:
 		return usagef("%s: --status-linger must not be negative", name)
-	case c.IsSet("status-linger") && addr == "":
+	case c.IsSet("status-linger") && c.String("status-addr") == "":
 		return usagef("%s: --status-linger needs --status-addr", name)
-	case addr == "":
-		return nil
+	}
+	return nil
+}
+
+// listenStatus binds --status-addr, the last step before a job's work, so
+// that a bad or busy address is a usage error before any worker starts;
+// the server becomes the job's observer. Without --status-addr it returns
+// nil.
+func listenStatus(c *cli.Context, name string) (*status.Server, error) {
+	addr := c.String("status-addr")
+	if addr == "" {
+		return nil, nil
 	}
 	srv, err := status.Listen(addr)
 	if err != nil {
-		return usageError{fmt.Errorf("%s: --status-addr: %w", name, err)}
+		return nil, usageError{fmt.Errorf("%s: --status-addr: %w", name, err)}
 	}
-	o.Observer = srv
-	return nil
+	return srv, nil
 }
 
 // jobLog is a job's logger and how it talks to the user.

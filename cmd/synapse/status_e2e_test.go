@@ -346,7 +346,7 @@ func TestStatusFlagErrors(t *testing.T) {
 
 // TestStatusServerClosedAfterRun runs the job commands' wiring in this
 // process around a stand-in job (no workers): the server answers while
-// the job runs, and once runJob returns its listener is closed and no
+// the job runs, and once serveJob returns its listener is closed and no
 // goroutine of it, of the progress logger or of the linger is left.
 func TestStatusServerClosedAfterRun(t *testing.T) {
 	before := runtime.NumGoroutine()
@@ -356,10 +356,13 @@ func TestStatusServerClosedAfterRun(t *testing.T) {
 	app := &cli.App{Writer: &stdout, ErrWriter: &stderr, ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{{Name: "fake", Flags: jobFlags(""), Action: func(c *cli.Context) error {
 			var o job.Options
-			if err := statusOptionsFrom(c, "fake", &o); err != nil {
+			srv, err := listenStatus(c, "fake")
+			if err != nil {
 				return err
 			}
-			return runJob(c, &o, words{verb: "faking", done: "faked", items: "items"}, func(ctx context.Context) (job.Summary, error) {
+			o.Observer = srv
+			log := newJobLog(c.App.ErrWriter, c.String("log-format"))
+			return serveJob(c, &o, words{verb: "faking", done: "faked", items: "items"}, log, func(ctx context.Context) (job.Summary, error) {
 				o.Started(job.Info{Kind: "embed", Model: &artifact.Artifact{Name: "m"}, Workers: 1, Threads: 1,
 					Health: func() supervise.Health { return health }, Restarts: func() int { return 0 }})
 				o.Stats.Read.Add(5)
@@ -380,7 +383,7 @@ func TestStatusServerClosedAfterRun(t *testing.T) {
 	err := app.RunContext(ctx, []string{"synapse", "fake", "--status-addr", "127.0.0.1:0", "--status-linger", "1h",
 		"--log-format", "json", "--progress-every", "1ms"})
 	if err != nil {
-		t.Fatalf("runJob: %v\n%s", err, stderr.String())
+		t.Fatalf("serveJob: %v\n%s", err, stderr.String())
 	}
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()

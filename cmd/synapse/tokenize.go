@@ -15,19 +15,20 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
-func init() {
-	register(&cli.Command{
+func tokenizeCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "tokenize",
 		Usage: "tokenize JSON Lines from stdin ({\"text\": ...}) with a model's tokenizer: a GGUF's vocabulary as llama.cpp does, an ONNX model's tokenizer.json as Hugging Face tokenizers does",
 		Description: `Each input line is a JSON object with a "text" string; each output line is
-{"ids": [...]} for it, in order (with --pieces also "tokens", the vocabulary
-strings, and "offsets", the [start, end) byte spans in the text). Blank lines
-are skipped. A line that is not such an object is reported on stderr with its
-line number and produces no output line; the other lines are still processed
-and the command exits with status 3.`,
+	{"ids": [...]} for it, in order (with --pieces also "tokens", the vocabulary
+	strings, and "offsets", the [start, end) byte spans in the text). Blank lines
+	are skipped. A line that is not such an object is reported on stderr with its
+	line number and produces no output line; the other lines are still processed
+	and the command exits with status 3.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read), ONNX model directory or .onnx file, tokenizer.json, or a cached model's name or digest prefix"},
 			&cli.BoolFlag{Name: "special", Usage: "add the model's BOS/CLS and EOS/SEP tokens as its GGUF flags say"},
@@ -56,7 +57,7 @@ and the command exits with status 3.`,
 			opt := tokenize.Options{AddSpecial: c.Bool("special"), ParseSpecial: c.Bool("parse-special")}
 			return tokenizeLines(tok, opt, c.Bool("pieces"), c.App.Reader, c.App.Writer, c.App.ErrWriter)
 		},
-	})
+	}
 }
 
 // loadTokenizer reads the tokenizer of a GGUF file (no tensor data, no
@@ -97,7 +98,10 @@ func tokenizeLines(tok tokenize.Tokenizer, opt tokenize.Options, pieces bool, in
 	var buf []byte
 	bad := 0
 	for lineNo := 1; ; lineNo++ {
-		line, err := r.ReadBytes('\n')
+		line, err := readlimit.ReadLine(r, "input", readlimit.Line)
+		if errors.Is(err, readlimit.ErrTooLarge) {
+			return usageError{fmt.Errorf("tokenize: line %d: %w", lineNo, err)}
+		}
 		if len(line) > 0 {
 			var lineErr error
 			buf, lineErr = tokenizeLine(buf[:0], tok, opt, pieces, line)

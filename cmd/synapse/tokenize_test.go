@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/testenv"
 	"github.com/synapse-embed/synapse/internal/testmodels"
 	"github.com/synapse-embed/synapse/internal/tokenize"
@@ -97,5 +100,27 @@ func TestTokenizeExitCodes(t *testing.T) {
 				t.Errorf("exit code %d (err %v); want %d", got, err, c.want)
 			}
 		})
+	}
+}
+
+// TestTokenizeLinesEndless: an input line longer than readlimit.Line (an
+// endless one, /dev/zero) is refused as a usage error naming the line,
+// instead of being read into memory.
+func TestTokenizeLinesEndless(t *testing.T) {
+	tok, err := tokenize.Load(testmodels.Embedder(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := io.MultiReader(strings.NewReader("{\"text\": \"hello\"}\n"), f)
+	var out, errOut bytes.Buffer
+	err = tokenizeLines(tok, tokenize.Options{}, false, in, &out, &errOut)
+	var ue usageError
+	if !errors.As(err, &ue) || !errors.Is(err, readlimit.ErrTooLarge) || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("got %v; want a usage error, ErrTooLarge naming line 2", err)
 	}
 }

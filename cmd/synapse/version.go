@@ -12,19 +12,18 @@ import (
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
-func init() {
-	register(&cli.Command{
+func versionCommand() *cli.Command {
+	return &cli.Command{
 		Name:  "version",
 		Usage: "print synapse's version, its worker protocol version and the llama.cpp libraries it would use",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "llama-lib", Usage: "directory of llama.cpp's shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+			llamaLibFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			printVersion(c.App.Writer, c.String("llama-lib"))
 			return nil
 		},
-	})
-	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer, "") }
+	}
 }
 
 // printVersion writes synapse's version, the protocol version and where the

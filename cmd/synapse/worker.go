@@ -22,17 +22,18 @@ import (
 // handshakeTimeout bounds the wait for HELLO_ACK.
 const handshakeTimeout = 30 * time.Second
 
-func init() {
-	register(&cli.Command{
+// workerCmd is the hidden command a supervised worker process runs.
+func workerCmd() *cli.Command {
+	return &cli.Command{
 		Name:   "worker",
 		Usage:  "serve protocol v1 requests for a supervising synapse process (internal)",
 		Hidden: true,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket", Usage: "the module's listening Unix socket (required)"},
 			&cli.StringFlag{Name: "nonce", Usage: "spawn nonce to present in HELLO (required)"},
-			&cli.StringFlag{Name: "llama-lib", Usage: "directory of the llama.cpp shared libraries", EnvVars: []string{"SYNAPSE_LLAMA_LIB"}},
+			llamaLibFlag(),
 			&cli.StringFlag{Name: "llama-log", Usage: "llama.cpp log level on stderr: debug, info, warn, error, none", Value: "warn", EnvVars: []string{"SYNAPSE_LLAMA_LOG"}},
-			&cli.StringFlag{Name: "ort-lib", Usage: "ONNX Runtime's libonnxruntime.so.1, or the directory holding it", EnvVars: []string{"SYNAPSE_ORT_LIB"}},
+			ortLibFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.String("socket") == "" || c.String("nonce") == "" {
@@ -45,7 +46,7 @@ func init() {
 				stderr: c.App.ErrWriter,
 			})
 		},
-	})
+	}
 }
 
 type workerConfig struct {
@@ -77,7 +78,7 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 	if chaos.OldWorker {
 		extensions = nil
 	}
-	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: cfg.socket, Net: "unix"})
+	nc, err := engine.DialModule(cfg.socket) // refuses a listener that is not our module
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

@@ -1,5 +1,7 @@
 // Command readback reads a synapse embed output file back with arrow-go and,
 // for each document's first chunk, prints its nearest neighbour by cosine.
+// Where ids name topics as the bundled corpus does ("tides", "tides-2"), it
+// ends with how many nearest neighbours share the document's topic.
 //
 //	go run ./examples/readback examples/out/vectors.arrow
 package main
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,6 +38,7 @@ func main() {
 		fmt.Printf("%-22s %s\n", k, meta.Values()[i])
 	}
 	fmt.Printf("\n%d chunks\n\n", len(rows))
+	var docs, sameTopic int
 	for i, r := range rows {
 		if r.chunk != 0 {
 			continue
@@ -49,8 +53,23 @@ func main() {
 		}
 		if best >= 0 {
 			fmt.Printf("%-16s nearest %-16s cosine %.3f\n", r.id, rows[best].id, bestSim)
+			docs++
+			if topic(r.id) == topic(rows[best].id) {
+				sameTopic++
+			}
 		}
 	}
+	if sameTopic > 0 {
+		fmt.Printf("\nnearest neighbour on the same topic (the id before \"-\"): %d of %d documents\n", sameTopic, docs)
+	}
+}
+
+// topic is the part of a document id before its first "-".
+func topic(id string) string {
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
 }
 
 func read(path string) ([]row, arrow.Metadata, error) {

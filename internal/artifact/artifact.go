@@ -16,17 +16,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/onnx"
 	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/internal/wire"
 )
 
-// Formats of an artifact, as LOAD's format field names them.
+// Formats of an artifact, as LOAD's format field names them (package wire).
 const (
-	FormatGGUF = "gguf"
-	FormatONNX = "onnx"
+	FormatGGUF = wire.FormatGGUF
+	FormatONNX = wire.FormatONNX
 )
 
 // ErrInvalid marks a model that exists but cannot be used: not a model file,
@@ -50,6 +53,13 @@ type Artifact struct {
 	Pooling string
 	// Classifier is the number of classifier outputs (rerankers), 0 for none.
 	Classifier int
+	// Scoring is how a cross-encoder's logits become a score
+	// (hfmodel.Scoring: the ONNX graph's logits with config.json's labels, a
+	// GGUF's classifier.output_labels), "" for embedders; ScoringErr says
+	// why a cross-encoder cannot rerank (labels synapse cannot read as one
+	// score, no logits output).
+	Scoring    string
+	ScoringErr error
 	// ChatTemplate is the model's Jinja chat template, "" when it has none.
 	ChatTemplate string
 
@@ -61,6 +71,10 @@ type Artifact struct {
 	Entry *modelcache.Entry
 	// ONNX is the graph's inputs, outputs and opsets (nil for other formats).
 	ONNX *onnx.Info
+	// Chain is an ONNX model directory's sentence-transformers modules,
+	// max_seq_length and prompts (zero for other formats and plain
+	// directories); see hfmodel.Chain.
+	Chain hfmodel.Chain
 }
 
 // Open reads the model ref names, with default Options: its metadata, its
@@ -89,6 +103,9 @@ func openGGUF(path string, digest digestFunc) (*Artifact, error) {
 	f, err := ReadGGUF(path)
 	if err != nil {
 		return nil, err
+	}
+	if err := f.CheckBlocks(); err != nil {
+		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
 	}
 	v, err := tokenize.VocabFromGGUF(f)
 	if err != nil {
@@ -119,10 +136,15 @@ func openGGUF(path string, digest digestFunc) (*Artifact, error) {
 	if p, ok := f.Uint(a.Arch + ".pooling_type"); ok {
 		a.Pooling = poolingName(p)
 	}
-	if labels, ok := f.Strings(a.Arch + ".classifier.output_labels"); ok {
-		a.Classifier = len(labels)
-	} else if _, ok := f.Tensor("cls.output.weight"); ok {
-		a.Classifier = 1
+	labels, hasLabels := f.Strings(a.Arch + ".classifier.output_labels")
+	if _, ok := f.Tensor("cls.output.weight"); ok || hasLabels {
+		a.Classifier = max(1, len(labels)) // llama.cpp's n_cls_out: 1 unless the labels say
+		sc, err := hfmodel.LabelScoring(labels)
+		if err != nil {
+			a.ScoringErr = err
+		} else {
+			a.Scoring = sc.String()
+		}
 	}
 	a.ChatTemplate, _ = f.String("tokenizer.chat_template")
 	return a, nil
@@ -140,12 +162,15 @@ func ReadGGUF(path string) (*gguf.File, error) {
 // Unusable reports an error of Open or ReadGGUF that says the model named
 // cannot be used as it is: it does not exist (no such file, no such cached
 // name), may not be read, is not a usable model, is a degraded cached
-// variant, or the digest prefix naming it is ambiguous. Running again
+// variant, the digest prefix naming it is ambiguous, or its path cannot
+// name a file (a loop of symbolic links, a file used as a directory). Running again
 // unchanged cannot succeed.
 func Unusable(err error) bool {
 	var ae *modelcache.AmbiguousError
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrInvalid) ||
-		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae)
+		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae) ||
+		errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) ||
+		errors.Is(err, syscall.EISDIR) || errors.Is(err, modelcache.ErrNotFound) || errors.Is(err, modelcache.ErrBadName)
 }
 
 // classify keeps file-system errors as they are and marks format errors.

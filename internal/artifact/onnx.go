@@ -4,24 +4,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/onnx"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"github.com/synapse-embed/synapse/internal/tokenize"
 )
 
 // openONNX opens an ONNX model: a model directory (its model.onnx) or a
 // .onnx file (a variant, e.g. model_quantized.onnx), with the
 // tokenizer.json beside it, config.json and the sentence-transformers
-// pooling config when there are. LOAD names the .onnx file; the digest is
+// modules when there are (a module synapse cannot apply is ErrInvalid). LOAD names the .onnx file; the digest is
 // that file's.
 func openONNX(path string) (*Artifact, error) {
 	files, err := hfmodel.Resolve(path)
-	if errors.Is(err, hfmodel.ErrLayout) {
+	if errors.Is(err, hfmodel.ErrLayout) || errors.Is(err, hfmodel.ErrModule) {
 		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
 	}
 	if err != nil {
@@ -47,26 +48,69 @@ func openONNX(path string) (*Artifact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
 	}
-	pooling, err := hfmodel.ReadPooling(files.Pooling)
-	if err != nil {
+	if err := files.Chain.Check(cfg.HiddenSize); err != nil {
 		return nil, fmt.Errorf("model %s: %w: %w", path, ErrInvalid, err)
 	}
-	if pooling == "" {
-		pooling = hfmodel.PoolingMean
-	}
-	size, digest, err := hfmodel.Digest(files.Graph)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+	entry, cached := modelcache.EntryFor(files.Graph)
+	size, digest := entry.Size, entry.Digest // a cached graph's digest is its entry's
+	if !cached {
+		if size, digest, err = hfmodel.Digest(files.Graph); err != nil {
+			return nil, fmt.Errorf("model: %w", err)
+		}
 	}
 	a := &Artifact{Path: files.Graph, Format: FormatONNX, Digest: digest, Size: size, Name: onnxName(files),
-		Arch: cfg.ModelType, ContextLength: cfg.ContextLength(), Pooling: pooling, Tokenizer: tok, ONNX: info}
+		Arch: cfg.ModelType, ContextLength: cfg.ContextLength(), Pooling: chainPooling(files.Chain), Tokenizer: tok, ONNX: info,
+		Chain: files.Chain}
+	if cached {
+		a.Entry, a.Name = &entry, entry.Name
+	}
 	if a.ContextLength == 0 {
 		a.ContextLength = tokenizerMaxLength(files.Tokenizer)
 	}
-	if slices.ContainsFunc(cfg.Architectures, func(s string) bool { return strings.HasSuffix(s, "ForSequenceClassification") }) {
-		a.Classifier = max(1, len(cfg.ID2Label))
-	}
+	crossEncoder(a, cfg, info)
 	return a, nil
+}
+
+// chainPooling is the pooling a chain names as synapse's --pooling names
+// it (mean, cls, last; sentence-transformers' names for the others, "+"
+// between concatenated modes); mean without a Pooling module.
+func chainPooling(c hfmodel.Chain) string {
+	p := c.Pooling()
+	if p == nil {
+		return "mean"
+	}
+	modes := slices.Clone(p.Modes)
+	for i, m := range modes {
+		if m == "lasttoken" {
+			modes[i] = "last"
+		}
+	}
+	return strings.Join(modes, "+")
+}
+
+// crossEncoder marks a cross-encoder (a logits output, or config.json's
+// …ForSequenceClassification): Classifier is its number of labels, and
+// Scoring the rule the engine scores it by, or why it cannot rerank.
+func crossEncoder(a *Artifact, cfg hfmodel.Config, info *onnx.Info) {
+	out, hasLogits := info.Output("logits")
+	if !hasLogits && !cfg.IsCrossEncoder() {
+		return
+	}
+	width := 0
+	if hasLogits {
+		width = int(max(out.Last(), 0))
+	}
+	a.Classifier = max(1, cfg.Labels(), width)
+	if !hasLogits {
+		a.ScoringErr = fmt.Errorf("config.json names %v but the graph has no logits output (outputs: %v)", cfg.Architectures, info.Outputs)
+		return
+	}
+	sc, err := cfg.Scoring(width)
+	if err != nil {
+		a.ScoringErr = err
+		return
+	}
+	a.Scoring = sc.String()
 }
 
 // onnxName is the model directory's name, and the graph's when it is a variant.
@@ -86,7 +130,7 @@ func tokenizerMaxLength(path string) int {
 			MaxLength int `json:"max_length"`
 		} `json:"truncation"`
 	}
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &j) == nil && j.Truncation != nil && j.Truncation.MaxLength > 0 {
+	if b, err := readlimit.ReadFile(path, readlimit.Tokenizer); err == nil && json.Unmarshal(b, &j) == nil && j.Truncation != nil && j.Truncation.MaxLength > 0 {
 		return j.Truncation.MaxLength
 	}
 	return 512

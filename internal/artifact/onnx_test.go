@@ -57,7 +57,7 @@ func TestOpenONNXVariants(t *testing.T) {
 	// tokenizer.json's truncation), a sentence-transformers CLS pooling.
 	dir := writeModel(t, onnxtest.Dir{Encoder: onnxtest.Tiny(), Graph: "model_quantized.onnx", Omit: []string{"config.json"}})
 	os.MkdirAll(filepath.Join(dir, "1_Pooling"), 0o755)
-	os.WriteFile(filepath.Join(dir, "1_Pooling", "config.json"), []byte(`{"pooling_mode_cls_token": true}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "1_Pooling", "config.json"), []byte(`{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}`), 0o644)
 	a, err := Open(filepath.Join(dir, "model_quantized.onnx"))
 	if err != nil {
 		t.Fatal(err)

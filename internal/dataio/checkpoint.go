@@ -2,19 +2,26 @@ package dataio
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // ResumeState tells the caller of OpenCheckpointed where the run stands.
@@ -31,9 +38,59 @@ type ResumeState struct {
 	State json.RawMessage
 }
 
-// Paths of the resume files of an output, for messages and cleanup.
+// Paths of the resume files of an output (its ResumeBase), for messages and cleanup.
 func PartialPath(out string) string    { return out + ".partial" }
 func CheckpointPath(out string) string { return out + ".checkpoint" }
+
+// ResumeBase is the name the resume files of the output (or errors file)
+// out are named after: out itself for a local file, whose resume files lie
+// beside it; for an object, a local file in dir (DefaultCheckpointDir when
+// ""), named by a digest of the URL and the key's base name. A bucket
+// holds no resume files: its objects are the finished outputs only.
+func ResumeBase(out, dir string) (string, error) {
+	if !objstore.IsURL(out) {
+		return out, nil
+	}
+	if dir == "" {
+		d, err := DefaultCheckpointDir()
+		if err != nil {
+			return "", err
+		}
+		dir = d
+	}
+	sum := sha256.Sum256([]byte(out))
+	return filepath.Join(dir, hex.EncodeToString(sum[:8])+"-"+path.Base(out)), nil
+}
+
+// CheckpointDirEnv overrides the default checkpoint directory.
+const CheckpointDirEnv = "SYNAPSE_CHECKPOINT_DIR"
+
+// DefaultCheckpointDir is where the resume files of outputs in a bucket
+// live by default: $SYNAPSE_CHECKPOINT_DIR, else synapse/checkpoints in
+// the user's cache directory ($XDG_CACHE_HOME, else ~/.cache).
+func DefaultCheckpointDir() (string, error) {
+	if d := os.Getenv(CheckpointDirEnv); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("dataio: no directory for the resume files of an output in a bucket (give --checkpoint-dir): %w", err)
+	}
+	return filepath.Join(d, "synapse", "checkpoints"), nil
+}
+
+// PrepareCheckpointDir makes the directory of a resume base (0700: the
+// partial outputs are the user's data) and checks it is writable.
+func PrepareCheckpointDir(base string) error {
+	dir := filepath.Dir(base)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("dataio: checkpoint directory: %w", err)
+	}
+	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		return fmt.Errorf("dataio: checkpoint directory %s is not writable: %w", dir, err)
+	}
+	return nil
+}
 
 // checkpointFile is the content of OUT.checkpoint.
 type checkpointFile struct {
@@ -73,9 +130,13 @@ func OpenCheckpointed(out string, opts WriterOptions) (*Writer, ResumeState, err
 	if err != nil {
 		return nil, ResumeState{}, err
 	}
-	c := &checkpointer{path: CheckpointPath(out), partial: PartialPath(out), errPart: w.errPath + ".partial"}
+	base, errBase, err := resumeBases(out, w.errPath, opts.CheckpointDir)
+	if err != nil {
+		w.bld.Release()
+		return nil, ResumeState{}, err
+	}
+	c := &checkpointer{path: CheckpointPath(base), partial: PartialPath(base), errPart: errBase + ".partial"}
 	w.ckpt = c
-	w.tmp = out + ".tmp-" + strconv.Itoa(os.Getpid())
 	cp, err := readCheckpoint(c.path)
 	var st ResumeState
 	switch {
@@ -93,12 +154,47 @@ func OpenCheckpointed(out string, opts WriterOptions) (*Writer, ResumeState, err
 		return nil, ResumeState{}, err
 	}
 	w.sink = c.stream
+	// Holding the output's lock: a dead run's temporary files can go (an
+	// output in a bucket has none; its stale uploads go at commit).
+	for _, final := range []string{out, w.errPath, c.path} {
+		if objstore.IsURL(final) {
+			continue
+		}
+		if _, err := RemoveStaleTemps(final); err != nil {
+			w.Abort()
+			return nil, ResumeState{}, err
+		}
+	}
 	return w, st, nil
+}
+
+// resumeBases are the resume bases of an output and its errors file, their
+// directories made.
+func resumeBases(out, errPath, dir string) (string, string, error) {
+	base, err := ResumeBase(out, dir)
+	if err != nil {
+		return "", "", err
+	}
+	errBase, err := ResumeBase(errPath, dir)
+	if err != nil {
+		return "", "", err
+	}
+	for _, b := range []string{base, errBase} {
+		if b != out && b != errPath {
+			if err := PrepareCheckpointDir(b); err != nil {
+				return "", "", err
+			}
+		}
+	}
+	return base, errBase, nil
 }
 
 func readCheckpoint(path string) (checkpointFile, error) {
 	var cp checkpointFile
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.State)
+	if errors.Is(err, readlimit.ErrTooLarge) { // no run writes such a checkpoint
+		return cp, fmt.Errorf("%w: %w", ErrCheckpointCorrupt, err)
+	}
 	if err != nil {
 		return cp, fmt.Errorf("dataio: checkpoint: %w", err)
 	}
@@ -128,8 +224,13 @@ func (c *checkpointer) start(w *Writer) error {
 	if err != nil {
 		return fmt.Errorf("dataio: write %s: %w", c.partial, err)
 	}
-	if w.errs, err = createErrorLog(c.errPart); err != nil {
+	ef, err := openLocked(c.errPart)
+	if err != nil {
 		return err
+	}
+	w.errs = &errorLog{f: ef, bw: bufio.NewWriter(ef)}
+	if err := ef.Truncate(0); err != nil {
+		return fmt.Errorf("dataio: %w", err)
 	}
 	return c.save(w)
 }
@@ -154,9 +255,12 @@ func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error)
 	if err := verifyStream(f, cp, w.schema, w.opts.Allocator); err != nil {
 		return ResumeState{}, err
 	}
-	ef, err := os.OpenFile(c.errPart, os.O_RDWR, 0)
-	if err != nil {
+	if _, err := os.Lstat(c.errPart); err != nil {
 		return ResumeState{}, fmt.Errorf("%w: %v", ErrCheckpointCorrupt, err)
+	}
+	ef, err := openLocked(c.errPart)
+	if err != nil {
+		return ResumeState{}, err
 	}
 	w.errs = &errorLog{f: ef, bw: bufio.NewWriter(ef), bytes: cp.ErrorsBytes, records: cp.ErrorRecords}
 	if err := cutTo(ef, cp.ErrorsBytes); err != nil {
@@ -170,15 +274,25 @@ func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error)
 // openLocked opens (creating) a resume file and takes an exclusive lock on
 // it, so that two runs cannot write the same output.
 func openLocked(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("dataio: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("dataio: %s is in use by another run: %w", path, err)
+		return nil, inUse(path, err)
 	}
 	return f, nil
+}
+
+// ErrInUse: another run is writing the same output or errors file. Two
+// runs must not share one (the second would destroy the first's rows), so
+// the second is refused; it is not retried (exit 2) because running it
+// after the first would overwrite the first's files.
+var ErrInUse = errors.New("in use by another run")
+
+func inUse(path string, err error) error {
+	return fmt.Errorf("dataio: %s is %w (two runs must not share an output or errors file): %v", path, ErrInUse, err)
 }
 
 // cutTo truncates f to n bytes, which it must have, and seeks to the end.
@@ -256,35 +370,55 @@ func (c *checkpointer) save(w *Writer) error {
 
 // writeFileAtomic writes path through a temporary file, fsync and rename.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := createTemp(path)
 	if err != nil {
-		return fmt.Errorf("dataio: %w", err)
+		return err
 	}
 	_, err = f.Write(b)
 	if err = errors.Join(err, f.Sync(), f.Close()); err != nil {
-		return fmt.Errorf("dataio: write %s: %w", tmp, err)
+		os.Remove(f.Name())
+		return fmt.Errorf("dataio: write %s: %w", f.Name(), err)
 	}
-	return publish(tmp, path)
+	return publish(f.Name(), path)
 }
 
 // commit converts the partial stream into the final file, copies the
-// errors out, renames both into place and removes the resume files. A kill
-// at any point before the removal leaves a resumable run behind.
+// errors out, makes both appear (the errors file first, the output last)
+// and removes the resume files. A kill at any point before the removal
+// leaves a resumable run behind; an output in a bucket is an upload that
+// completes last, so an interrupted commit leaves no object under its key.
 func (c *checkpointer) commit(w *Writer) error {
 	w.errs.abort() // synced by the last save
 	defer c.stream.abort()
-	if err := c.convert(w); err != nil {
-		os.Remove(w.tmp)
+	started := time.Now()
+	dst, err := createOutput(w.opts.Context, w.out)
+	if err != nil {
 		return err
 	}
-	errTmp := w.errPath + ".tmp-" + strconv.Itoa(os.Getpid())
-	if err := copyPrefix(c.errPart, errTmp, w.errs.bytes); err != nil {
-		os.Remove(w.tmp)
+	sink, err := newFinalSink(dst, w.opts.Format, w.schema, w.opts.Allocator)
+	if err != nil {
 		return err
 	}
-	if err := publish(errTmp, w.errPath, w.tmp, w.out); err != nil {
+	if err := c.convert(w, sink); err != nil {
+		sink.abort()
 		return err
+	}
+	if err := copyOut(w.opts.Context, c.errPart, w.errPath, w.errs.bytes); err != nil {
+		sink.abort()
+		return err
+	}
+	if err := sink.finish(); err != nil {
+		return err
+	}
+	if testHookBeforePublish != nil {
+		testHookBeforePublish()
+	}
+	if err := dst.publish(); err != nil {
+		return err
+	}
+	if objstore.IsURL(w.out) {
+		// An earlier attempt killed mid-upload left its parts behind.
+		objstore.AbortStale(w.opts.Context, w.out, started)
 	}
 	if err := errors.Join(os.Remove(c.path), os.Remove(c.errPart), os.Remove(c.partial)); err != nil {
 		return fmt.Errorf("dataio: remove resume files: %w", err)
@@ -292,45 +426,24 @@ func (c *checkpointer) commit(w *Writer) error {
 	return nil
 }
 
-func (c *checkpointer) convert(w *Writer) error {
+// testHookBeforePublish, when set by a test, runs when the final output is
+// complete in its temporary file and not yet renamed into place.
+var testHookBeforePublish func()
+
+func (c *checkpointer) convert(w *Writer, sink *finalSink) error {
 	r, err := ipc.NewReader(bufio.NewReaderSize(io.NewSectionReader(c.stream.f, 0, c.stream.bytes), 1<<20),
 		ipc.WithAllocator(w.opts.Allocator))
 	if err != nil {
 		return fmt.Errorf("dataio: read %s: %w", c.partial, err)
 	}
 	defer r.Release()
-	sink, err := newFinalSink(w.tmp, w.opts.Format, w.schema, w.opts.Allocator)
-	if err != nil {
-		return err
-	}
 	for r.Next() {
 		if err := sink.write(r.RecordBatch()); err != nil {
-			sink.abort()
 			return err
 		}
 	}
 	if err := r.Err(); err != nil {
-		sink.abort()
 		return fmt.Errorf("dataio: read %s: %w", c.partial, err)
-	}
-	return sink.finish()
-}
-
-// copyPrefix copies the first n bytes of src to a new file dst and fsyncs it.
-func copyPrefix(src, dst string, n int64) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("dataio: %w", err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("dataio: %w", err)
-	}
-	_, err = io.CopyN(out, in, n)
-	if err = errors.Join(err, out.Sync(), out.Close()); err != nil {
-		os.Remove(dst)
-		return fmt.Errorf("dataio: copy %s: %w", src, err)
 	}
 	return nil
 }
@@ -349,26 +462,33 @@ func (w *Writer) Discard() error {
 	if w.ckpt == nil {
 		return nil
 	}
-	return RemoveResumeFiles(w.out, w.errPath)
+	return RemoveResumeFiles(w.out, w.errPath, w.opts.CheckpointDir)
 }
 
 // RemoveResumeFiles removes the resume files of out (errPath "" = the
-// default errors path). Files that do not exist are not an error; files a
-// running writer holds are not removed: that is an error naming the file.
-func RemoveResumeFiles(out, errPath string) error {
+// default errors path; dir is WriterOptions.CheckpointDir). Files that do
+// not exist are not an error; files a running writer holds are not
+// removed: that is an error naming the file.
+func RemoveResumeFiles(out, errPath, dir string) error {
 	if errPath == "" {
 		errPath = out + ".errors.jsonl"
 	}
+	out, errPath, err := resumeBases(out, errPath, dir)
+	if err != nil {
+		return err
+	}
 	// Deleting a locked file would succeed and let a second run write
 	// beside the first: hold the lock while removing.
-	if f, err := os.OpenFile(PartialPath(out), os.O_RDWR, 0); err == nil {
-		defer f.Close()
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			return fmt.Errorf("dataio: %s is in use by another run: %w", PartialPath(out), err)
+	for _, p := range []string{PartialPath(out), errPath + ".partial"} {
+		if f, err := os.OpenFile(p, os.O_RDWR|syscall.O_NOFOLLOW, 0); err == nil {
+			defer f.Close()
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				return inUse(p, err)
+			}
 		}
 	}
 	var errs []error
-	for _, p := range []string{CheckpointPath(out), CheckpointPath(out) + ".tmp", PartialPath(out), errPath + ".partial"} {
+	for _, p := range []string{CheckpointPath(out), PartialPath(out), errPath + ".partial"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}

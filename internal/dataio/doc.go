@@ -56,8 +56,13 @@
 //
 // A [Writer] writes one row per chunk (see [Schema]) as an Arrow IPC file or a
 // Parquet file, and the error records as JSON Lines. Nothing appears at the
-// output paths before [Writer.Commit]: the data is written beside them
-// (OUT.tmp-PID) and renamed after an fsync; [Writer.Abort] removes it.
+// output paths before [Writer.Commit]: the data is written beside them, to a
+// temporary file created exclusively (OUT.tmp-synapse-PID-RANDOM: a link
+// planted in a shared directory is never followed), and renamed after an
+// fsync; [Writer.Abort] removes it. A run killed in between leaves it
+// behind; the next [OpenCheckpointed] of that output removes it
+// ([RemoveStaleTemps]). OUT.partial and ERRORS.partial are locked (flock)
+// while a run writes them: a second run on either is refused ([ErrInUse]).
 // Results are [Writer.Put] one document at a time in increasing Index (file
 // failures with [Writer.PutFileError] in their place); a
 // record batch is cut after the first document that brings it to

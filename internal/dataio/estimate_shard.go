@@ -17,7 +17,7 @@ func ShardEstimate(files []string, i, n int) (Estimate, error) {
 		case p.Kind == KindGzip:
 			est.JSONLBytes += p.Size
 		case p.Kind == KindParquet:
-			_, groups, err := inputKind(p.File)
+			_, _, groups, err := inputKind(p.File)
 			if err != nil {
 				return Estimate{}, err
 			}

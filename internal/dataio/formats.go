@@ -2,11 +2,11 @@ package dataio
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 
@@ -50,19 +50,18 @@ func checkFormat(f Format, sc *arrow.Schema) error {
 
 // finalSink writes the output file in its final format.
 type finalSink struct {
-	f   *os.File
+	out *output
 	bw  *bufio.Writer
 	ipc *ipc.FileWriter
 	pq  *pqarrow.FileWriter
 	row func(rec arrow.RecordBatch) error // JSONL and TREC
 }
 
-func newFinalSink(path string, format Format, sc *arrow.Schema, mem memory.Allocator) (*finalSink, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("dataio: %w", err)
-	}
-	s := &finalSink{f: f, bw: bufio.NewWriterSize(f, 1<<20)}
+// newFinalSink writes the output file out in format; on failure out is
+// discarded.
+func newFinalSink(out *output, format Format, sc *arrow.Schema, mem memory.Allocator) (*finalSink, error) {
+	s := &finalSink{out: out, bw: bufio.NewWriterSize(out, 1<<20)}
+	var err error
 	switch format {
 	case FormatParquet:
 		props := parquet.NewWriterProperties(parquet.WithAllocator(mem),
@@ -82,9 +81,8 @@ func newFinalSink(path string, format Format, sc *arrow.Schema, mem memory.Alloc
 		s.ipc, err = ipc.NewFileWriter(s.bw, ipc.WithSchema(sc), ipc.WithAllocator(mem))
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("dataio: %s: %w", path, err)
+		out.discard()
+		return nil, fmt.Errorf("dataio: %s: %w", out.path, err)
 	}
 	return s, nil
 }
@@ -100,11 +98,13 @@ func (s *finalSink) write(rec arrow.RecordBatch) error {
 		err = s.row(rec)
 	}
 	if err != nil {
-		return fmt.Errorf("dataio: write %s: %w", s.f.Name(), err)
+		return fmt.Errorf("dataio: write %s: %w", s.out.Name(), err)
 	}
 	return nil
 }
 
+// finish ends the file and makes it durable; an object appears now, a
+// local file when it is published.
 func (s *finalSink) finish() error {
 	var err error
 	switch {
@@ -113,13 +113,17 @@ func (s *finalSink) finish() error {
 	case s.ipc != nil:
 		err = s.ipc.Close()
 	}
-	err = errors.Join(err, s.bw.Flush(), s.f.Sync(), s.f.Close())
+	if err = errors.Join(err, s.bw.Flush()); err == nil {
+		err = s.out.finish()
+	}
 	if err != nil {
-		return fmt.Errorf("dataio: finish %s: %w", s.f.Name(), err)
+		s.out.discard()
+		return fmt.Errorf("dataio: finish %s: %w", s.out.Name(), err)
 	}
 	return nil
 }
 
+// abort drops the file (a local temporary is removed, an upload aborted).
 func (s *finalSink) abort() {
 	switch {
 	case s.pq != nil:
@@ -127,7 +131,7 @@ func (s *finalSink) abort() {
 	case s.ipc != nil:
 		s.ipc.Close()
 	}
-	s.f.Close()
+	s.out.discard()
 }
 
 // writeJSONL writes one JSON object per row, keys in schema order; fixed-size
@@ -196,41 +200,41 @@ func writeTREC(w *bufio.Writer, rec arrow.RecordBatch, tag string) error {
 	return nil
 }
 
-// TableWriter writes record batches of one schema to a file in a Format,
-// aside: the file appears at its path only on Commit.
+// TableWriter writes record batches of one schema to a file or an object
+// in a Format: it appears at its path only on Commit.
 type TableWriter struct {
-	path, tmp string
-	sink      *finalSink
+	out  *output
+	sink *finalSink
 }
 
-// CreateTable starts writing path in format f (Arrow, Parquet, JSON Lines
-// or TREC, whose schema must have the run columns).
-func CreateTable(path string, f Format, sc *arrow.Schema) (*TableWriter, error) {
+// CreateTable starts writing path (a local path or an s3:// URL) in format
+// f (Arrow, Parquet, JSON Lines or TREC, whose schema must have the run
+// columns).
+func CreateTable(ctx context.Context, path string, f Format, sc *arrow.Schema) (*TableWriter, error) {
 	if err := checkFormat(f, sc); err != nil {
 		return nil, fmt.Errorf("dataio: create %s: %w", path, err)
 	}
-	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	s, err := newFinalSink(tmp, f, sc, memory.DefaultAllocator)
+	out, err := createOutput(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	return &TableWriter{path: path, tmp: tmp, sink: s}, nil
+	s, err := newFinalSink(out, f, sc, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	return &TableWriter{out: out, sink: s}, nil
 }
 
 // Write writes one batch.
 func (t *TableWriter) Write(rec arrow.RecordBatch) error { return t.sink.write(rec) }
 
-// Commit finishes the file and renames it to its path.
+// Commit finishes the file and makes it appear at its path.
 func (t *TableWriter) Commit() error {
 	if err := t.sink.finish(); err != nil {
-		os.Remove(t.tmp)
 		return err
 	}
-	return publish(t.tmp, t.path)
+	return t.out.publish()
 }
 
-// Abort removes the unfinished file.
-func (t *TableWriter) Abort() {
-	t.sink.abort()
-	os.Remove(t.tmp)
-}
+// Abort drops the unfinished file.
+func (t *TableWriter) Abort() { t.sink.abort() }

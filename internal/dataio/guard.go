@@ -1,10 +1,13 @@
 package dataio
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // InputGuard describes each input file by its size and modification time,
@@ -27,6 +30,13 @@ func InputGuard(files []string) map[string]string {
 }
 
 func describeInput(name string) string {
+	if objstore.IsURL(name) {
+		info, err := objstore.Stat(context.Background(), name)
+		if err != nil {
+			return "unreadable: " + err.Error()
+		}
+		return fmt.Sprintf("%d bytes, etag %s, modified %s", info.Size, info.ETag, info.ModTime.UTC().Format(time.RFC3339Nano))
+	}
 	st, err := os.Stat(name)
 	if err != nil {
 		return "unreadable: " + unwrapPath(err).Error()

@@ -92,6 +92,9 @@ func (s *jsonlSource) skipPartialLine(start int64) error {
 		frag, err := s.br.ReadSlice('\n')
 		s.pos += int64(len(frag))
 		if err == bufio.ErrBufferFull {
+			if cerr := s.opts.Context.Err(); cerr != nil {
+				return cerr
+			}
 			continue
 		}
 		if err == io.EOF {
@@ -131,6 +134,9 @@ func (s *jsonlSource) close() error { return s.c.Close() }
 
 func (s *jsonlSource) next() (Doc, error) {
 	for {
+		if err := s.opts.Context.Err(); err != nil { // endless blank lines
+			return Doc{}, err
+		}
 		if s.end > 0 && s.pos >= s.end {
 			return Doc{}, io.EOF // the next line is the next shard's
 		}
@@ -180,6 +186,11 @@ func (s *jsonlSource) readLine() (line []byte, tooLong bool, err error) {
 			}
 		}
 		if err == bufio.ErrBufferFull {
+			// An endless line (/dev/zero) is read, and dropped, until
+			// the run is cancelled: check between buffers.
+			if cerr := s.opts.Context.Err(); cerr != nil {
+				return nil, false, cerr
+			}
 			continue
 		}
 		if err == io.EOF && got {

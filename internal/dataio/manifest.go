@@ -1,11 +1,13 @@
 package dataio
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // Manifest is a range shard's commit marker, written beside its part
@@ -68,20 +70,27 @@ func ManifestPath(part string) string {
 	return strings.TrimSuffix(part, filepath.Ext(part)) + ".json"
 }
 
-// WriteManifest writes m atomically to path.
+// WriteManifest writes m atomically to path (in a bucket: by one PUT).
 func WriteManifest(path string, m Manifest) error {
+	return WriteManifestContext(context.Background(), path, m)
+}
+
+// WriteManifestContext is WriteManifest with a context for a bucket's requests.
+func WriteManifestContext(ctx context.Context, path string, m Manifest) error {
 	m.Version = manifestVersion
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("dataio: manifest: %w", err)
 	}
-	return writeFileAtomic(path, append(b, '\n'))
+	return writeFileAtomicAny(ctx, path, append(b, '\n'))
 }
 
 // ReadManifest reads a manifest.
-func ReadManifest(path string) (Manifest, error) {
+func ReadManifest(path string) (Manifest, error) { return readManifest(context.Background(), path) }
+
+func readManifest(ctx context.Context, path string) (Manifest, error) {
 	var m Manifest
-	b, err := os.ReadFile(path)
+	b, err := readFile(ctx, path, readlimit.State)
 	if err != nil {
 		return m, fmt.Errorf("dataio: manifest: %w", err)
 	}

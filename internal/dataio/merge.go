@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -20,6 +19,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // Errors of Merge.
@@ -42,6 +43,9 @@ type MergeOptions struct {
 	// format); Errors the merged errors file (default Out.errors.jsonl).
 	Out, Errors string
 	Allocator   memory.Allocator
+	// Context bounds the reads and uploads of files in a bucket; default
+	// context.Background().
+	Context context.Context
 }
 
 // MergeSummary is what Merge wrote.
@@ -59,6 +63,9 @@ type MergeSummary struct {
 // its errors file is the single run's too, record indexes and JSONL lines
 // made global.
 func Merge(o MergeOptions) (MergeSummary, error) {
+	if o.Context == nil {
+		o.Context = context.Background()
+	}
 	ms, paths, err := findManifests(o)
 	if err != nil {
 		return MergeSummary{}, err
@@ -78,6 +85,17 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
 	}
+	if err := CheckPaths(mergePaths(ms, paths, o)); err != nil {
+		return MergeSummary{}, err
+	}
+	for _, final := range []string{o.Out, o.Errors} {
+		if objstore.IsURL(final) {
+			continue
+		}
+		if _, err := RemoveStaleTemps(final); err != nil {
+			return MergeSummary{}, err
+		}
+	}
 	sum := MergeSummary{Shards: len(ms), Out: o.Out, Errors: o.Errors}
 	for _, m := range ms {
 		r := &sum.Rows
@@ -88,10 +106,20 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 		return sum, err
 	}
 	if sum.ErrorRecords, err = mergeErrors(ms, paths, o); err != nil {
-		os.Remove(o.Out)
+		removeAny(o.Context, o.Out)
 		return sum, err
 	}
 	return sum, nil
+}
+
+// mergePaths are the files a merge reads (every part, its errors file and
+// manifest) and writes, for CheckPaths.
+func mergePaths(ms []Manifest, paths []string, o MergeOptions) []PathUse {
+	var u []PathUse
+	for k, m := range ms {
+		u = append(u, Reads("part", objstore.Beside(paths[k], m.Output), objstore.Beside(paths[k], m.Errors), paths[k])...)
+	}
+	return append(u, append(Writes("-o", o.Out), Writes("--errors", o.Errors)...)...)
 }
 
 var shardName = regexp.MustCompile(`\.shard-(\d+)-of-(\d+)\.json$`)
@@ -106,7 +134,7 @@ func findManifests(o MergeOptions) ([]Manifest, []string, error) {
 	} else {
 		ext := filepath.Ext(o.Base)
 		glob := strings.TrimSuffix(o.Base, ext) + ".shard-*-of-*.json"
-		found, err := filepath.Glob(glob)
+		found, err := globAny(o.Context, glob)
 		if err != nil {
 			return nil, nil, fmt.Errorf("dataio: merge: %w", err)
 		}
@@ -140,7 +168,7 @@ func findManifests(o MergeOptions) ([]Manifest, []string, error) {
 			missing = append(missing, strconv.Itoa(i))
 			continue
 		}
-		m, err := ReadManifest(p)
+		m, err := readManifest(o.Context, p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -243,21 +271,21 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 		return 0, err
 	}
 	var sink *finalSink
+	var dst *output
 	var sc *arrow.Schema
-	tmp := o.Out + ".tmp-" + strconv.Itoa(os.Getpid())
 	var rows int64
 	for k, m := range ms {
-		part := m.Output
-		if !filepath.IsAbs(part) {
-			part = filepath.Join(filepath.Dir(paths[k]), filepath.Base(part))
-		}
-		err := EachBatch(part, o.Allocator, func(rec arrow.RecordBatch) error {
+		part := objstore.Beside(paths[k], m.Output)
+		err := EachBatch(o.Context, part, o.Allocator, func(rec arrow.RecordBatch) error {
 			if sink == nil {
 				sc = unsharded(rec.Schema())
 				if err := checkFormat(format, sc); err != nil {
 					return err
 				}
-				if sink, err = newFinalSink(tmp, format, sc, o.Allocator); err != nil {
+				if dst, err = createOutput(o.Context, o.Out); err != nil {
+					return err
+				}
+				if sink, err = newFinalSink(dst, format, sc, o.Allocator); err != nil {
 					return err
 				}
 			}
@@ -269,7 +297,6 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 		if err != nil {
 			if sink != nil {
 				sink.abort()
-				os.Remove(tmp)
 			}
 			return 0, fmt.Errorf("dataio: merge %s: %w", part, err)
 		}
@@ -278,10 +305,9 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 		return 0, fmt.Errorf("dataio: merge: the parts hold no schema")
 	}
 	if err := sink.finish(); err != nil {
-		os.Remove(tmp)
 		return 0, err
 	}
-	return rows, publish(tmp, o.Out)
+	return rows, dst.publish()
 }
 
 // unsharded is a part's schema as a single run's: metadata synapse.shard 0/1.
@@ -298,13 +324,13 @@ func unsharded(sc *arrow.Schema) *arrow.Schema {
 }
 
 // EachBatch calls fn with every record batch of an Arrow IPC or Parquet
-// file, one at a time (mem nil: the default allocator). The batch is valid
-// during the call only.
-func EachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
+// file or object, one at a time (mem nil: the default allocator). The batch
+// is valid during the call only.
+func EachBatch(ctx context.Context, path string, mem memory.Allocator, fn func(arrow.RecordBatch) error) error {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	f, err := os.Open(path)
+	f, _, err := openRandom(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -319,7 +345,7 @@ func EachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) err
 		if err != nil {
 			return err
 		}
-		rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+		rr, err := fr.GetRecordReader(ctx, nil, nil)
 		if err != nil {
 			return err
 		}
@@ -351,21 +377,17 @@ func EachBatch(path string, mem memory.Allocator, fn func(arrow.RecordBatch) err
 // mergeErrors writes the parts' errors files one after the other, their
 // indexes and JSONL lines made the single run's.
 func mergeErrors(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
-	tmp := o.Errors + ".tmp-" + strconv.Itoa(os.Getpid())
-	out, err := os.Create(tmp)
+	out, err := createOutput(o.Context, o.Errors)
 	if err != nil {
 		return 0, fmt.Errorf("dataio: merge: %w", err)
 	}
-	w := bufio.NewWriter(out)
+	w := bufio.NewWriterSize(out, 1<<20)
 	var records, indexBase int64
 	lineBase := map[string]int{}
 	for k, m := range ms {
-		errPath := m.Errors
-		if !filepath.IsAbs(errPath) {
-			errPath = filepath.Join(filepath.Dir(paths[k]), filepath.Base(errPath))
-		}
+		errPath := objstore.Beside(paths[k], m.Errors)
 		shift := m.IndexNumbering != "global"
-		n, err := copyErrors(w, errPath, func(index int64, source string, line int) (int64, int) {
+		n, err := copyErrors(o.Context, w, errPath, func(index int64, source string, line int) (int64, int) {
 			if !shift {
 				return index, line
 			}
@@ -376,8 +398,7 @@ func mergeErrors(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 		})
 		records += n
 		if err != nil {
-			out.Close()
-			os.Remove(tmp)
+			out.discard()
 			return records, fmt.Errorf("dataio: merge %s: %w", errPath, err)
 		}
 		for _, in := range m.Inputs {
@@ -385,22 +406,26 @@ func mergeErrors(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 			lineBase[in.File] += int(in.Lines)
 		}
 	}
-	if err := errors.Join(w.Flush(), out.Sync(), out.Close()); err != nil {
-		os.Remove(tmp)
+	err = w.Flush()
+	if err == nil {
+		err = out.finish()
+	}
+	if err != nil {
+		out.discard()
 		return records, fmt.Errorf("dataio: merge: %w", err)
 	}
-	return records, publish(tmp, o.Errors)
+	return records, out.publish()
 }
 
 // copyErrors copies an errors file's records through fix, which gives each
 // record its index and line.
-func copyErrors(w *bufio.Writer, path string, fix func(index int64, source string, line int) (int64, int)) (int64, error) {
-	f, err := os.Open(path)
+func copyErrors(ctx context.Context, w *bufio.Writer, path string, fix func(index int64, source string, line int) (int64, int)) (int64, error) {
+	f, _, err := openRandom(ctx, path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bufio.NewReaderSize(f, 1<<20))
 	sc.Buffer(nil, 64<<20)
 	var n int64
 	for sc.Scan() {
@@ -437,9 +462,9 @@ func copyErrors(w *bufio.Writer, path string, fix func(index int64, source strin
 }
 
 // FileSchema is the schema (with its metadata) of an Arrow IPC or Parquet
-// file, read from its footer.
-func FileSchema(path string) (*arrow.Schema, error) {
-	f, err := os.Open(path)
+// file or object, read from its footer.
+func FileSchema(ctx context.Context, path string) (*arrow.Schema, error) {
+	f, _, err := openRandom(ctx, path)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -14,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // column is a text or ID column of a Parquet file as this run uses it.
@@ -28,7 +29,7 @@ type column struct {
 // parquetSource reads one Parquet file a row group and a batch at a time.
 type parquetSource struct {
 	name  string
-	f     *os.File
+	f     inputFile
 	pf    *file.Reader
 	fr    *pqarrow.FileReader
 	opts  *ReadOptions
@@ -55,7 +56,7 @@ type parquetSource struct {
 	row     int64 // file row of the next row
 }
 
-func newParquet(name string, f *os.File, base int64, opts *ReadOptions, part Part) (src source, err error) {
+func newParquet(name string, f inputFile, base int64, opts *ReadOptions, part Part) (src source, err error) {
 	fail := func(err error) (source, error) {
 		f.Close()
 		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
@@ -68,7 +69,10 @@ func newParquet(name string, f *os.File, base int64, opts *ReadOptions, part Par
 	props := parquet.NewReaderProperties(opts.Allocator)
 	props.BufferedStreamEnabled = true
 	props.BufferSize = 256 << 10
-	counter := &countingFile{File: f}
+	if objstore.IsURL(name) {
+		props.BufferSize = 8 << 20 // every read is a request: fewer, larger ones
+	}
+	counter := &countingFile{inputFile: f}
 	pf, err := file.NewParquetReader(counter, file.WithReadProps(props))
 	if err != nil {
 		return fail(fmt.Errorf("parquet: %w", err))
@@ -183,18 +187,18 @@ func (s *parquetSource) progress() (records, rows, bytes int64) {
 
 // countingFile counts the bytes the Parquet reader fetches.
 type countingFile struct {
-	*os.File
+	inputFile
 	n atomic.Int64
 }
 
 func (c *countingFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := c.File.ReadAt(p, off)
+	n, err := c.inputFile.ReadAt(p, off)
 	c.n.Add(int64(n))
 	return n, err
 }
 
 func (c *countingFile) Read(p []byte) (int, error) {
-	n, err := c.File.Read(p)
+	n, err := c.inputFile.Read(p)
 	c.n.Add(int64(n))
 	return n, err
 }
@@ -404,17 +408,13 @@ func textAt(arr arrow.Array, i int) (string, bool) {
 
 // countFile returns the row count of a Parquet file or the size of any other.
 func countFile(name string) (rows, size int64, isPQ bool, err error) {
-	f, err := os.Open(name)
+	f, size, err := openRandom(context.Background(), name)
 	if err != nil {
 		return 0, 0, false, err
 	}
 	defer f.Close()
-	if !isParquet(f) {
-		st, err := f.Stat()
-		if err != nil {
-			return 0, 0, false, err
-		}
-		return 0, st.Size(), false, nil
+	if !hasParquetMagic(f) {
+		return 0, size, false, nil
 	}
 	pf, err := file.NewParquetReader(f)
 	if err != nil {
@@ -422,4 +422,11 @@ func countFile(name string) (rows, size int64, isPQ bool, err error) {
 	}
 	rows = pf.NumRows()
 	return rows, 0, true, pf.Close()
+}
+
+// hasParquetMagic reports whether f starts with "PAR1", by one ranged read.
+func hasParquetMagic(f io.ReaderAt) bool {
+	var magic [4]byte
+	n, _ := f.ReadAt(magic[:], 0)
+	return n == 4 && string(magic[:]) == "PAR1"
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // ReadOptions configures a Reader. The zero value reads the "text" field.
@@ -263,6 +265,9 @@ func (r *Reader) open(name string) (source, error) {
 	if name == "-" {
 		return newJSONL(name, io.NopCloser(r.opts.Stdin), r.base, &r.opts, -1, part)
 	}
+	if objstore.IsURL(name) {
+		return r.openObject(name, part)
+	}
 	f, stop, err := openInput(r.opts.Context, name)
 	if err != nil {
 		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
@@ -295,8 +300,25 @@ func (r *Reader) open(name string) (source, error) {
 	return newJSONL(name, f, r.base, &r.opts, st.Size(), part)
 }
 
+// openObject opens an input in a bucket: Parquet by ranged reads (the
+// magic, the footer, the column chunks read), JSON Lines by one streaming
+// GET from the part's start.
+func (r *Reader) openObject(name string, part Part) (source, error) {
+	f, err := objstore.Open(r.opts.Context, name)
+	if err != nil {
+		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+	}
+	if hasParquetMagic(f) {
+		return newParquet(name, f, r.base, &r.opts, part)
+	}
+	if part.Start > 0 {
+		f.Seek(part.Start-1, io.SeekStart)
+	}
+	return newJSONL(name, f, r.base, &r.opts, f.Size(), part)
+}
+
 // isParquet reports whether f starts with the Parquet magic and rewinds it.
-func isParquet(f *os.File) bool {
+func isParquet(f io.ReadSeeker) bool {
 	var magic [4]byte
 	n, _ := io.ReadFull(f, magic[:])
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -324,7 +346,7 @@ func Count(files []string) (Estimate, error) {
 		}
 		// A pipe or FIFO is read once, by the Reader: opening it here could
 		// consume its first bytes or close a writer's only reader.
-		if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
+		if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() && !objstore.IsURL(name) {
 			est.JSONLBytes = -1
 			continue
 		}

@@ -105,7 +105,7 @@ func OpenRun(o RunOptions) (*RunReader, error) {
 
 // readRun parses the run file into records, keeping Depth entries a query.
 func (rr *RunReader) readRun() error {
-	f, err := os.Open(rr.opts.Run)
+	f, err := OpenReader(rr.opts.Read.Context, rr.opts.Run)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

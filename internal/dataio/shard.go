@@ -1,13 +1,14 @@
 package dataio
 
 import (
-	"bufio"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // Range shards. A run over N shards gives each a contiguous, disjoint part
@@ -114,15 +115,16 @@ func layout(files []string) ([]unit, []Part, int64, error) {
 		if name == "-" {
 			return nil, nil, 0, fmt.Errorf("%w: standard input", ErrNotSplittable)
 		}
-		st, err := os.Stat(name)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("dataio: %w", err)
+		if !objstore.IsURL(name) {
+			st, err := os.Stat(name)
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("dataio: %w", err)
+			}
+			if !st.Mode().IsRegular() {
+				return nil, nil, 0, fmt.Errorf("%w: %s is not a regular file", ErrNotSplittable, name)
+			}
 		}
-		if !st.Mode().IsRegular() {
-			return nil, nil, 0, fmt.Errorf("%w: %s is not a regular file", ErrNotSplittable, name)
-		}
-		size := st.Size()
-		kind, groups, err := inputKind(name)
+		kind, size, groups, err := inputKind(name)
 		if err != nil {
 			return nil, nil, 0, err
 		}
@@ -161,32 +163,31 @@ func layout(files []string) ([]unit, []Part, int64, error) {
 
 // inputKind tells plain JSONL, gzip JSONL and Parquet apart, with a
 // Parquet file's row counts per row group.
-func inputKind(name string) (string, []int64, error) {
-	f, err := os.Open(name)
+// A file in a bucket is read by ranged GETs: its first bytes and, for
+// Parquet, the footer.
+func inputKind(name string) (kind string, size int64, groups []int64, err error) {
+	f, size, err := openRandom(context.Background(), name)
 	if err != nil {
-		return "", nil, fmt.Errorf("dataio: %w", err)
+		return "", 0, nil, fmt.Errorf("dataio: %w", err)
 	}
 	defer f.Close()
 	magic := make([]byte, 4)
-	n, _ := io.ReadFull(bufio.NewReader(f), magic)
+	n, _ := f.ReadAt(magic, 0)
 	magic = magic[:n]
 	switch {
 	case string(magic) == "PAR1":
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return "", nil, fmt.Errorf("dataio: %w", err)
-		}
 		pf, err := file.NewParquetReader(f)
 		if err != nil {
-			return KindParquet, nil, nil // the reader reports it, as in an unsharded run
+			return KindParquet, size, nil, nil // the reader reports it, as in an unsharded run
 		}
 		defer pf.Close()
 		groups := make([]int64, pf.NumRowGroups())
 		for g := range groups {
 			groups[g] = pf.MetaData().RowGroup(g).NumRows()
 		}
-		return KindParquet, groups, nil
+		return KindParquet, size, groups, nil
 	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
-		return KindGzip, nil, nil
+		return KindGzip, size, nil, nil
 	}
-	return KindJSONL, nil, nil
+	return KindJSONL, size, nil, nil
 }

@@ -2,18 +2,20 @@ package dataio
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // Format is an output file format.
@@ -88,6 +90,13 @@ type WriterOptions struct {
 	// OnError, if set, is told the reason of every error record written
 	// (for metrics).
 	OnError func(reason string)
+	// CheckpointDir is where OpenCheckpointed keeps the resume files of an
+	// output (or errors file) in a bucket (see ResumeBase); "" =
+	// DefaultCheckpointDir. A local output keeps them beside it.
+	CheckpointDir string
+	// Context bounds the uploads of outputs in a bucket; default
+	// context.Background().
+	Context context.Context
 }
 
 // Writer writes the rows and error records of a run. One goroutine owns it.
@@ -125,18 +134,27 @@ func Create(out string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pid := strconv.Itoa(os.Getpid())
-	w.tmp, w.errTmp = out+".tmp-"+pid, w.errPath+".tmp-"+pid
-	if w.sink, err = newFinalSink(w.tmp, w.opts.Format, w.schema, w.opts.Allocator); err != nil {
+	if objstore.IsURL(out) || objstore.IsURL(w.errPath) {
+		w.bld.Release()
+		return nil, fmt.Errorf("dataio: create %s: an output in a bucket is written by OpenCheckpointed", out)
+	}
+	dst, err := createOutput(w.opts.Context, out)
+	if err != nil {
 		w.bld.Release()
 		return nil, err
 	}
-	if w.errs, err = createErrorLog(w.errTmp); err != nil {
-		w.sink.abort()
-		os.Remove(w.tmp)
+	w.tmp = dst.tmp
+	if w.sink, err = newFinalSink(dst, w.opts.Format, w.schema, w.opts.Allocator); err != nil {
 		w.bld.Release()
 		return nil, err
 	}
+	f, err := createTemp(w.errPath)
+	if err != nil {
+		w.sink.abort() // removes w.tmp
+		w.bld.Release()
+		return nil, err
+	}
+	w.errs, w.errTmp = &errorLog{f: f, bw: bufio.NewWriter(f)}, f.Name()
 	return w, nil
 }
 
@@ -162,6 +180,9 @@ func newWriter(out string, opts WriterOptions) (*Writer, error) {
 	}
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background()
 	}
 	return &Writer{out: out, errPath: opts.ErrorsPath, opts: opts, schema: opts.Schema,
 		bld: array.NewRecordBuilder(opts.Allocator, opts.Schema), last: -1}, nil
@@ -320,14 +341,6 @@ type errorLog struct {
 	bw      *bufio.Writer
 	bytes   int64 // bytes written so far
 	records int64
-}
-
-func createErrorLog(path string) (*errorLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("dataio: %w", err)
-	}
-	return &errorLog{f: f, bw: bufio.NewWriter(f)}, nil
 }
 
 func (l *errorLog) write(e *RowError) error { return l.writeJSON(rowErrorJSONOf(e)) }

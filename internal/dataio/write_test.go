@@ -311,16 +311,36 @@ func TestHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	putDocs(t, w, st.NextIndex, killAt)
+	if os.Getenv("DATAIO_HELPER_IN_COMMIT") != "" {
+		killInCommit(w, out)
+	}
 	syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the kill is asynchronous
 }
 
+// killInCommit commits w and SIGKILLs the process when the final output
+// is complete in its temporary file, before it is renamed into place.
+func killInCommit(w *Writer, out string) {
+	testHookBeforePublish = func() {
+		if m, _ := filepath.Glob(out + tempMarker + "*"); len(m) == 0 {
+			fmt.Fprintln(os.Stderr, "no temporary file beside", out)
+			os.Exit(4)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the kill is asynchronous
+	}
+	w.Commit()
+	fmt.Fprintln(os.Stderr, "commit finished before the kill")
+	os.Exit(3)
+}
+
 // crashAt runs the helper process until it has put documents up to killAt
 // and killed itself.
-func crashAt(t *testing.T, out string, killAt int64) {
+func crashAt(t *testing.T, out string, killAt int64, env ...string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(os.Environ(), "DATAIO_HELPER_OUT="+out, "DATAIO_HELPER_KILL_AT="+strconv.FormatInt(killAt, 10))
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -481,7 +501,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, _, err := OpenCheckpointed(out, opts); err == nil {
 		t.Errorf("second OpenCheckpointed while the first is open: got no error; want one")
 	}
-	if err := RemoveResumeFiles(out, ""); err == nil {
+	if err := RemoveResumeFiles(out, "", ""); err == nil {
 		t.Errorf("RemoveResumeFiles while a writer holds them: got no error; want one")
 	}
 	if _, err := os.Stat(PartialPath(out)); err != nil {
@@ -498,7 +518,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	if _, _, err := OpenCheckpointed(out, opts); !errors.Is(err, ErrCheckpointCorrupt) {
 		t.Errorf("partial shorter than the checkpoint: got %v; want ErrCheckpointCorrupt", err)
 	}
-	if err := RemoveResumeFiles(out, ""); err != nil {
+	if err := RemoveResumeFiles(out, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	w, st, err := OpenCheckpointed(out, opts)

@@ -15,29 +15,37 @@ import (
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
-// Pooling names accepted in RuntimeConfig.Pooling and by Embed.
+// Pooling names accepted in RuntimeConfig.Pooling and by Embed: the
+// protocol's (package wire).
 const (
-	PoolingDefault = ""     // the model's own pooling (Embed: the pooling the model was loaded with)
-	PoolingNone    = "none" // per-token outputs; not usable with Embed
-	PoolingMean    = "mean"
-	PoolingCLS     = "cls"
-	PoolingLast    = "last"
-	PoolingRank    = "rank" // classifier head over the pooled sequence (rerankers)
+	PoolingDefault = wire.PoolingDefault
+	PoolingNone    = wire.PoolingNone
+	PoolingMean    = wire.PoolingMean
+	PoolingCLS     = wire.PoolingCLS
+	PoolingLast    = wire.PoolingLast
+	PoolingRank    = wire.PoolingRank
 )
 
-// Artifact formats, as LOAD's format field names them.
+// PromptEmbedder is an Engine whose pooling can leave out each sequence's
+// first tokens (EMBED_BATCH items' pool_from: a sentence-transformers
+// Pooling module with include_prompt false leaves out the prompt).
+type PromptEmbedder interface {
+	// EmbedPoolFrom is Embed with from[i] leading tokens of sequence i left
+	// out of its pooling (from nil: none).
+	EmbedPoolFrom(ctx context.Context, modelRef, pooling string, normalize bool, seqs [][]int32, from []int) (vecs []float32, dims int, err error)
+}
+
+// Artifact formats, as LOAD's format field names them (package wire).
 const (
-	FormatGGUF = "gguf"
-	FormatONNX = "onnx"
+	FormatGGUF = wire.FormatGGUF
+	FormatONNX = wire.FormatONNX
 )
 
-// Finish reasons of a generation.
+// Finish reasons of a generation (package wire).
 const (
-	FinishStop   = "stop"   // the model produced an end-of-generation token
-	FinishLength = "length" // max_tokens or the context size was reached
-	// FinishGrammar: the grammar allowed nothing but the end, where the
-	// model's own most likely token would have gone on.
-	FinishGrammar = "grammar"
+	FinishStop    = wire.FinishStop
+	FinishLength  = wire.FinishLength
+	FinishGrammar = wire.FinishGrammar
 )
 
 // LoadRequest asks an engine to load a model artifact.
@@ -107,8 +115,11 @@ type QuantizeRequest struct {
 	Path    string // source artifact
 	Digest  string // "sha256:<hex>" of the source; verified before quantizing
 	OutPath string // where to write the copy; must not exist
-	FType   string // target file type name ("q8_0", "q4_k_m": gguf.ParseFileType)
+	// FType is the target: a GGUF file type name ("q8_0", "q4_k_m":
+	// gguf.ParseFileType), or "int8" for an ONNX graph.
+	FType   string
 	Threads int    // 0: the engine's default
+	Format  string // FormatGGUF ("" is taken as gguf) or FormatONNX
 }
 
 // QuantizeResult describes the file Quantize wrote.

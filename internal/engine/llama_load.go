@@ -12,6 +12,7 @@ import (
 	"github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
@@ -24,23 +25,6 @@ const (
 	maxThreads         = 1024
 	maxContext         = 1 << 20
 )
-
-// nonCausal lists architectures whose attention is bidirectional when the
-// GGUF does not say (<arch>.attention.causal).
-var nonCausal = map[string]bool{
-	"bert": true, "nomic-bert": true, "nomic-bert-moe": true, "jina-bert-v2": true, "jina-bert-v3": true,
-	"modern-bert": true, "neo-bert": true, "t5encoder": true, "eurobert": true,
-}
-
-// IsCausal reports whether the model's attention is causal (a decoder):
-// <arch>.attention.causal, else false for the known bidirectional encoders.
-func IsCausal(meta *gguf.File) bool {
-	arch := meta.Architecture()
-	if c, ok := meta.Bool(arch + ".attention.causal"); ok {
-		return c
-	}
-	return !nonCausal[arch]
-}
 
 // llamaConfig is a RuntimeConfig with every default resolved.
 type llamaConfig struct {
@@ -202,7 +186,7 @@ func resolveConfig(rc wire.RuntimeConfig, meta *gguf.File) (llamaConfig, error) 
 	case !cfg.embeddings && p != llama.PoolingTypeUnspecified && p != llama.PoolingTypeNone:
 		return bad("pooling %q needs embeddings: true (generation contexts do not pool)", rc.Pooling)
 	}
-	if cfg.embeddings && !IsCausal(meta) && train > 0 && cfg.nCtx > train {
+	if cfg.embeddings && !meta.IsCausal() && train > 0 && cfg.nCtx > train {
 		return bad("n_ctx %d exceeds the model's training context %d (bidirectional model)", cfg.nCtx, train)
 	}
 	if cfg.nCtx == 0 {
@@ -279,11 +263,12 @@ func loadModel(path string, meta *gguf.File, cfg llamaConfig) (*llamaModel, erro
 		ctxs:   map[llama.PoolingType]llama.Context{},
 		hasCls: hasTensor(meta, "cls.weight") || hasTensor(meta, "cls.output.weight"),
 	}
+	m.scoring, m.scoringErr = hfmodel.LabelScoring(classifierLabels(meta))
 	m.nVocab = llama.VocabNTokens(m.vocab)
 	if cfg.vocabOnly {
 		return m, nil
 	}
-	m.encode = !IsCausal(meta) || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
+	m.encode = !meta.IsCausal() || llama.ModelHasEncoder(mdl) && !llama.ModelHasDecoder(mdl)
 	if err := m.init(); err != nil {
 		m.free()
 		return nil, err
@@ -314,8 +299,19 @@ func (m *llamaModel) init() error {
 	if m.defPool == llama.PoolingTypeRank && !m.hasCls {
 		return wire.Errorf(wire.CodeUnsupported, "%s: rank pooling without a cls classifier head", m.path)
 	}
+	if m.defPool == llama.PoolingTypeRank && m.scoringErr != nil {
+		return wire.Errorf(wire.CodeUnsupported, "%s: rank pooling: %v", m.path, m.scoringErr)
+	}
 	m.dims = m.width(m.defPool)
 	return nil
+}
+
+// classifierLabels are the names of a classifier's outputs, the metadata
+// llama.cpp sizes them by ({arch}.classifier.output_labels, n_cls_out); nil
+// when the file names none (llama.cpp's one output).
+func classifierLabels(meta *gguf.File) []string {
+	labels, _ := meta.Strings(meta.Architecture() + ".classifier.output_labels")
+	return labels
 }
 
 // classifyLoadFailure turns a model llama.cpp refused into an error code,

@@ -52,12 +52,18 @@ func (e *Llama) Quantize(_ context.Context, req QuantizeRequest) (QuantizeResult
 // checkQuantize validates a request before anything is read or written and
 // returns its file type.
 func checkQuantize(req QuantizeRequest) (gguf.FileType, error) {
-	bad := func(format string, args ...any) (gguf.FileType, error) {
-		return 0, wire.Errorf(wire.CodeBadRequest, format, args...)
-	}
 	ftype, err := gguf.ParseFileType(req.FType)
 	if err != nil {
-		return bad("ftype: %w", err)
+		return 0, wire.Errorf(wire.CodeBadRequest, "ftype: %w", err)
+	}
+	return ftype, checkQuantizeOut(req)
+}
+
+// checkQuantizeOut checks a request's threads and paths: out_path must be
+// a new file in an existing directory, and not the artifact.
+func checkQuantizeOut(req QuantizeRequest) error {
+	bad := func(format string, args ...any) error {
+		return wire.Errorf(wire.CodeBadRequest, format, args...)
 	}
 	switch {
 	case req.Threads < 0 || req.Threads > maxThreads:
@@ -77,5 +83,5 @@ func checkQuantize(req QuantizeRequest) (gguf.FileType, error) {
 	if st, err := os.Stat(filepath.Dir(req.OutPath)); err != nil || !st.IsDir() {
 		return bad("out_path %s: its directory does not exist", req.OutPath)
 	}
-	return ftype, nil
+	return nil
 }

@@ -113,6 +113,20 @@ func (m *Mux) Embed(ctx context.Context, ref, pooling string, normalize bool, se
 	return e.Embed(ctx, ref, pooling, normalize, seqs)
 }
 
+// EmbedPoolFrom runs on the engine that loaded the model, when it can
+// leave tokens out of its pooling (the ONNX engine).
+func (m *Mux) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32, from []int) ([]float32, int, error) {
+	e, err := m.engineOf(ref)
+	if err != nil {
+		return nil, 0, err
+	}
+	pe, ok := e.(PromptEmbedder)
+	if !ok {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "pool_from: the engine of model %s pools every token", ref)
+	}
+	return pe.EmbedPoolFrom(ctx, ref, pooling, normalize, seqs, from)
+}
+
 // Rerank runs on the engine that loaded the model.
 func (m *Mux) Rerank(ctx context.Context, ref string, groups []RerankGroup) ([]float32, error) {
 	e, err := m.engineOf(ref)
@@ -132,8 +146,12 @@ func (m *Mux) Generate(ctx context.Context, ref string, prompt []int32, opt Gene
 }
 
 // Extensions implements Extender: GENERATE.sampling, which the llama.cpp
-// engine serves (the ONNX engine does not generate at all).
-func (m *Mux) Extensions() []string { return []string{wire.ExtSampling} }
+// engine serves (the ONNX engine does not generate at all), and
+// QUANTIZE.onnx (Quantize) and LOAD.st_modules, which the ONNX engine
+// serves.
+func (m *Mux) Extensions() []string {
+	return []string{wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}
+}
 
 // Tokenize runs on the engine that loaded the model.
 func (m *Mux) Tokenize(ctx context.Context, ref, text string, addSpecial, parseSpecial bool) ([]int32, error) {
@@ -179,9 +197,17 @@ func (m *Mux) Close() error {
 	return errors.Join(errs...)
 }
 
-// Quantize implements Quantizer with the GGUF engine (QUANTIZE quantizes
-// GGUF files), opening it if no LOAD has.
+// Quantize implements Quantizer: an ONNX graph with QuantizeONNX (pure Go,
+// no ONNX Runtime needed), a GGUF file with the GGUF engine, opening it if
+// no LOAD has.
 func (m *Mux) Quantize(ctx context.Context, req QuantizeRequest) (QuantizeResult, error) {
+	switch req.Format {
+	case FormatONNX:
+		return QuantizeONNX(ctx, req)
+	case "", FormatGGUF:
+	default:
+		return QuantizeResult{}, wire.Errorf(wire.CodeBadRequest, "format %q: want gguf or onnx", req.Format)
+	}
 	e, err := m.Engine(FormatGGUF)
 	if err != nil {
 		return QuantizeResult{}, err

@@ -21,8 +21,8 @@ import (
 //
 // LOAD's runtime_config, with zero fields resolved as follows:
 //
-//	embeddings  must be true: the engine embeds (EMBED_BATCH); GENERATE, RERANK
-//	            and TOKENIZE answer unsupported.
+//	embeddings  must be true: the engine embeds (EMBED_BATCH) and reranks
+//	            (RERANK, RERANK_GROUPS); GENERATE and TOKENIZE answer unsupported.
 //	n_ctx       the longest sequence accepted: config.json's context (e.g. 512),
 //	            else 512. Above the model's context it is config_invalid.
 //	n_seq_max   sequences per ONNX Runtime run; 0: 64. Sequences are never
@@ -34,7 +34,8 @@ import (
 //	pooling     "" = the model's own: the graph's sentence_embedding output
 //	            when it has one, else the sentence-transformers pooling config
 //	            (1_Pooling/config.json), else mean. mean, cls and last pool
-//	            last_hidden_state in the engine.
+//	            last_hidden_state in the engine. rank loads a cross-encoder:
+//	            the graph's logits output, scored by RERANK (onnx_rerank.go).
 type ONNX struct {
 	info   wire.EngineInfo
 	models map[string]*onnxModel // by ref
@@ -136,14 +137,6 @@ func (e *ONNX) model(ref string) (*onnxModel, error) {
 		return nil, wire.Errorf(wire.CodeModelNotLoaded, "model %q is not loaded", ref)
 	}
 	return m, nil
-}
-
-// Rerank is not implemented for ONNX models.
-func (e *ONNX) Rerank(_ context.Context, ref string, _ []RerankGroup) ([]float32, error) {
-	if _, err := e.model(ref); err != nil {
-		return nil, err
-	}
-	return nil, wire.Errorf(wire.CodeUnsupported, "the ONNX engine does not rerank yet (model %s); use a GGUF cross-encoder", ref)
 }
 
 // Generate is not implemented: the ONNX engine runs encoders.

@@ -19,9 +19,11 @@ type onnxModel struct {
 	sess      *ort.DynamicAdvancedSession
 	plan      graphPlan
 	cfg       onnxConfig
-	defPool   string
-	nVocab    int   // from config.json; 0 when unknown
-	width     []int // last dimension of each output
+	useGraph  bool         // the default is the graph's sentence_embedding (it holds the chain)
+	chain     onnxChain    // applied to last_hidden_state otherwise
+	nVocab    int          // from config.json; 0 when unknown
+	width     []int        // last dimension of each output
+	ce        crossEncoder // how pairs are built and scored (loaded with pooling rank)
 
 	// Per-run buffers, grown as needed (the serve loop runs one request at a time).
 	i64  [4][]int64
@@ -36,18 +38,22 @@ func (m *onnxModel) free() {
 	}
 }
 
-// dims is the width of the vectors a pooling gives.
-func (m *onnxModel) dims(pool string) int {
-	if pool == poolModel {
+// dims is the width of the vectors the graph's sentence_embedding (useGraph)
+// or chain ch gives; a cross-encoder's, its logits' width.
+func (m *onnxModel) dims(useGraph bool, ch onnxChain) int {
+	switch {
+	case m.plan.logits >= 0:
+		return m.width[m.plan.logits]
+	case useGraph:
 		return m.width[m.plan.pooled]
 	}
-	return m.width[m.plan.hidden]
+	return ch.dims(m.width[m.plan.hidden])
 }
 
 // probe runs one one-token sequence with outputs ONNX Runtime allocates, and
 // records each output's width.
 func (m *onnxModel) probe() error {
-	ins, err := m.inputs(1, 1, func(int, int) int32 { return 0 })
+	ins, err := m.inputs(1, 1, func(int, int) int32 { return 0 }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return err
@@ -61,7 +67,7 @@ func (m *onnxModel) probe() error {
 	for i, v := range outs {
 		shape := v.GetShape()
 		want := 3
-		if i == m.plan.pooled {
+		if i == m.plan.pooled || i == m.plan.logits {
 			want = 2
 		}
 		if len(shape) != want || shape[len(shape)-1] < 1 {
@@ -73,8 +79,8 @@ func (m *onnxModel) probe() error {
 }
 
 // inputs builds the input tensors of a run of n sequences of l tokens; id
-// gives token j of sequence i.
-func (m *onnxModel) inputs(n, l int, id func(i, j int) int32) ([]ort.Value, error) {
+// gives token j of sequence i, typ its token type (nil: all 0).
+func (m *onnxModel) inputs(n, l int, id, typ func(i, j int) int32) ([]ort.Value, error) {
 	shape := ort.NewShape(int64(n), int64(l))
 	vals := make([]ort.Value, 0, len(m.plan.inputs))
 	for k, role := range m.plan.roles {
@@ -86,6 +92,10 @@ func (m *onnxModel) inputs(n, l int, id func(i, j int) int32) ([]ort.Value, erro
 				return 1
 			case rolePositions:
 				return int64(j)
+			case roleTypes:
+				if typ != nil {
+					return int64(typ(i, j))
+				}
 			}
 			return 0
 		}
@@ -139,33 +149,48 @@ func destroyAll(vs []ort.Value) {
 // work is spent on padding. Batching equal lengths measured 7% faster than
 // one sequence per run on 128-token chunks (docs/onnx-bench.md).
 func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32) ([]float32, int, error) {
+	return e.EmbedPoolFrom(ctx, ref, pooling, normalize, seqs, nil)
+}
+
+// EmbedPoolFrom is Embed with the first from[i] tokens of sequence i left
+// out of the pooling (PromptEmbedder); from nil leaves none out.
+func (e *ONNX) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32, from []int) ([]float32, int, error) {
 	m, err := e.model(ref)
 	if err != nil {
 		return nil, 0, err
 	}
-	pool := m.defPool
+	if m.plan.logits >= 0 {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "model %s is a cross-encoder (loaded with pooling rank): it answers RERANK, not EMBED_BATCH", ref)
+	}
+	useGraph, ch := m.useGraph, m.chain
 	switch pooling {
 	case PoolingDefault:
 	case PoolingMean, PoolingCLS, PoolingLast:
 		if m.plan.hidden < 0 {
 			return nil, 0, wire.Errorf(wire.CodeUnsupported, "pooling %s: model %s outputs only sentence_embedding (its own pooling)", pooling, ref)
 		}
-		pool = pooling
+		useGraph, ch = false, ch.withPooling(pooling)
+		if err := ch.check(m.path, m.width[m.plan.hidden]); err != nil {
+			return nil, 0, wire.Errorf(wire.CodeBadRequest, "pooling %s: %w", pooling, err)
+		}
 	default:
 		return nil, 0, wire.Errorf(wire.CodeBadRequest, "pooling %q: EMBED_BATCH on an ONNX model takes \"\", mean, cls or last", pooling)
+	}
+	if from != nil && useGraph {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "pool_from: model %s pools in its graph (sentence_embedding), over every token", ref)
 	}
 	for i, s := range seqs {
 		if err := m.checkIDs(s); err != nil {
 			return nil, 0, wire.Errorf(wire.CodeBadRequest, "sequence %d: %w", i, err)
 		}
 	}
-	dims := m.dims(pool)
+	dims := m.dims(useGraph, ch)
 	out := make([]float32, len(seqs)*dims)
 	for _, run := range m.runs(seqs) {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, wire.Errorf(wire.CodeInternal, "embed: %w", err)
 		}
-		if err := m.run(seqs, run, pool, dims, out); err != nil {
+		if err := m.run(seqs, run, from, useGraph, ch, dims, out); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -194,8 +219,15 @@ func (m *onnxModel) checkIDs(s []int32) error {
 
 // runs groups sequence indices into runs of equal length, each at most
 // tokensPerRun tokens (but at least one sequence) and seqMax sequences, in
-// order of length and then of index.
+// order of length and then of index. A graph whose results mix the rows of
+// a batch (graphPlan.batchOps: dynamic quantization takes its scale over the
+// whole tensor) runs one sequence per run, so that a sequence's vector never
+// depends on the others of its request.
 func (m *onnxModel) runs(seqs [][]int32) [][]int {
+	seqMax := m.cfg.seqMax
+	if len(m.plan.batchOps) > 0 {
+		seqMax = 1
+	}
 	order := make([]int, len(seqs))
 	for i := range order {
 		order[i] = i
@@ -205,7 +237,7 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 	for start := 0; start < len(order); {
 		l := len(seqs[order[start]])
 		end := start + 1
-		for end < len(order) && len(seqs[order[end]]) == l && end-start < m.cfg.seqMax && (end-start+1)*l <= m.cfg.tokensPerRun {
+		for end < len(order) && len(seqs[order[end]]) == l && end-start < seqMax && (end-start+1)*l <= m.cfg.tokensPerRun {
 			end++
 		}
 		runs = append(runs, order[start:end])
@@ -215,10 +247,11 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 }
 
 // run evaluates the sequences idx (all of one length) in one ONNX Runtime
-// run and writes their pooled vectors to out.
-func (m *onnxModel) run(seqs [][]int32, idx []int, pool string, dims int, out []float32) error {
+// run and writes their vectors to out: the graph's sentence_embedding
+// (useGraph) or chain ch over its last_hidden_state.
+func (m *onnxModel) run(seqs [][]int32, idx, from []int, useGraph bool, ch onnxChain, dims int, out []float32) error {
 	n, l := len(idx), len(seqs[idx[0]])
-	ins, err := m.inputs(n, l, func(i, j int) int32 { return seqs[idx[i]][j] })
+	ins, err := m.inputs(n, l, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return err
@@ -242,36 +275,19 @@ func (m *onnxModel) run(seqs [][]int32, idx []int, pool string, dims int, out []
 		return classifyORTRun(err, n, l)
 	}
 	for i, s := range idx {
-		m.pool(pool, i, l, out[s*dims:(s+1)*dims])
+		dst := out[s*dims : (s+1)*dims]
+		if useGraph {
+			copy(dst, m.outs[m.plan.pooled][i*dims:(i+1)*dims])
+			continue
+		}
+		w := m.width[m.plan.hidden]
+		skip := 0
+		if from != nil {
+			skip = from[s]
+		}
+		ch.apply(m.outs[m.plan.hidden][i*l*w:(i+1)*l*w], l, w, skip, dst)
 	}
 	return nil
-}
-
-// pool writes sequence i's pooled vector of a run of sequences of l tokens.
-func (m *onnxModel) pool(pool string, i, l int, dst []float32) {
-	if pool == poolModel {
-		w := m.width[m.plan.pooled]
-		copy(dst, m.outs[m.plan.pooled][i*w:(i+1)*w])
-		return
-	}
-	w := m.width[m.plan.hidden]
-	h := m.outs[m.plan.hidden][i*l*w : (i+1)*l*w]
-	switch pool {
-	case PoolingCLS:
-		copy(dst, h[:w])
-	case PoolingLast:
-		copy(dst, h[(l-1)*w:])
-	default: // mean: every token counts (the mask is all ones)
-		sum := make([]float64, w)
-		for j := range l {
-			for d, x := range h[j*w : (j+1)*w] {
-				sum[d] += float64(x)
-			}
-		}
-		for d := range dst {
-			dst[d] = float32(sum[d] / float64(l))
-		}
-	}
 }
 
 // classifyORTRun turns a failed run into an error code: an index out of

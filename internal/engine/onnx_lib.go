@@ -17,7 +17,8 @@ var ORTLib = libpath.Lib{
 	Name: "ONNX Runtime", Flag: "--ort-lib", Env: "SYNAPSE_ORT_LIB", Dir: "onnxruntime", Release: ORTRelease,
 	Check: func(path string) error { _, err := ORTLibrary(path); return err },
 	Get: fmt.Sprintf("run `make setup` in a synapse checkout (it fetches %s from the npm package %s into .cache/onnxruntime/%s), "+
-		"then `make install PREFIX=DIR`; or point --ort-lib or SYNAPSE_ORT_LIB at another build's %s", ortLibName, ORTNPMPackage, ORTRelease, ortLibName),
+		"then `make install PREFIX=DIR`, which puts it in DIR/lib/synapse/onnxruntime/%s, where DIR/bin/synapse finds it; "+
+		"or point --ort-lib or SYNAPSE_ORT_LIB at another build's %s", ortLibName, ORTNPMPackage, ORTRelease, ORTRelease, ortLibName),
 }
 
 // The ONNX Runtime build synapse is pinned to (see the Makefile): the

@@ -27,17 +27,15 @@ const (
 	onnxRunTokens = 4096
 )
 
-// poolModel is the pooling of a graph's own sentence_embedding output.
-const poolModel = "model"
-
 // onnxConfig is a RuntimeConfig with every default resolved.
 type onnxConfig struct {
 	nCtx, tokensPerRun, seqMax, threads int
 	pooling                             string // as LOAD asked: "" (the model's), mean, cls or last
+	modules                             string // the directory's sentence-transformers chain (hfmodel.Chain.String)
 }
 
 func (c onnxConfig) String() string {
-	return fmt.Sprintf("onnx ctx=%d run=%d seq=%d threads=%d pool=%s", c.nCtx, c.tokensPerRun, c.seqMax, c.threads, c.pooling)
+	return fmt.Sprintf("onnx ctx=%d run=%d seq=%d threads=%d pool=%s modules=%s", c.nCtx, c.tokensPerRun, c.seqMax, c.threads, c.pooling, c.modules)
 }
 
 // Load verifies the artifact (the .onnx file's digest), checks its inputs
@@ -62,22 +60,71 @@ func (e *ONNX) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 	if err != nil {
 		return ModelInfo{}, err
 	}
+	if cfg.modules = files.Chain.String(); req.Config.STModules != "" && req.Config.STModules != cfg.modules {
+		return ModelInfo{}, wire.Errorf(wire.CodeArtifactInvalid, "%s: the sentence-transformers modules are %q; the module read %q (the directory changed)",
+			files.Root, cfg.modules, req.Config.STModules)
+	}
 	plan, err := planGraph(files, info, cfg)
 	if err != nil {
 		return ModelInfo{}, err
 	}
-	ref := onnxRef(req.Digest, cfg)
+	var ce crossEncoder
+	if cfg.pooling == PoolingRank {
+		if ce, err = readCrossEncoder(files, hfc, plan); err != nil {
+			return ModelInfo{}, err
+		}
+	}
+	// The digest covers the graph only: a cross-encoder's ref also names its
+	// pair layout, which comes from tokenizer.json.
+	ref := onnxRef(req.Digest, cfg, ce)
 	if m, ok := e.models[ref]; ok {
-		return ModelInfo{Ref: ref, Dims: m.dims(m.defPool)}, nil
+		return ModelInfo{Ref: ref, Dims: m.dims(m.useGraph, m.chain)}, nil
 	}
 	start := time.Now()
+	var chain onnxChain
+	if cfg.pooling != PoolingRank {
+		if chain, err = newONNXChain(files.Chain, cfg.pooling); err != nil {
+			return ModelInfo{}, err
+		}
+	}
 	m, err := newONNXModel(files.Graph, plan, cfg)
 	if err != nil {
 		return ModelInfo{}, err
 	}
-	m.ref, m.nVocab = ref, hfc.VocabSize
+	m.ref, m.nVocab, m.ce = ref, hfc.VocabSize, ce
+	if cfg.pooling == PoolingRank {
+		if m.ce.scoring, err = hfc.Scoring(m.width[plan.logits]); err != nil {
+			m.free()
+			return ModelInfo{}, wire.Errorf(wire.CodeUnsupported, "%s: %w", files.Graph, err)
+		}
+	} else if err := m.setChain(chain); err != nil {
+		m.free()
+		return ModelInfo{}, err
+	}
 	e.models[ref] = m
-	return ModelInfo{Ref: ref, Dims: m.dims(m.defPool), ColdLoad: time.Since(start)}, nil
+	return ModelInfo{Ref: ref, Dims: m.dims(m.useGraph, m.chain), ColdLoad: time.Since(start)}, nil
+}
+
+// setChain checks the chain against the graph's widths: applied after
+// last_hidden_state, each module must take what the one before gives; when
+// the graph's sentence_embedding is used, it must be as wide as the chain's
+// output (it holds the chain).
+func (m *onnxModel) setChain(ch onnxChain) error {
+	m.chain = ch
+	if !m.useGraph {
+		return ch.check(m.path, m.width[m.plan.hidden])
+	}
+	want := 0
+	if m.plan.hidden >= 0 {
+		want = ch.dims(m.width[m.plan.hidden])
+	} else if n := len(ch.dense); n > 0 {
+		want = ch.dense[n-1].out
+	}
+	if got := m.width[m.plan.pooled]; want > 0 && got != want {
+		return wire.Errorf(wire.CodeArtifactInvalid, "%s: sentence_embedding is %d wide, but the sentence-transformers modules (%s) give %d: the graph does not hold them",
+			m.path, got, ch.desc, want)
+	}
+	return nil
 }
 
 // verifyONNX resolves path, checks the .onnx file's digest and reads its graph.
@@ -122,10 +169,9 @@ func resolveONNXConfig(rc wire.RuntimeConfig, hfc hfmodel.Config) (onnxConfig, e
 	}
 	switch rc.Pooling {
 	case PoolingDefault, PoolingMean, PoolingCLS, PoolingLast:
-	case PoolingRank:
-		return onnxConfig{}, wire.Errorf(wire.CodeUnsupported, "pooling rank: the ONNX engine does not rerank yet")
+	case PoolingRank: // a cross-encoder: RERANK over the graph's logits
 	default:
-		return bad("pooling %q: want \"\", mean, cls or last (EMBED_BATCH needs pooled vectors)", rc.Pooling)
+		return bad("pooling %q: want \"\", mean, cls, last or rank (a cross-encoder)", rc.Pooling)
 	}
 	train := hfc.ContextLength()
 	cfg := onnxConfig{nCtx: rc.ContextSize, tokensPerRun: onnxRunTokens, seqMax: rc.SeqMax, threads: rc.Threads, pooling: rc.Pooling}
@@ -144,16 +190,20 @@ func resolveONNXConfig(rc wire.RuntimeConfig, hfc hfmodel.Config) (onnxConfig, e
 	return cfg, nil
 }
 
-func onnxRef(digest string, cfg onnxConfig) string {
+func onnxRef(digest string, cfg onnxConfig, ce crossEncoder) string {
 	hexd := strings.TrimPrefix(digest, "sha256:")
-	return fmt.Sprintf("%s-%08x", hexd[:16], crc32.ChecksumIEEE([]byte(cfg.String())))
+	key := cfg.String()
+	if cfg.pooling == PoolingRank {
+		key += " pair=" + ce.pair.String()
+	}
+	return fmt.Sprintf("%s-%08x", hexd[:16], crc32.ChecksumIEEE([]byte(key)))
 }
 
 // Graph input roles: what the engine feeds each input.
 const (
 	roleIDs       = iota // input_ids
 	roleMask             // attention_mask: ones (sequences are never padded)
-	roleTypes            // token_type_ids: zeros
+	roleTypes            // token_type_ids: zeros; a cross-encoder pair's types from its post-processor
 	rolePositions        // position_ids: 0 … n-1
 )
 
@@ -170,12 +220,18 @@ type graphPlan struct {
 	outputs []string
 	hidden  int // index in outputs of last_hidden_state (or token_embeddings), -1 for none
 	pooled  int // index in outputs of sentence_embedding, -1 for none
-	defPool string
+	logits  int // index in outputs of logits (cross-encoders, loaded with pooling rank), -1 for none
+	// useGraph: the default vectors are sentence_embedding's (LOAD named
+	// no pooling and the graph has it); else the chain over last_hidden_state.
+	useGraph bool
+	// batchOps are the graph's ops whose results mix a batch's rows
+	// (onnx.Info.BatchDependent): then every run holds one sequence.
+	batchOps []string
 }
 
 // planGraph checks a graph's inputs and outputs and picks the default pooling.
 func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan, error) {
-	p := graphPlan{hidden: -1, pooled: -1}
+	p := graphPlan{hidden: -1, pooled: -1, logits: -1, batchOps: info.BatchDependent()}
 	unsupported := func(format string, args ...any) (graphPlan, error) {
 		return graphPlan{}, wire.Errorf(wire.CodeUnsupported, "%s: "+format, append([]any{files.Graph}, args...)...)
 	}
@@ -191,6 +247,9 @@ func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan,
 	}
 	if _, ok := info.Input("input_ids"); !ok {
 		return unsupported("no input_ids input (inputs: %v)", info.Inputs)
+	}
+	if cfg.pooling == PoolingRank {
+		return p, p.planLogits(files, info)
 	}
 	for _, out := range info.Outputs {
 		switch out.Name {
@@ -213,31 +272,26 @@ func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan,
 		p.outputs = append(p.outputs, out.Name)
 	}
 	if len(p.outputs) == 0 {
+		if _, ok := info.Output("logits"); ok {
+			return unsupported("a cross-encoder (logits output, no last_hidden_state or sentence_embedding): it reranks (pooling rank, synapse rerank); it does not embed")
+		}
 		return unsupported("no last_hidden_state or sentence_embedding output (outputs: %v)", info.Outputs)
 	}
 	return p, p.pickPooling(files, cfg)
 }
 
-// pickPooling sets the default pooling: LOAD's, else the graph's own
-// sentence_embedding, else the sentence-transformers config, else mean.
+// pickPooling decides where the default vectors come from: with LOAD's
+// pooling, the chain over last_hidden_state; else the graph's own
+// sentence_embedding when it has one (it holds the sentence-transformers
+// chain: an exported SentenceTransformer's output), else the chain.
 func (p *graphPlan) pickPooling(files hfmodel.Files, cfg onnxConfig) error {
 	switch {
 	case cfg.pooling != PoolingDefault:
 		if p.hidden < 0 {
 			return wire.Errorf(wire.CodeConfigInvalid, "pooling %s needs a last_hidden_state output; %s outputs only sentence_embedding (leave pooling empty)", cfg.pooling, files.Graph)
 		}
-		p.defPool = cfg.pooling
 	case p.pooled >= 0:
-		p.defPool = poolModel
-	default:
-		pool, err := hfmodel.ReadPooling(files.Pooling)
-		if err != nil {
-			return wire.Errorf(wire.CodeUnsupported, "%w", err)
-		}
-		p.defPool = PoolingMean
-		if pool != "" {
-			p.defPool = pool
-		}
+		p.useGraph = true
 	}
 	return nil
 }
@@ -264,7 +318,7 @@ func newONNXModel(path string, plan graphPlan, cfg onnxConfig) (*onnxModel, erro
 	if err != nil {
 		return nil, classifyORTLoad(path, err)
 	}
-	m := &onnxModel{path: path, sess: sess, plan: plan, cfg: cfg, defPool: plan.defPool, width: make([]int, len(plan.outputs))}
+	m := &onnxModel{path: path, sess: sess, plan: plan, cfg: cfg, useGraph: plan.useGraph, width: make([]int, len(plan.outputs))}
 	if err := m.probe(); err != nil {
 		m.free()
 		return nil, err

@@ -316,3 +316,68 @@ func TestONNXReference(t *testing.T) {
 		}
 	}
 }
+
+// TestONNXBatchDependent: a dynamically quantized graph takes its
+// activation scale over the whole input tensor, so a sequence run beside
+// others of its length gets another vector than alone. The engine runs such
+// a graph one sequence per run: every vector of a request is bit for bit the
+// one the sequence gets alone. (With the rule switched off the vectors
+// differ, which shows the graph does mix its rows.) The shared fixture's
+// model_quantized.onnx is held to the same.
+func TestONNXBatchDependent(t *testing.T) {
+	e := openONNX(t)
+	ctx := context.Background()
+	enc := onnxtest.Tiny()
+	enc.Layers = 2
+	dir, _ := writeEncoder(t, enc)
+	q := filepath.Join(dir, "model_quantized.onnx")
+	if _, err := onnx.QuantizeFile(filepath.Join(dir, "model.onnx"), q); err != nil {
+		t.Fatal(err)
+	}
+	// Equal lengths, one sequence of far larger values (token 4 repeated).
+	seqs := [][]int32{{2, 5, 6, 3}, {4, 4, 4, 4}, {2, 7, 8, 3}, {2, 9, 3}, {2, 10, 11, 3}}
+	check := func(t *testing.T, path string, seqs [][]int32) {
+		info, err := e.Load(ctx, onnxLoad(t, path, wire.RuntimeConfig{Threads: 1}))
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		m := e.models[info.Ref]
+		if len(m.plan.batchOps) == 0 {
+			t.Fatalf("%s: no batch-dependent op found", path)
+		}
+		together := func() []float32 {
+			v, _, err := e.Embed(ctx, info.Ref, "", false, seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		got := together()
+		dims := info.Dims
+		for i, s := range seqs {
+			alone, _, err := e.Embed(ctx, info.Ref, "", false, [][]int32{s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for d := range dims {
+				if math.Float32bits(got[i*dims+d]) != math.Float32bits(alone[d]) {
+					t.Fatalf("sequence %d dimension %d: %v in a request of %d; want %v, as alone", i, d, got[i*dims+d], len(seqs), alone[d])
+				}
+			}
+		}
+		ops := m.plan.batchOps
+		m.plan.batchOps = nil // equal lengths share a run again
+		defer func() { m.plan.batchOps = ops }()
+		if mixed := together(); maxDiff(mixed, got) == 0 {
+			t.Errorf("%s: batched runs gave the vectors of single runs: the test shows nothing", path)
+		}
+	}
+	t.Run("generated", func(t *testing.T) { check(t, q, seqs) })
+	t.Run("fixture", func(t *testing.T) {
+		q := testenv.Fixture(t, "models", "ref-bert-embed-onnx", "model_quantized.onnx")
+		if _, err := os.Stat(q); err != nil {
+			t.Skipf("fixture: %v", err)
+		}
+		check(t, q, [][]int32{{101, 2023, 2003, 1037, 3231, 102}, {101, 3894, 3894, 3894, 3894, 102}, {101, 1996, 4937, 2001, 2307, 102}})
+	})
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -158,7 +159,7 @@ func (w *testWorker) wait() syscall.WaitStatus {
 func (w *testWorker) load(id uint64, name string, rc wire.RuntimeConfig) *wire.Loaded {
 	w.t.Helper()
 	path := modelPath(w.t, name)
-	msg := w.call(&wire.Load{ReqID: id, ArtifactPath: path, ArtifactDigest: fileDigest(w.t, path), Format: "gguf", RuntimeConfig: rc})
+	msg := w.call(&wire.Load{ReqID: id, ArtifactPath: path, ArtifactDigest: fileDigest(w.t, path), Format: wire.FormatGGUF, RuntimeConfig: rc})
 	l, ok := msg.(*wire.Loaded)
 	if !ok || l.ReqID != id {
 		w.t.Fatalf("LOAD %s: got %#v; want LOADED req_id %d", name, msg, id)
@@ -185,8 +186,8 @@ func TestWorkerHandshake(t *testing.T) {
 		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
 		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
 	}
-	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling}) {
-		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling})
+	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}) {
+		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules})
 	}
 	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
 	const small = 1 << 20
@@ -241,162 +242,218 @@ func TestWorkerHandshakeFailures(t *testing.T) {
 	}
 }
 
-// One worker process answers every request type in turn, then SHUTDOWN.
-// The reference comparisons need the fixtures; the rest runs on generated
-// models.
+// TestWorkerRequests: a worker answers every request type. Each subtest
+// starts its own worker and loads what it uses, so none depends on another;
+// the reference comparisons need the fixtures, the rest runs on generated
+// models. The req_ids are the test's own, one per request, so that an
+// answer with the wrong id is caught.
 func TestWorkerRequests(t *testing.T) {
+	t.Run("EMBED_BATCH", testEmbedBatch)
+	t.Run("EMBED_BATCH reference parity", testEmbedBatchReference)
+	t.Run("RERANK and RERANK_GROUPS", testRerankGroups)
+	t.Run("RERANK reference", testRerankReference)
+	t.Run("TOKENIZE and GENERATE with a grammar", testGenerateGrammar)
+	t.Run("unknown type", testUnknownType)
+	t.Run("LOAD errors", testLoadErrors)
+	t.Run("PING and UNLOAD", testPingUnload)
+}
+
+// testEmbedBatch: VECTORS for every item, normalized when asked.
+func testEmbedBatch(t *testing.T) {
+	const loadID, embedID = 1, 2
 	w := startWorker(t)
-	emb := w.load(1, genEmbed, embedConfig)
-	loaded := []string{emb.ModelRef}
-	t.Run("EMBED_BATCH", func(t *testing.T) {
-		seqs := corpusIDs(t, 5)
-		req := &wire.EmbedBatch{ReqID: 2, ModelRef: emb.ModelRef, Normalize: true}
-		for i, ids := range seqs {
-			req.Items = append(req.Items, wire.Item{ID: uint64(i), NTokens: len(ids)})
-			req.IDs = append(req.IDs, ids...)
+	emb := w.load(loadID, genEmbed, embedConfig)
+	seqs := corpusIDs(t, 5)
+	req := &wire.EmbedBatch{ReqID: embedID, ModelRef: emb.ModelRef, Normalize: true}
+	for i, ids := range seqs {
+		req.Items = append(req.Items, wire.Item{ID: uint64(i), NTokens: len(ids)})
+		req.IDs = append(req.IDs, ids...)
+	}
+	v, ok := w.call(req).(*wire.Vectors)
+	if !ok || v.ReqID != embedID || v.N != len(seqs) || v.Dims != emb.Dims {
+		t.Fatalf("got %#v; want VECTORS req_id %d, n %d, dims %d", v, embedID, len(seqs), emb.Dims)
+	}
+	for i := range seqs {
+		var sq float64
+		for _, x := range v.Data[i*v.Dims : (i+1)*v.Dims] {
+			sq += float64(x) * float64(x)
 		}
-		v, ok := w.call(req).(*wire.Vectors)
-		if !ok || v.ReqID != 2 || v.N != len(seqs) || v.Dims != emb.Dims {
-			t.Fatalf("got %#v; want VECTORS req_id 2, n %d, dims %d", v, len(seqs), emb.Dims)
+		if math.Abs(math.Sqrt(sq)-1) > 1e-5 {
+			t.Errorf("item %d: norm %v; want 1 (normalize)", i, math.Sqrt(sq))
 		}
-		for i := range seqs {
-			var sq float64
-			for _, x := range v.Data[i*v.Dims : (i+1)*v.Dims] {
-				sq += float64(x) * float64(x)
-			}
-			if math.Abs(math.Sqrt(sq)-1) > 1e-5 {
-				t.Errorf("item %d: norm %v; want 1 (normalize)", i, math.Sqrt(sq))
-			}
+	}
+}
+
+// testEmbedBatchReference: the reference BERT's vectors match transformers'.
+func testEmbedBatchReference(t *testing.T) {
+	const loadID, embedID, minCosine = 1, 2, 0.9999
+	var eref embedRef
+	readJSON(t, &eref, "reference", "embed.json")
+	w := startWorker(t)
+	ref := w.load(loadID, "ref-bert-embed.gguf", embedConfig)
+	req := &wire.EmbedBatch{ReqID: embedID, ModelRef: ref.ModelRef, Pooling: eref.Pooling, Normalize: eref.Normalize}
+	for i, it := range eref.Items {
+		req.Items = append(req.Items, wire.Item{ID: uint64(i), NTokens: len(it.IDs)})
+		req.IDs = append(req.IDs, it.IDs...)
+	}
+	v, ok := w.call(req).(*wire.Vectors)
+	if !ok || v.ReqID != embedID || v.N != len(eref.Items) || v.Dims != ref.Dims {
+		t.Fatalf("got %#v; want VECTORS req_id %d, n %d, dims %d", v, embedID, len(eref.Items), ref.Dims)
+	}
+	for i, it := range eref.Items {
+		if c := testenv.Cosine(v.Data[i*v.Dims:(i+1)*v.Dims], it.Embedding); c < minCosine {
+			t.Errorf("item %d: cosine %.6f; want ≥ %g", i, c, minCosine)
 		}
-	})
-	t.Run("EMBED_BATCH reference parity", func(t *testing.T) {
-		var eref embedRef
-		readJSON(t, &eref, "reference", "embed.json")
-		ref := w.load(16, "ref-bert-embed.gguf", embedConfig)
-		loaded = append(loaded, ref.ModelRef)
-		req := &wire.EmbedBatch{ReqID: 17, ModelRef: ref.ModelRef, Pooling: eref.Pooling, Normalize: eref.Normalize}
-		for i, it := range eref.Items {
-			req.Items = append(req.Items, wire.Item{ID: uint64(i), NTokens: len(it.IDs)})
-			req.IDs = append(req.IDs, it.IDs...)
+	}
+}
+
+// testRerankGroups: RERANK scores every candidate, and RERANK_GROUPS scores
+// the pairs of two queries (q, and q reversed) in one request, each group's
+// scores those of its own RERANK.
+func testRerankGroups(t *testing.T) {
+	const loadID, rerankID, reversedID, groupsID, tolerance = 1, 2, 3, 4, 1e-4
+	w := startWorker(t)
+	rr := w.load(loadID, genRerank, embedConfig)
+	query, reversed := []int32{1000, 1200}, []int32{1200, 1000}
+	docs := [][]int32{{1300, 1400, 1500}, {1600}, {1001, 1002}}
+	req := &wire.Rerank{ReqID: rerankID, ModelRef: rr.ModelRef, QueryNTokens: len(query), IDs: slices.Clone(query)}
+	for _, d := range docs {
+		req.Candidates = append(req.Candidates, wire.Candidate{NTokens: len(d)})
+		req.IDs = append(req.IDs, d...)
+	}
+	s, ok := w.call(req).(*wire.Scores)
+	if !ok || s.ReqID != rerankID || len(s.Data) != len(docs) {
+		t.Fatalf("got %#v; want SCORES req_id %d with %d scores", s, rerankID, len(docs))
+	}
+	second := docs[1]
+	req2 := &wire.Rerank{ReqID: reversedID, ModelRef: rr.ModelRef, QueryNTokens: len(reversed),
+		Candidates: []wire.Candidate{{NTokens: len(second)}}, IDs: append(slices.Clone(reversed), second...)}
+	s2, ok := w.call(req2).(*wire.Scores)
+	if !ok || s2.ReqID != reversedID || len(s2.Data) != 1 {
+		t.Fatalf("got %#v; want SCORES req_id %d with 1 score", s2, reversedID)
+	}
+	groups := &wire.RerankGroups{ReqID: groupsID, ModelRef: rr.ModelRef, Groups: []wire.RerankGroup{
+		{QueryNTokens: len(query), Candidates: req.Candidates}, {QueryNTokens: len(reversed), Candidates: req2.Candidates}},
+		IDs: append(slices.Clone(req.IDs), req2.IDs...)}
+	sg, ok := w.call(groups).(*wire.Scores)
+	if !ok || sg.ReqID != groupsID || len(sg.Data) != len(docs)+1 {
+		t.Fatalf("got %#v; want SCORES req_id %d with %d scores", sg, groupsID, len(docs)+1)
+	}
+	for i, want := range append(slices.Clone(s.Data), s2.Data...) {
+		if math.Abs(float64(sg.Data[i]-want)) > tolerance {
+			t.Errorf("RERANK_GROUPS score %d: %.6f; want its RERANK's %.6f", i, sg.Data[i], want)
 		}
-		v, ok := w.call(req).(*wire.Vectors)
-		if !ok || v.ReqID != 17 || v.N != len(eref.Items) || v.Dims != ref.Dims {
-			t.Fatalf("got %#v; want VECTORS req_id 17, n %d, dims %d", v, len(eref.Items), ref.Dims)
+	}
+	if s.Data[1] == s2.Data[0] {
+		t.Errorf("queries q and reversed q score a document the same: the test does not tell groups apart")
+	}
+}
+
+// testRerankReference: the reference cross-encoder's scores for the first
+// query match transformers'.
+func testRerankReference(t *testing.T) {
+	const loadID, rerankID, tolerance = 1, 2, 0.02
+	var rref rerankRef
+	readJSON(t, &rref, "reference", "rerank.json")
+	w := startWorker(t)
+	rr := w.load(loadID, "ref-bert-rerank.gguf", embedConfig)
+	q, _ := splitPair(t, rref.Items[0].IDs)
+	req := &wire.Rerank{ReqID: rerankID, ModelRef: rr.ModelRef, QueryNTokens: len(q), IDs: append([]int32(nil), q...)}
+	var want []float32
+	for _, it := range rref.Items {
+		q2, d := splitPair(t, it.IDs)
+		if !slices.Equal(q, q2) {
+			break
 		}
-		for i, it := range eref.Items {
-			if c := testenv.Cosine(v.Data[i*v.Dims:(i+1)*v.Dims], it.Embedding); c < 0.9999 {
-				t.Errorf("item %d: cosine %.6f; want ≥ 0.9999", i, c)
-			}
+		req.Candidates = append(req.Candidates, wire.Candidate{NTokens: len(d)})
+		req.IDs = append(req.IDs, d...)
+		want = append(want, it.Score)
+	}
+	s, ok := w.call(req).(*wire.Scores)
+	if !ok || s.ReqID != rerankID || len(s.Data) != len(want) {
+		t.Fatalf("got %#v; want SCORES req_id %d with %d scores", s, rerankID, len(want))
+	}
+	for i := range want {
+		if math.Abs(float64(s.Data[i]-want[i])) > tolerance {
+			t.Errorf("candidate %d: score %.4f; want %.4f ± %g", i, s.Data[i], want[i], tolerance)
 		}
-	})
-	t.Run("RERANK", func(t *testing.T) {
-		rr := w.load(3, genRerank, embedConfig)
-		loaded = append(loaded, rr.ModelRef)
-		q, docs := []int32{1000, 1200}, [][]int32{{1300, 1400, 1500}, {1600}, {1001, 1002}}
-		req := &wire.Rerank{ReqID: 4, ModelRef: rr.ModelRef, QueryNTokens: len(q), IDs: slices.Clone(q)}
-		for _, d := range docs {
-			req.Candidates = append(req.Candidates, wire.Candidate{NTokens: len(d)})
-			req.IDs = append(req.IDs, d...)
-		}
-		s, ok := w.call(req).(*wire.Scores)
-		if !ok || s.ReqID != 4 || len(s.Data) != len(docs) {
-			t.Fatalf("got %#v; want SCORES req_id 4 with %d scores", s, len(docs))
-		}
-		// RERANK_GROUPS: the same pairs, split over two queries (q, and q
-		// reversed), scored in one request; each group's scores are those
-		// of its own RERANK.
-		q2 := []int32{1200, 1000}
-		req2 := &wire.Rerank{ReqID: 5, ModelRef: rr.ModelRef, QueryNTokens: 2, Candidates: []wire.Candidate{{NTokens: 1}}, IDs: append(slices.Clone(q2), docs[1]...)}
-		s2, ok := w.call(req2).(*wire.Scores)
-		if !ok || len(s2.Data) != 1 {
-			t.Fatalf("got %#v; want SCORES with 1 score", s2)
-		}
-		groups := &wire.RerankGroups{ReqID: 6, ModelRef: rr.ModelRef, Groups: []wire.RerankGroup{
-			{QueryNTokens: 2, Candidates: req.Candidates}, {QueryNTokens: 2, Candidates: req2.Candidates}},
-			IDs: append(slices.Clone(req.IDs), req2.IDs...)}
-		sg, ok := w.call(groups).(*wire.Scores)
-		if !ok || sg.ReqID != 6 || len(sg.Data) != len(docs)+1 {
-			t.Fatalf("got %#v; want SCORES req_id 6 with %d scores", sg, len(docs)+1)
-		}
-		for i, want := range append(slices.Clone(s.Data), s2.Data...) {
-			if math.Abs(float64(sg.Data[i]-want)) > 1e-4 {
-				t.Errorf("RERANK_GROUPS score %d: %.6f; want its RERANK's %.6f", i, sg.Data[i], want)
-			}
-		}
-		if s.Data[1] == s2.Data[0] {
-			t.Errorf("queries q and reversed q score a document the same: the test does not tell groups apart")
-		}
-	})
-	t.Run("RERANK reference", func(t *testing.T) {
-		var rref rerankRef
-		readJSON(t, &rref, "reference", "rerank.json")
-		rr := w.load(18, "ref-bert-rerank.gguf", embedConfig)
-		loaded = append(loaded, rr.ModelRef)
-		q, _ := splitPair(t, rref.Items[0].IDs)
-		req := &wire.Rerank{ReqID: 19, ModelRef: rr.ModelRef, QueryNTokens: len(q), IDs: append([]int32(nil), q...)}
-		var want []float32
-		for _, it := range rref.Items {
-			q2, d := splitPair(t, it.IDs)
-			if !slices.Equal(q, q2) {
-				break
-			}
-			req.Candidates = append(req.Candidates, wire.Candidate{NTokens: len(d)})
-			req.IDs = append(req.IDs, d...)
-			want = append(want, it.Score)
-		}
-		s, ok := w.call(req).(*wire.Scores)
-		if !ok || s.ReqID != 19 || len(s.Data) != len(want) {
-			t.Fatalf("got %#v; want SCORES req_id 19 with %d scores", s, len(want))
-		}
-		for i := range want {
-			if math.Abs(float64(s.Data[i]-want[i])) > 0.02 {
-				t.Errorf("candidate %d: score %.4f; want %.4f ± 0.02", i, s.Data[i], want[i])
-			}
-		}
-	})
-	t.Run("TOKENIZE and GENERATE with a grammar", func(t *testing.T) {
-		gen := w.load(5, genLlama, genConfig)
-		loaded = append(loaded, gen.ModelRef)
-		tk, ok := w.call(&wire.Tokenize{ReqID: 6, ModelRef: gen.ModelRef, Text: "Answer yes or no:", AddSpecial: true}).(*wire.Tokens)
-		if !ok || tk.ReqID != 6 || tk.N == 0 || tk.IDs[0] != 1 {
-			t.Fatalf("got %#v; want TOKENS req_id 6 starting with BOS 1", tk)
-		}
-		txt, ok := w.call(&wire.Generate{ReqID: 7, ModelRef: gen.ModelRef, MaxTokens: 16, Grammar: `root ::= ("yes" | "no")`, IDs: tk.IDs}).(*wire.Text)
-		if !ok || txt.ReqID != 7 || (txt.Text != "yes" && txt.Text != "no") || txt.FinishReason != FinishGrammar || txt.NPrompt != tk.N {
-			t.Errorf("got %#v; want TEXT yes|no, finish grammar, n_prompt %d", txt, tk.N)
-		}
-		wantErr(t, w.call(&wire.Generate{ReqID: 8, ModelRef: gen.ModelRef, MaxTokens: 4, Grammar: `root ::= (`, IDs: tk.IDs}), 8, wire.CodeConfigInvalid)
-	})
-	t.Run("unknown type", func(t *testing.T) {
-		if err := wire.WriteFrame(w.nc, []byte(`{"type":"FROB","req_id":9}`)); err != nil {
-			t.Fatal(err)
-		}
-		msg, err := w.conn.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantErr(t, msg, 9, wire.CodeUnknownType)
-	})
-	t.Run("LOAD errors", func(t *testing.T) {
-		path := modelPath(t, genEmbed)
-		bad := &wire.Load{ReqID: 10, ArtifactPath: path, ArtifactDigest: "sha256:" + strings.Repeat("ab", 32), Format: "gguf", RuntimeConfig: embedConfig}
-		wantErr(t, w.call(bad), 10, wire.CodeArtifactInvalid)
-		cfg := &wire.Load{ReqID: 11, ArtifactPath: path, ArtifactDigest: fileDigest(t, path), Format: "gguf",
-			RuntimeConfig: wire.RuntimeConfig{Embeddings: true, BatchSize: 64, UBatchSize: 128}}
-		wantErr(t, w.call(cfg), 11, wire.CodeConfigInvalid)
-	})
-	t.Run("PING, UNLOAD", func(t *testing.T) {
-		p, ok := w.call(&wire.Ping{ReqID: 12}).(*wire.Pong)
-		slices.Sort(loaded)
-		if !ok || p.ReqID != 12 || p.RSSMB <= 0 || !slices.Equal(slices.Sorted(slices.Values(p.ModelsLoaded)), loaded) {
-			t.Fatalf("got %#v; want PONG req_id 12, rss_mb > 0, models %v loaded", p, loaded)
-		}
-		if u, ok := w.call(&wire.Unload{ReqID: 13, ModelRef: emb.ModelRef}).(*wire.Unloaded); !ok || u.ReqID != 13 {
-			t.Fatalf("got %#v; want UNLOADED req_id 13", u)
-		}
-		wantErr(t, w.call(&wire.EmbedBatch{ReqID: 14, ModelRef: emb.ModelRef, Items: []wire.Item{{ID: 1, NTokens: 1}}, IDs: []int32{101}}), 14, wire.CodeModelNotLoaded)
-		wantErr(t, w.call(&wire.Unload{ReqID: 15, ModelRef: emb.ModelRef}), 15, wire.CodeModelNotLoaded)
-	})
+	}
+}
+
+// testGenerateGrammar: TOKENIZE adds BOS, GENERATE under a grammar answers
+// within it, and a grammar llama.cpp cannot parse is config_invalid.
+func testGenerateGrammar(t *testing.T) {
+	const loadID, tokenizeID, generateID, badGrammarID, bos = 1, 2, 3, 4, 1
+	w := startWorker(t)
+	gen := w.load(loadID, genLlama, genConfig)
+	tk, ok := w.call(&wire.Tokenize{ReqID: tokenizeID, ModelRef: gen.ModelRef, Text: "Answer yes or no:", AddSpecial: true}).(*wire.Tokens)
+	if !ok || tk.ReqID != tokenizeID || tk.N == 0 || tk.IDs[0] != bos {
+		t.Fatalf("got %#v; want TOKENS req_id %d starting with BOS %d", tk, tokenizeID, bos)
+	}
+	txt, ok := w.call(&wire.Generate{ReqID: generateID, ModelRef: gen.ModelRef, MaxTokens: 16, Grammar: `root ::= ("yes" | "no")`, IDs: tk.IDs}).(*wire.Text)
+	if !ok || txt.ReqID != generateID || (txt.Text != "yes" && txt.Text != "no") || txt.FinishReason != FinishGrammar || txt.NPrompt != tk.N {
+		t.Errorf("got %#v; want TEXT req_id %d yes|no, finish grammar, n_prompt %d", txt, generateID, tk.N)
+	}
+	bad := &wire.Generate{ReqID: badGrammarID, ModelRef: gen.ModelRef, MaxTokens: 4, Grammar: `root ::= (`, IDs: tk.IDs}
+	wantErr(t, w.call(bad), badGrammarID, wire.CodeConfigInvalid)
+}
+
+// testUnknownType: a frame of a type the worker does not know is
+// unknown_type, with its req_id.
+func testUnknownType(t *testing.T) {
+	const frobID = 9
+	w := startWorker(t)
+	if err := wire.WriteFrame(w.nc, []byte(fmt.Sprintf(`{"type":"FROB","req_id":%d}`, frobID))); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := w.conn.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, msg, frobID, wire.CodeUnknownType)
+}
+
+// testLoadErrors: a digest that is not the file's is artifact_invalid; a
+// micro-batch larger than the batch is config_invalid.
+func testLoadErrors(t *testing.T) {
+	const wrongDigestID, badConfigID = 1, 2
+	w := startWorker(t)
+	path := modelPath(t, genEmbed)
+	wrongDigest := "sha256:" + strings.Repeat("ab", 32)
+	bad := &wire.Load{ReqID: wrongDigestID, ArtifactPath: path, ArtifactDigest: wrongDigest, Format: wire.FormatGGUF, RuntimeConfig: embedConfig}
+	wantErr(t, w.call(bad), wrongDigestID, wire.CodeArtifactInvalid)
+	cfg := &wire.Load{ReqID: badConfigID, ArtifactPath: path, ArtifactDigest: fileDigest(t, path), Format: wire.FormatGGUF,
+		RuntimeConfig: wire.RuntimeConfig{Embeddings: true, BatchSize: 64, UBatchSize: 128}}
+	wantErr(t, w.call(cfg), badConfigID, wire.CodeConfigInvalid)
+}
+
+// testPingUnload: PONG lists the models loaded; after UNLOAD the model is
+// gone for EMBED_BATCH and for a second UNLOAD.
+func testPingUnload(t *testing.T) {
+	const loadEmbedID, loadRerankID, pingID, unloadID, embedID, unloadAgainID = 1, 2, 3, 4, 5, 6
+	w := startWorker(t)
+	emb := w.load(loadEmbedID, genEmbed, embedConfig)
+	rr := w.load(loadRerankID, genRerank, embedConfig)
+	loaded := slices.Sorted(slices.Values([]string{emb.ModelRef, rr.ModelRef}))
+	p, ok := w.call(&wire.Ping{ReqID: pingID}).(*wire.Pong)
+	if !ok || p.ReqID != pingID || p.RSSMB <= 0 || !slices.Equal(slices.Sorted(slices.Values(p.ModelsLoaded)), loaded) {
+		t.Fatalf("got %#v; want PONG req_id %d, rss_mb > 0, models %v loaded", p, pingID, loaded)
+	}
+	if u, ok := w.call(&wire.Unload{ReqID: unloadID, ModelRef: emb.ModelRef}).(*wire.Unloaded); !ok || u.ReqID != unloadID {
+		t.Fatalf("got %#v; want UNLOADED req_id %d", u, unloadID)
+	}
+	oneToken := &wire.EmbedBatch{ReqID: embedID, ModelRef: emb.ModelRef, Items: []wire.Item{{ID: 1, NTokens: 1}}, IDs: []int32{101}}
+	wantErr(t, w.call(oneToken), embedID, wire.CodeModelNotLoaded)
+	wantErr(t, w.call(&wire.Unload{ReqID: unloadAgainID, ModelRef: emb.ModelRef}), unloadAgainID, wire.CodeModelNotLoaded)
+}
+
+// TestWorkerShutdown: after SHUTDOWN a worker that served a request exits
+// 0, having written nothing to stdout and log lines tagged with its id to
+// stderr.
+func TestWorkerShutdown(t *testing.T) {
+	const loadID = 1
+	w := startWorker(t)
+	w.load(loadID, genEmbed, embedConfig)
 	if err := w.conn.Send(&wire.Shutdown{}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package eval
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/synapse-embed/synapse/internal/objstore"
 )
 
 // Qrels are relevance judgements: query id → document id → grade (0: not
@@ -184,7 +187,13 @@ func ReadRun(path string) (Ranking, error) {
 // eachLine calls fn with the fields of every non-blank line of path, the
 // BEIR header line skipped; an error names the file and line.
 func eachLine(path string, fn func(fields []string, line int) error) error {
-	f, err := os.Open(path)
+	var f io.ReadCloser
+	var err error
+	if objstore.IsURL(path) { // one streaming GET
+		f, err = objstore.Open(context.Background(), path)
+	} else {
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}

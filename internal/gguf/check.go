@@ -1,6 +1,10 @@
 package gguf
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // blockSizes gives, for the ggml types whose storage this package knows, the
 // values per block and the bytes per block (ggml's type traits).
@@ -61,4 +65,36 @@ func elements(dims []uint64, limit uint64) (uint64, bool) {
 		n *= d
 	}
 	return n, true
+}
+
+// CheckBlocks checks ARCH.block_count against the tensors: llama.cpp sizes
+// its per-layer arrays by it and aborts (not an error it can report) on a
+// count beyond the blocks whose tensors the file holds, every time it
+// loads the model. A count of 0, or more than the blocks blk.0 … blk.N-1
+// present, is refused; a file without blk.* tensors (another layout) is
+// left to llama.cpp.
+func (f *File) CheckBlocks() error {
+	arch := f.Architecture()
+	n, ok := f.Uint(arch + ".block_count")
+	if !ok {
+		return nil
+	}
+	blocks := 0
+	for _, t := range f.Tensors {
+		rest, ok := strings.CutPrefix(t.Name, "blk.")
+		if !ok {
+			continue
+		}
+		i, _, _ := strings.Cut(rest, ".")
+		if k, err := strconv.Atoi(i); err == nil && k >= blocks {
+			blocks = k + 1
+		}
+	}
+	switch {
+	case blocks == 0:
+		return nil
+	case n == 0 || n > uint64(blocks):
+		return fmt.Errorf("gguf: %s.block_count is %d, but the file holds the tensors of %d blocks (blk.0 … blk.%d)", arch, n, blocks, blocks-1)
+	}
+	return nil
 }

@@ -1,7 +1,7 @@
 // Package hfmodel finds and reads the files of a Hugging Face style ONNX
 // model directory that synapse needs besides the graph's weights: which
 // .onnx file to run, config.json, tokenizer.json and the sentence-transformers
-// pooling config. The module (artifact) and the worker (engine) both use it,
+// modules (see Chain). The module (artifact) and the worker (engine) both use it,
 // so that they agree on what a model directory means.
 //
 // Layouts accepted, with DIR the directory named (or the .onnx file's):
@@ -10,7 +10,7 @@
 //	DIR/onnx/model.onnx                 the Hub's layout (Xenova, sentence-transformers)
 //	DIR/model_quantized.onnx, …         a variant: name the .onnx file itself
 //	DIR/tokenizer.json, DIR/config.json beside the graph or one level up (onnx/ layout)
-//	DIR/modules.json, DIR/1_Pooling/config.json   sentence-transformers pooling
+//	DIR/modules.json, DIR/N_Module/…    sentence-transformers modules (see Chain)
 //
 // The digest of an ONNX artifact is the SHA-256 of the .onnx file's bytes
 // ("sha256:<hex>"): the graph and its weights when they are stored inside it,
@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,8 +45,9 @@ type Files struct {
 	Graph     string // the .onnx file
 	Tokenizer string // tokenizer.json ("" when absent)
 	Config    string // config.json (optional)
-	// Pooling is the sentence-transformers pooling config (optional).
-	Pooling string
+	// Chain is the sentence-transformers chain (modules.json, its modules'
+	// configs, sentence_bert_config.json, prompts); zero when absent.
+	Chain Chain
 }
 
 // IsONNX reports whether path names an ONNX model: a .onnx file, or a
@@ -105,7 +107,7 @@ func Resolve(path string) (Files, error) {
 			break
 		}
 	}
-	if f.Pooling, err = poolingConfig(f.Root); err != nil {
+	if f.Chain, err = ReadChain(f.Root); err != nil {
 		return Files{}, err
 	}
 	return f, nil
@@ -170,6 +172,7 @@ type Config struct {
 	TypeVocabSize         int               `json:"type_vocab_size"`
 	PadTokenID            *int              `json:"pad_token_id"`
 	ID2Label              map[string]string `json:"id2label"`
+	NumLabels             int               `json:"num_labels"` // written by some exporters; transformers derives it from id2label
 }
 
 // ReadConfig reads config.json; "" reads nothing and returns the zero Config.
@@ -178,7 +181,7 @@ func ReadConfig(path string) (Config, error) {
 	if path == "" {
 		return c, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.Config)
 	if err != nil {
 		return c, fmt.Errorf("hfmodel: %w", err)
 	}
@@ -213,71 +216,4 @@ func (c Config) ContextLength() int {
 		n -= pad + 1
 	}
 	return max(n, 0)
-}
-
-// Pooling names as LOAD's runtime_config carries them.
-const (
-	PoolingMean = "mean"
-	PoolingCLS  = "cls"
-	PoolingLast = "last"
-)
-
-// ReadPooling returns the pooling a sentence-transformers pooling config
-// names ("mean", "cls" or "last"), "" for path "". Max, mean-sqrt-len and
-// weighted-mean pooling are errors: the engine does not implement them.
-func ReadPooling(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("hfmodel: %w", err)
-	}
-	var p map[string]any
-	if err := json.Unmarshal(b, &p); err != nil {
-		return "", fmt.Errorf("hfmodel: %s: %w", path, err)
-	}
-	var on []string
-	for k, v := range p {
-		if b, ok := v.(bool); ok && b && strings.HasPrefix(k, "pooling_mode_") {
-			on = append(on, strings.TrimPrefix(k, "pooling_mode_"))
-		}
-	}
-	sort.Strings(on)
-	if len(on) != 1 {
-		return "", fmt.Errorf("hfmodel: %s: pooling modes %v: want exactly one", path, on)
-	}
-	switch on[0] {
-	case "mean_tokens":
-		return PoolingMean, nil
-	case "cls_token":
-		return PoolingCLS, nil
-	case "lasttoken":
-		return PoolingLast, nil
-	}
-	return "", fmt.Errorf("hfmodel: %s: pooling mode %s is not supported (mean, cls and lasttoken are)", path, on[0])
-}
-
-// poolingConfig finds the sentence-transformers pooling config of a model
-// directory: the Pooling module modules.json names, else 1_Pooling/config.json.
-func poolingConfig(root string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(root, "modules.json"))
-	if err == nil {
-		var mods []struct{ Path, Type string }
-		if err := json.Unmarshal(b, &mods); err != nil {
-			return "", fmt.Errorf("hfmodel: %s: %w", filepath.Join(root, "modules.json"), err)
-		}
-		for _, m := range mods {
-			if strings.HasSuffix(m.Type, ".Pooling") {
-				if p := filepath.Join(root, m.Path, "config.json"); exists(p) {
-					return p, nil
-				}
-			}
-		}
-		return "", nil
-	}
-	if p := filepath.Join(root, "1_Pooling", "config.json"); exists(p) {
-		return p, nil
-	}
-	return "", nil
 }

@@ -27,12 +27,12 @@ func TestResolve(t *testing.T) {
 	touch(t, filepath.Join(hub, "tokenizer.json"), "{}")
 	touch(t, filepath.Join(hub, "config.json"), "{}")
 	touch(t, filepath.Join(hub, "modules.json"), `[{"idx":0,"path":"","type":"sentence_transformers.models.Transformer"},{"idx":1,"path":"2_Pool","type":"sentence_transformers.models.Pooling"}]`)
-	touch(t, filepath.Join(hub, "2_Pool", "config.json"), "{}")
+	touch(t, filepath.Join(hub, "2_Pool", "config.json"), `{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}`)
 	// A flat layout with one variant only.
 	flat := filepath.Join(root, "flat")
 	touch(t, filepath.Join(flat, "model_int8.onnx"), "g")
 	touch(t, filepath.Join(flat, "tokenizer.json"), "{}")
-	touch(t, filepath.Join(flat, "1_Pooling", "config.json"), "{}")
+	touch(t, filepath.Join(flat, "1_Pooling", "config.json"), `{"pooling_mode_max_tokens": true, "pooling_mode_mean_tokens": false}`)
 	// Two variants, no model.onnx.
 	two := filepath.Join(root, "two")
 	touch(t, filepath.Join(two, "a.onnx"), "g")
@@ -41,9 +41,9 @@ func TestResolve(t *testing.T) {
 		path                                   string
 		graph, tokenizer, config, pooling, err string
 	}{
-		{hub, "hub/onnx/model.onnx", "hub/tokenizer.json", "hub/config.json", "hub/2_Pool/config.json", ""},
-		{filepath.Join(hub, "onnx", "model_quantized.onnx"), "hub/onnx/model_quantized.onnx", "hub/tokenizer.json", "hub/config.json", "hub/2_Pool/config.json", ""},
-		{flat, "flat/model_int8.onnx", "flat/tokenizer.json", "", "flat/1_Pooling/config.json", ""},
+		{hub, "hub/onnx/model.onnx", "hub/tokenizer.json", "hub/config.json", "Pooling(cls)", ""},
+		{filepath.Join(hub, "onnx", "model_quantized.onnx"), "hub/onnx/model_quantized.onnx", "hub/tokenizer.json", "hub/config.json", "Pooling(cls)", ""},
+		{flat, "flat/model_int8.onnx", "flat/tokenizer.json", "", "Pooling(max)", ""},
 		{two, "", "", "", "", "2 variants (a.onnx, b.onnx)"},
 		{filepath.Join(root), "", "", "", "", "no model.onnx"},
 		{filepath.Join(hub, "tokenizer.json"), "", "", "", "", "want a .onnx file"},
@@ -67,7 +67,7 @@ func TestResolve(t *testing.T) {
 			t.Errorf("Resolve(%s): %v", rel(tt.path), err)
 			continue
 		}
-		got := []string{rel(f.Graph), rel(f.Tokenizer), rel(f.Config), rel(f.Pooling)}
+		got := []string{rel(f.Graph), rel(f.Tokenizer), rel(f.Config), f.Chain.String()}
 		want := []string{tt.graph, tt.tokenizer, tt.config, tt.pooling}
 		for i := range got {
 			if got[i] != want[i] {
@@ -93,34 +93,6 @@ func TestContextLength(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.c.ContextLength(); got != tt.want {
 			t.Errorf("%s %d: got %d; want %d", tt.c.ModelType, tt.c.MaxPositionEmbeddings, got, tt.want)
-		}
-	}
-}
-
-func TestReadPooling(t *testing.T) {
-	dir := t.TempDir()
-	tests := []struct {
-		json, want, err string
-	}{
-		{`{"word_embedding_dimension": 384, "pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true}`, "mean", ""},
-		{`{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}`, "cls", ""},
-		{`{"pooling_mode_lasttoken": true}`, "last", ""},
-		{`{"pooling_mode_max_tokens": true}`, "", "max_tokens is not supported"},
-		{`{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}`, "", "want exactly one"},
-		{`{`, "", "unexpected end"},
-	}
-	for i, tt := range tests {
-		p := filepath.Join(dir, "p.json")
-		touch(t, p, tt.json)
-		got, err := ReadPooling(p)
-		if tt.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("case %d: got %q, %v; want an error mentioning %q", i, got, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("case %d: got %q, %v; want %q", i, got, err, tt.want)
 		}
 	}
 }

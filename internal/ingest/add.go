@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/tokenize"
@@ -29,8 +29,10 @@ func (s *session) add(ctx context.Context, path, name string) (modelcache.Entry,
 	}
 	if fi, err := os.Stat(path); err != nil {
 		return modelcache.Entry{}, false, fmt.Errorf("add: %w", err)
+	} else if hfmodel.IsONNX(path) {
+		return s.addONNX(ctx, path, name)
 	} else if fi.IsDir() {
-		return modelcache.Entry{}, false, fmt.Errorf("add %s: %w: a directory (want a GGUF file)", path, ErrInvalid)
+		return modelcache.Entry{}, false, fmt.Errorf("add %s: %w: a directory with no model.onnx, onnx/model.onnx or tokenizer.json (want a GGUF file or an ONNX model directory)", path, ErrInvalid)
 	}
 	key, err := modelcache.KeyOf(path)
 	if err != nil {
@@ -89,7 +91,21 @@ func (s *session) checkFile(path string) (*artifact.Artifact, error) {
 	if err := a.GGUF.CheckTensors(a.Size); err != nil {
 		return nil, fmt.Errorf("add %s: %w: %w", path, ErrInvalid, err)
 	}
+	if err := checkScoring(path, a); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// checkScoring refuses a cross-encoder whose outputs synapse cannot read as
+// one score (hfmodel.Scoring: more than two labels, two whose label 1 is
+// not the positive class, no logits), in the module, before a worker starts
+// or an entry is staged.
+func checkScoring(path string, a *artifact.Artifact) error {
+	if a.Classifier > 0 && a.ScoringErr != nil {
+		return fmt.Errorf("add %s: %w: a cross-encoder synapse cannot rerank with: %w", path, ErrInvalid, a.ScoringErr)
+	}
+	return nil
 }
 
 // pickName returns the entry's name: the one given, else the model's
@@ -98,7 +114,11 @@ func (s *session) checkFile(path string) (*artifact.Artifact, error) {
 // eight hex digits appended.
 func (s *session) pickName(a *artifact.Artifact, path, name string) (string, error) {
 	derived := name == ""
-	if derived {
+	switch {
+	case !derived:
+	case a.GGUF == nil: // ONNX: the directory's name, and the graph's for a variant
+		name = strings.Join(strings.Fields(strings.ReplaceAll(a.Name, "/", "-")), "-")
+	default:
 		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 		if n, ok := a.GGUF.String("general.name"); ok && strings.TrimSpace(n) != "" {
 			name = strings.Join(strings.Fields(n), "-")
@@ -125,9 +145,11 @@ func (s *session) pickName(a *artifact.Artifact, path, name string) (string, err
 // bidirectional encoder, generate otherwise.
 func kindOf(a *artifact.Artifact) string {
 	switch {
-	case a.Pooling == engine.PoolingRank || a.Classifier > 0:
+	case a.Pooling == wire.PoolingRank || a.Classifier > 0:
 		return modelcache.KindRerank
-	case a.Pooling != "" && a.Pooling != engine.PoolingNone, !engine.IsCausal(a.GGUF):
+	case a.GGUF == nil: // an ONNX encoder
+		return modelcache.KindEmbed
+	case a.Pooling != "" && a.Pooling != wire.PoolingNone, !a.GGUF.IsCausal():
 		return modelcache.KindEmbed
 	}
 	return modelcache.KindGenerate
@@ -139,7 +161,7 @@ func runtimeConfig(kind string, n, threads int) wire.RuntimeConfig {
 	case modelcache.KindGenerate:
 		return wire.RuntimeConfig{ContextSize: n, Threads: threads}
 	case modelcache.KindRerank:
-		return wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: threads, Pooling: engine.PoolingRank, Embeddings: true}
+		return wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: threads, Pooling: wire.PoolingRank, Embeddings: true}
 	}
 	return wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Threads: threads, Embeddings: true}
 }
@@ -148,7 +170,7 @@ func runtimeConfig(kind string, n, threads int) wire.RuntimeConfig {
 // model's kind; it returns LOADED.
 func (s *session) validate(ctx context.Context, path string, a *artifact.Artifact, kind string) (wire.Loaded, error) {
 	n := min(a.ContextLength, maxProbeContext)
-	loaded, err := s.load(ctx, path, a.Digest, runtimeConfig(kind, n, s.o.threads()))
+	loaded, err := s.load(ctx, path, a.Digest, a.Format, runtimeConfig(kind, n, s.o.threads()))
 	if err != nil {
 		return wire.Loaded{}, err
 	}
@@ -163,13 +185,14 @@ func (s *session) validate(ctx context.Context, path string, a *artifact.Artifac
 	return loaded, nil
 }
 
-// load has the session's worker LOAD a file.
-func (s *session) load(ctx context.Context, path, digest string, rc wire.RuntimeConfig) (wire.Loaded, error) {
+// load has the session's worker LOAD a file of format (artifact.FormatGGUF
+// or FormatONNX).
+func (s *session) load(ctx context.Context, path, digest, format string, rc wire.RuntimeConfig) (wire.Loaded, error) {
 	pool, err := s.workers(ctx)
 	if err != nil {
 		return wire.Loaded{}, err
 	}
-	loaded, err := pool.Load(ctx, wire.Load{ArtifactPath: path, ArtifactDigest: digest, Format: artifact.FormatGGUF, RuntimeConfig: rc})
+	loaded, err := pool.Load(ctx, wire.Load{ArtifactPath: path, ArtifactDigest: digest, Format: format, RuntimeConfig: rc})
 	if err != nil {
 		return wire.Loaded{}, workerError(ctx, "load", err)
 	}

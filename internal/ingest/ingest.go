@@ -140,10 +140,15 @@ func Add(ctx context.Context, path, name string, o Options) (e modelcache.Entry,
 // describe fills the entry fields that come from the model's metadata and
 // its width.
 func describe(a *artifact.Artifact, kind string, dims int) modelcache.Entry {
-	q := "unknown"
-	if ft, ok := a.GGUF.FileType(); ok {
-		q = ft.String()
+	q, file := "unknown", modelcache.ModelFile
+	switch {
+	case a.ONNX != nil:
+		q, file = a.ONNX.Precision(), modelcache.ONNXFile
+	case a.GGUF != nil:
+		if ft, ok := a.GGUF.FileType(); ok {
+			q = ft.String()
+		}
 	}
-	return modelcache.Entry{Digest: a.Digest, Size: a.Size, File: modelcache.ModelFile, Architecture: a.Arch,
+	return modelcache.Entry{Digest: a.Digest, Size: a.Size, File: file, Architecture: a.Arch,
 		Kind: kind, Dims: dims, Context: a.ContextLength, Quantization: q, Added: time.Now().UTC()}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/modelcache"
 	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/internal/testmodels"
 )
 
 // Tests run real `synapse worker` processes (testenv.Binary) on models
@@ -98,15 +100,15 @@ func TestAdd(t *testing.T) {
 }
 
 // brokenForLlama writes a model the module accepts (header, tokenizer,
-// tensor directory) but llama.cpp refuses: it claims a layer it has no
-// tensors for.
+// tensor directory, block count) but llama.cpp refuses: its
+// feed_forward_length disagrees with its FFN tensors' shapes.
 func brokenForLlama(t *testing.T) string {
 	t.Helper()
 	w, err := modelgen.TinyEmbedder(sampleVocab()).Writer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Set("bert.block_count", uint32(3)); err != nil {
+	if err := w.Set("bert.feed_forward_length", uint32(256)); err != nil { // the tensors are 512 wide
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "broken.gguf")
@@ -187,7 +189,11 @@ func TestQuantizeRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rerank, _, err := Add(context.Background(), writeModel(t, "rerank", modelgen.TinyReranker), "", o)
+	llama := filepath.Join(t.TempDir(), "llama.gguf")
+	if err := modelgen.TinyLlama(modelgen.SPMVocab(testmodels.Words())).Write(llama); err != nil {
+		t.Fatal(err)
+	}
+	gen, _, err := Add(context.Background(), llama, "", o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +204,59 @@ func TestQuantizeRefuses(t *testing.T) {
 	}{
 		{src, "q9_9", "want one of"},
 		{src, "f16", "it is F16 already"},
-		{rerank, "q8_0", "only embedding models"},
+		{gen, "q8_0", "only embedding models and rerankers"},
 	} {
 		_, _, err := Quantize(context.Background(), tt.src, QuantizeOptions{FType: tt.ftype}, o)
 		if !errors.Is(err, ErrCannotQuantize) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Quantize(%s, %s): got %v; want ErrCannotQuantize saying %q", tt.src.Name, tt.ftype, err, tt.want)
 		}
+	}
+}
+
+// A reranker's variant is measured on scores: the built-in sample's first
+// texts as queries against every text, the correlation of the variant's
+// scores with the source's per query. TinyReranker's random head scores
+// every document of a query within a few thousandths, so Q8_0's rounding
+// reorders them and the correlation is low (0.6–0.8): the test checks the
+// report's shape and its degraded flag, not a level (the generated ONNX
+// cross-encoder in cmd/synapse, whose scores spread, checks a level).
+func TestQuantizeReranker(t *testing.T) {
+	o := testOptions(t, "")
+	res, err := EnsureQuantized(context.Background(), writeModel(t, "rerank", modelgen.TinyReranker), QuantizeOptions{FType: "q8_0", Rounds: 1}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, q := res.Variant, res.Variant.Quality
+	if v.Kind != modelcache.KindRerank || v.Quantization != "Q8_0" {
+		t.Errorf("variant: kind %s, %s; want a Q8_0 reranker", v.Kind, v.Quantization)
+	}
+	n := len(BuiltinSample().Texts)
+	if q.Measure != modelcache.MeasureScores || q.Pairs != sampleQueries*n || q.MinCosine > q.MeanCosine || q.MeanCosine > 1 || q.MaxScoreDiff <= 0 ||
+		q.Degraded != (q.MinCosine < q.MinCosineRequired) || q.MinCosineRequired != DefaultMinCosine {
+		t.Errorf("quality %+v; want scores of %d pairs, min ≤ mean ≤ 1, a non-zero largest difference, degraded iff min < %g", q, sampleQueries*n, DefaultMinCosine)
+	}
+	t.Logf("Q8_0 of TinyReranker: score correlation min %.6f, mean %.6f, max |Δscore| %.4f over %d pairs, speed ×%.2f", q.MinCosine, q.MeanCosine, q.MaxScoreDiff, q.Pairs, q.SpeedRatio)
+	checkClean(t, o.Store)
+}
+
+// TestCorrelation: the per-query measure of a reranker's variant.
+func TestCorrelation(t *testing.T) {
+	a := []float32{1, 2, 4, 8}
+	for _, tt := range []struct {
+		b    []float32
+		want float64
+	}{
+		{[]float32{1, 2, 4, 8}, 1},
+		{[]float32{-3, -1, 3, 11}, 1}, // 2a - 5: the same ranking and spacing
+		{[]float32{8, 4, 2, 1}, -0.8434},
+		{[]float32{5, 5, 5, 5}, 0},
+	} {
+		if got := correlation(a, tt.b); math.Abs(got-tt.want) > 1e-4 {
+			t.Errorf("correlation(%v, %v) = %.6f; want %.4f", a, tt.b, got, tt.want)
+		}
+	}
+	if got := correlation([]float32{3, 3}, []float32{7, 7}); got != 1 {
+		t.Errorf("two constant lists: %v; want 1", got)
 	}
 }
 

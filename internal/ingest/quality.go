@@ -19,24 +19,28 @@ const minTimedTokens = 4096
 // measure loads the source and the quantized file in the session's worker
 // with the same config and has both embed the sample, alternating which
 // goes first over q.Rounds rounds. Cosines compare the first round's
-// vectors; speeds are medians.
+// vectors; speeds are medians. A reranker scores pairs of sample texts
+// instead (measureRerank).
 func (s *session) measure(ctx context.Context, src modelcache.Entry, out *artifact.Artifact, q QuantizeOptions) (*modelcache.Quality, error) {
 	n := min(out.ContextLength, maxProbeContext)
-	rc := runtimeConfig(modelcache.KindEmbed, n, s.o.threads())
-	ls, err := s.load(ctx, src.Path(), src.Digest, rc)
+	rc := runtimeConfig(src.Kind, n, s.o.threads())
+	ls, err := s.load(ctx, src.Path(), src.Digest, src.Format(), rc)
 	if err != nil {
 		return nil, fmt.Errorf("quantize: the source: %w", err)
 	}
-	lq, err := s.load(ctx, out.Path, out.Digest, rc)
+	lq, err := s.load(ctx, out.Path, out.Digest, out.Format, rc)
 	if err != nil {
 		return nil, fmt.Errorf("quantize: the quantized file: %w", err)
 	}
 	if ls.Dims != lq.Dims {
 		return nil, fmt.Errorf("quantize: the quantized model has %d dims; its source %d", lq.Dims, ls.Dims)
 	}
+	refs := [2]string{ls.ModelRef, lq.ModelRef}
+	if src.Kind == modelcache.KindRerank {
+		return s.measureRerank(ctx, src, out, q, n, refs)
+	}
 	batches, tokens := sampleBatches(out, q.Sample.Texts, n)
 	reps := (minTimedTokens + tokens - 1) / max(tokens, 1)
-	refs := [2]string{ls.ModelRef, lq.ModelRef}
 	var vecs [2][][]float32
 	var times [2][]time.Duration
 	for r := range q.Rounds {

@@ -10,22 +10,33 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/hfmodel"
 	"github.com/synapse-embed/synapse/internal/modelcache"
+	"github.com/synapse-embed/synapse/internal/onnx"
 	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
 
 // DefaultMinCosine is the worst cosine between a quantized variant's
-// vectors and its source's below which the variant is marked degraded.
-const DefaultMinCosine = 0.999
+// vectors and its source's below which the variant is marked degraded;
+// DefaultMinCosineINT8 is the default for an ONNX int8 variant, whose
+// activations are quantized per tensor at run time and cost more than a
+// GGUF type's per-block weight scales.
+const (
+	DefaultMinCosine     = 0.999
+	DefaultMinCosineINT8 = 0.99
+)
 
 // QuantizeOptions says what to make and how to measure it.
 type QuantizeOptions struct {
-	FType string // target file type: "q8_0", "q4_k_m", … (gguf.ParseFileType)
+	// FType is the target: a GGUF file type ("q8_0", "q4_k_m", …:
+	// gguf.ParseFileType) for a GGUF model, "int8" for an ONNX one
+	// (ParseTarget).
+	FType string
 	// Name is the variant's name; "" is the source's name, a colon and the
 	// file type ("minilm:q8_0").
 	Name      string
-	MinCosine float64 // 0: DefaultMinCosine
+	MinCosine float64 // 0: DefaultMinCosine (DefaultMinCosineINT8 for an ONNX int8 variant)
 	Sample    Sample  // zero: BuiltinSample
 	Rounds    int     // timed passes over the sample per variant (0: 3)
 	// Timeout bounds the quantizer (0: 10 minutes plus a second per 4 MB
@@ -42,9 +53,6 @@ var (
 )
 
 func (q *QuantizeOptions) defaults(srcSize int64) {
-	if q.MinCosine == 0 {
-		q.MinCosine = DefaultMinCosine
-	}
 	if len(q.Sample.Texts) == 0 {
 		q.Sample = BuiltinSample()
 	}
@@ -77,15 +85,15 @@ func (s *session) quantize(ctx context.Context, src modelcache.Entry, q Quantize
 		return modelcache.Entry{}, false, err
 	}
 	st := s.o.Store
-	if v, ok, err := st.Variant(src.Digest, ft.String()); ok || err != nil {
+	if v, ok, err := st.Variant(src.Digest, ft.Label); ok || err != nil {
 		return v, ok, err
 	}
-	unlock, err := st.LockKey(ctx, "quantize-"+src.Digest+"-"+ft.String(), func() { s.o.progress("waiting for another synapse process quantizing this model") })
+	unlock, err := st.LockKey(ctx, "quantize-"+src.Digest+"-"+ft.Label, func() { s.o.progress("waiting for another synapse process quantizing this model") })
 	if err != nil {
 		return modelcache.Entry{}, false, err
 	}
 	defer unlock()
-	if v, ok, err := st.Variant(src.Digest, ft.String()); ok || err != nil {
+	if v, ok, err := st.Variant(src.Digest, ft.Label); ok || err != nil {
 		return v, ok, err
 	}
 	stg, err := st.Stage()
@@ -93,19 +101,32 @@ func (s *session) quantize(ctx context.Context, src modelcache.Entry, q Quantize
 		return modelcache.Entry{}, false, err
 	}
 	defer stg.Abort()
-	s.o.progress("quantizing %s to %s in a worker", src.Name, ft)
-	res, err := s.runQuantizer(ctx, src, stg.File(), ft, q.Timeout)
+	s.o.progress("quantizing %s to %s in a worker", src.Name, ft.Label)
+	file := stg.File()
+	if ft.Format == artifact.FormatONNX {
+		file = stg.Path(modelcache.ONNXFile)
+	}
+	res, err := s.runQuantizer(ctx, src, file, ft, q.Timeout)
 	if err != nil {
 		return modelcache.Entry{}, false, err
 	}
-	out, err := checkOutput(stg.File(), ft)
+	if ft.Format == artifact.FormatONNX { // the variant is a model directory too: its source's tokenizer and configs
+		sidecars, err := src.Sidecars()
+		if err == nil {
+			err = stg.CopyIn(sidecars)
+		}
+		if err != nil {
+			return modelcache.Entry{}, false, fmt.Errorf("quantize: %w", err)
+		}
+	}
+	out, err := checkOutput(file, ft)
 	if err != nil {
 		return modelcache.Entry{}, false, err
 	}
 	if out.Digest != res.OutDigest || out.Size != res.OutSize {
 		return modelcache.Entry{}, false, fmt.Errorf("quantize: the worker reported %s (%d bytes); the file is %s (%d bytes)", res.OutDigest, res.OutSize, out.Digest, out.Size)
 	}
-	s.o.progress("measuring %s against %s on %d %s texts", ft, src.Name, len(q.Sample.Texts), q.Sample.Name)
+	s.o.progress("measuring %s against %s on %d %s texts", ft.Label, src.Name, len(q.Sample.Texts), q.Sample.Name)
 	quality, err := s.measure(ctx, src, out, q)
 	if err != nil {
 		return modelcache.Entry{}, false, err
@@ -116,40 +137,105 @@ func (s *session) quantize(ctx context.Context, src modelcache.Entry, q Quantize
 	return stg.Commit(e)
 }
 
-// checkQuantize checks that src can be quantized to q.FType and returns the
-// file type and the variant's name.
-func (s *session) checkQuantize(src modelcache.Entry, q *QuantizeOptions) (gguf.FileType, string, error) {
-	q.defaults(src.Size)
-	ft, err := gguf.ParseFileType(q.FType)
+// Target is what a variant is quantized to.
+type Target struct {
+	Format string        // artifact.FormatGGUF or FormatONNX
+	FType  gguf.FileType // a GGUF target's file type
+	// Label is the variant's Quantization ("Q8_0", "INT8"); Wire is
+	// QUANTIZE's ftype ("q8_0", "int8").
+	Label, Wire string
+}
+
+// ParseTarget checks a --quantize value for a model of format
+// (artifact.FormatGGUF, FormatONNX): a GGUF file type name for GGUF,
+// "int8" for ONNX (the dynamically quantized graph, onnx.QuantizeDynamic).
+func ParseTarget(format, s string) (Target, error) {
+	if format == artifact.FormatONNX {
+		if !strings.EqualFold(s, onnx.FTypeInt8) {
+			return Target{}, fmt.Errorf("%q: an ONNX model is quantized to int8 (int8 MatMul and Gemm weights, activations quantized at run time)", s)
+		}
+		return Target{Format: format, Label: "INT8", Wire: onnx.FTypeInt8}, nil
+	}
+	ft, err := gguf.ParseFileType(s)
 	if err != nil {
-		return 0, "", fmt.Errorf("quantize: %w: %w", ErrCannotQuantize, err)
+		return Target{}, err
+	}
+	return Target{Format: artifact.FormatGGUF, FType: ft, Label: ft.String(), Wire: strings.ToLower(ft.String())}, nil
+}
+
+// FormatOf is the format of the model ref names (a file or directory, else
+// a name or digest prefix in store): artifact.FormatONNX or FormatGGUF, the
+// latter also for a ref that names nothing (the error comes later).
+func FormatOf(store *modelcache.Store, ref string) string {
+	if _, err := os.Stat(ref); err == nil {
+		if hfmodel.IsONNX(ref) {
+			return artifact.FormatONNX
+		}
+		return artifact.FormatGGUF
+	}
+	if store != nil {
+		if e, err := store.Lookup(ref); err == nil {
+			return e.Format()
+		}
+	}
+	return artifact.FormatGGUF
+}
+
+// checkQuantize checks that src can be quantized to q.FType and returns the
+// target and the variant's name. An ONNX graph is checked by
+// onnx.CheckQuantize here, in the module, so that one the quantizer cannot
+// handle is refused before any worker starts or any entry is staged.
+func (s *session) checkQuantize(src modelcache.Entry, q *QuantizeOptions) (Target, string, error) {
+	q.defaults(src.Size)
+	ft, err := ParseTarget(src.Format(), q.FType)
+	if err != nil {
+		return Target{}, "", fmt.Errorf("quantize %s: %w: %w", src.Name, ErrCannotQuantize, err)
+	}
+	onnxSrc := ft.Format == artifact.FormatONNX
+	if q.MinCosine == 0 {
+		q.MinCosine = DefaultMinCosine
+		if onnxSrc {
+			q.MinCosine = DefaultMinCosineINT8
+		}
 	}
 	switch {
-	case src.Kind != modelcache.KindEmbed:
-		return 0, "", fmt.Errorf("quantize %s: %w: it is a %s model; quality is measured on embeddings, so only embedding models are quantized", src.Name, ErrCannotQuantize, src.Kind)
+	case src.Kind == modelcache.KindGenerate:
+		return Target{}, "", fmt.Errorf("quantize %s: %w: it is a %s model; quality is measured on embeddings and rerank scores, so only embedding models and rerankers are quantized", src.Name, ErrCannotQuantize, src.Kind)
+	case onnxSrc && src.Quantization != "F32":
+		return Target{}, "", fmt.Errorf("quantize %s: %w: its weights are %s; synapse quantizes float32 ONNX graphs", src.Name, ErrCannotQuantize, src.Quantization)
 	case src.Quantization != "F32" && src.Quantization != "F16" && src.Quantization != "BF16":
-		return 0, "", fmt.Errorf("quantize %s: %w: its weights are %s; quantize from an F32, F16 or BF16 model", src.Name, ErrCannotQuantize, src.Quantization)
-	case src.Quantization == ft.String():
-		return 0, "", fmt.Errorf("quantize %s: %w: it is %s already", src.Name, ErrCannotQuantize, ft)
+		return Target{}, "", fmt.Errorf("quantize %s: %w: its weights are %s; quantize from an F32, F16 or BF16 model", src.Name, ErrCannotQuantize, src.Quantization)
+	case src.Quantization == ft.Label:
+		return Target{}, "", fmt.Errorf("quantize %s: %w: it is %s already", src.Name, ErrCannotQuantize, ft.Label)
+	}
+	if onnxSrc {
+		if _, err := onnx.CheckQuantize(src.Path()); err != nil {
+			return Target{}, "", fmt.Errorf("quantize %s: %w: %w", src.Name, ErrCannotQuantize, err)
+		}
 	}
 	name := q.Name
 	if name == "" {
-		name = src.Name + ":" + strings.ToLower(ft.String())
+		name = src.Name + ":" + strings.ToLower(ft.Label)
 	}
 	if err := modelcache.CheckName(name); err != nil {
-		return 0, "", fmt.Errorf("quantize: %w", err)
+		return Target{}, "", fmt.Errorf("quantize: %w", err)
 	}
 	return ft, name, nil
 }
 
 // runQuantizer has a worker write the quantized copy of src to out.
-func (s *session) runQuantizer(ctx context.Context, src modelcache.Entry, out string, ft gguf.FileType, timeout time.Duration) (*wire.Quantized, error) {
+func (s *session) runQuantizer(ctx context.Context, src modelcache.Entry, out string, ft Target, timeout time.Duration) (*wire.Quantized, error) {
 	pool, err := s.workers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	req := &wire.Quantize{ArtifactPath: src.Path(), ArtifactDigest: src.Digest, OutPath: out,
-		FType: strings.ToLower(ft.String()), Threads: s.o.threads()}
+	req := &wire.Quantize{ArtifactPath: src.Path(), ArtifactDigest: src.Digest, OutPath: out, FType: ft.Wire, Threads: s.o.threads()}
+	if ft.Format == artifact.FormatONNX {
+		if !pool.Supports(wire.ExtQuantizeONNX) {
+			return nil, fmt.Errorf("quantize %s: %w (the worker does not announce %s)", src.Name, ErrNeedsNewerWorker, wire.ExtQuantizeONNX)
+		}
+		req.Format = artifact.FormatONNX
+	}
 	resp, err := pool.Do(ctx, req, timeout)
 	var we *wire.Error
 	var ce *supervise.CrashError
@@ -161,17 +247,21 @@ func (s *session) runQuantizer(ctx context.Context, src modelcache.Entry, out st
 	case errors.As(err, &we) && we.Code == wire.CodeUnknownType:
 		return nil, fmt.Errorf("quantize %s: %w (the worker answered %s: %s)", src.Name, ErrNeedsNewerWorker, we.Code, we.Msg)
 	case errors.As(err, &we):
-		return nil, fmt.Errorf("quantize %s to %s: the worker refused: %s: %s", src.Name, ft, we.Code, we.Msg)
+		return nil, fmt.Errorf("quantize %s to %s: the worker refused: %s: %s", src.Name, ft.Label, we.Code, we.Msg)
 	case errors.As(err, &ce):
-		return nil, fmt.Errorf("quantize %s to %s: the worker crashed (%s); nothing was added: %w", src.Name, ft, crashCause(ce), err)
+		return nil, fmt.Errorf("quantize %s to %s: the worker crashed (%s); nothing was added: %w", src.Name, ft.Label, crashCause(ce), err)
 	}
-	return nil, fmt.Errorf("quantize %s to %s: %w", src.Name, ft, err)
+	return nil, fmt.Errorf("quantize %s to %s: %w", src.Name, ft.Label, err)
 }
 
 // checkOutput validates the quantizer's file in the module: it hashes it,
 // opens it (header, tokenizer), checks its tensor directory and its file
 // type.
-func checkOutput(path string, ft gguf.FileType) (*artifact.Artifact, error) {
+func checkOutput(path string, t Target) (*artifact.Artifact, error) {
+	if t.Format == artifact.FormatONNX {
+		return checkONNXOutput(path)
+	}
+	ft := t.FType
 	size, digest, err := gguf.Digest(path)
 	if err != nil {
 		return nil, fmt.Errorf("quantize: %w", err)
@@ -185,6 +275,19 @@ func checkOutput(path string, ft gguf.FileType) (*artifact.Artifact, error) {
 	}
 	if got, ok := a.GGUF.FileType(); !ok || got != ft {
 		return nil, fmt.Errorf("quantize: the quantized file says file type %v; want %v", got, ft)
+	}
+	return a, nil
+}
+
+// checkONNXOutput opens the quantized graph in the module (with the
+// source's files beside it) and checks that it is quantized.
+func checkONNXOutput(path string) (*artifact.Artifact, error) {
+	a, err := artifact.OpenWith(path, artifact.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("quantize: the quantized graph: %w", err)
+	}
+	if p := a.ONNX.Precision(); p != "INT8" {
+		return nil, fmt.Errorf("quantize: the quantized graph's weights are %s; want INT8", p)
 	}
 	return a, nil
 }
@@ -210,12 +313,15 @@ func EnsureQuantized(ctx context.Context, ref string, q QuantizeOptions, o Optio
 		return Result{}, err
 	}
 	defer s.close()
+	if err := precheckONNX(ref); err != nil {
+		return Result{}, err
+	}
 	src, added, err := s.source(ctx, ref)
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{Variant: src, Source: src, SourceAdded: added}
-	if ft, err := gguf.ParseFileType(q.FType); err == nil && strings.EqualFold(src.Quantization, ft.String()) {
+	if ft, err := ParseTarget(src.Format(), q.FType); err == nil && strings.EqualFold(src.Quantization, ft.Label) {
 		return res, nil
 	}
 	v, existed, err := s.quantize(ctx, src, q)
@@ -226,10 +332,27 @@ func EnsureQuantized(ctx context.Context, ref string, q QuantizeOptions, o Optio
 	return res, nil
 }
 
+// precheckONNX refuses an ONNX model file or directory that the quantizer
+// cannot handle before it is added to the cache (a cached model is checked
+// by checkQuantize).
+func precheckONNX(ref string) error {
+	if _, err := os.Stat(ref); err != nil || !hfmodel.IsONNX(ref) {
+		return nil
+	}
+	files, err := hfmodel.Resolve(ref)
+	if err != nil {
+		return nil // add reports it
+	}
+	if _, err := onnx.CheckQuantize(files.Graph); errors.Is(err, onnx.ErrCannotQuantize) {
+		return fmt.Errorf("quantize %s: %w: %w", ref, ErrCannotQuantize, err)
+	}
+	return nil
+}
+
 // source returns the cache entry of ref, a file (added if needed, then
 // added is true) or a name or digest prefix.
 func (s *session) source(ctx context.Context, ref string) (e modelcache.Entry, added bool, err error) {
-	if fi, err := os.Stat(ref); err == nil && !fi.IsDir() {
+	if fi, err := os.Stat(ref); err == nil && (!fi.IsDir() || hfmodel.IsONNX(ref)) {
 		e, existed, err := s.add(ctx, ref, "")
 		return e, !existed, err
 	}

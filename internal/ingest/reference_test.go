@@ -42,7 +42,7 @@ func TestQuantizeReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.close()
-	loaded, err := s.load(ctx, v.Path(), v.Digest, runtimeConfig(modelcache.KindEmbed, 512, 1))
+	loaded, err := s.load(ctx, v.Path(), v.Digest, v.Format(), runtimeConfig(modelcache.KindEmbed, 512, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

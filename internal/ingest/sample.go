@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // Sample is the text a quantized variant and its source both embed.
@@ -53,7 +55,8 @@ var builtinTexts = []string{
 // ReadSample reads up to limit texts (DefaultSampleTexts when limit ≤ 0)
 // from a JSON Lines file of objects with a "text" string, such as a corpus to
 // be embedded; blank lines are skipped. A line that is not such an object is
-// an error naming the file and line.
+// an error naming the file and line, and so is a line longer than
+// readlimit.Line.
 func ReadSample(path string, limit int) (Sample, error) {
 	if limit <= 0 {
 		limit = DefaultSampleTexts
@@ -66,7 +69,10 @@ func ReadSample(path string, limit int) (Sample, error) {
 	r := bufio.NewReaderSize(fh, 1<<16)
 	s := Sample{Name: path}
 	for line := 1; len(s.Texts) < limit; line++ {
-		b, err := r.ReadBytes('\n')
+		b, err := readlimit.ReadLine(r, fmt.Sprintf("sample %s:%d", path, line), readlimit.Line)
+		if errors.Is(err, readlimit.ErrTooLarge) {
+			return Sample{}, err
+		}
 		if len(strings.TrimSpace(string(b))) > 0 {
 			var rec struct {
 				Text *string `json:"text"`

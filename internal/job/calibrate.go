@@ -14,6 +14,7 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/dataio/record"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/previous"
 	"github.com/synapse-embed/synapse/internal/vector"
 )
@@ -31,8 +32,13 @@ type quantization struct {
 
 // checkDtype refuses, before the model loads, a dtype option that cannot
 // work: a calibration file that is no embedding output, or a calibration
-// that would have to read an input twice that can be read once.
+// that would have to read an input twice that can be read once. (A
+// calibration file that is also an output is refused by Options.Check:
+// --calibration is one of the Files.)
 func (o *EmbedOptions) checkDtype() error {
+	if o.Dtype == "" {
+		o.Dtype = vector.Float32
+	}
 	if !o.Dtype.Ranged() {
 		if len(o.Calibration) > 0 {
 			return configErrorf("--calibration: only int8 and uint8 have ranges, not --dtype %s", o.Dtype)
@@ -40,7 +46,10 @@ func (o *EmbedOptions) checkDtype() error {
 		return nil
 	}
 	for _, p := range o.Calibration {
-		if _, err := dataio.FileSchema(p); err != nil {
+		if err := statInput(p); err != nil {
+			return fmt.Errorf("--calibration: %w", err)
+		}
+		if _, err := dataio.FileSchema(context.Background(), p); err != nil {
 			return configErrorf("--calibration %s: not an Arrow IPC or Parquet embedding output: %w", p, err)
 		}
 	}
@@ -54,6 +63,9 @@ func (o *EmbedOptions) checkDtype() error {
 		return nil
 	}
 	for _, in := range o.Inputs {
+		if objstore.IsURL(in) {
+			continue // an object can be read twice
+		}
 		if st, err := os.Stat(in); in == "-" || (err == nil && !st.Mode().IsRegular()) {
 			return configErrorf("--dtype %s calibrates on the first documents of the input, read twice: %s is a stream (give --calibration FILE, an earlier output)", o.Dtype, in)
 		}
@@ -69,7 +81,7 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 	switch {
 	case !o.Dtype.Ranged():
 	case len(o.Calibration) > 0:
-		qz.ranges, qz.source, err = o.calibrationFiles(cur, s.dims)
+		qz.ranges, qz.source, err = o.calibrationFiles(ctx, cur, s.dims)
 	case prev != nil && prev.Dtype() == o.Dtype:
 		qz.ranges, err = rangesOf(prev.Metadata(), s.dims)
 		qz.source = "the --previous output's ranges"
@@ -96,12 +108,12 @@ func rangesOf(md arrow.Metadata, dims int) (*vector.Ranges, error) {
 // calibrationFiles are the ranges of an earlier output of the same
 // settings: its own ranges if it is int8 or uint8, else the minimum and
 // maximum of its vectors.
-func (o *EmbedOptions) calibrationFiles(cur VectorSettings, dims int) (*vector.Ranges, string, error) {
+func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur VectorSettings, dims int) (*vector.Ranges, string, error) {
 	ranges := vector.NewRanges(dims)
 	var stored string
 	var rows int64
 	for _, p := range o.Calibration {
-		sc, err := dataio.FileSchema(p)
+		sc, err := dataio.FileSchema(ctx, p)
 		if err != nil {
 			return nil, "", configErrorf("--calibration %s: %w", p, err)
 		}
@@ -118,7 +130,7 @@ func (o *EmbedOptions) calibrationFiles(cur VectorSettings, dims int) (*vector.R
 		case !d.Float():
 			return nil, "", configErrorf("--calibration %s: a %s output has no ranges: give a float32, float16, int8 or uint8 output", p, d)
 		}
-		n, err := observeFile(p, d, dims, ranges)
+		n, err := observeFile(ctx, p, d, dims, ranges)
 		if err != nil {
 			return nil, "", configErrorf("--calibration %s: %w", p, err)
 		}
@@ -153,10 +165,10 @@ func (o *EmbedOptions) checkCalibration(p string, sc *arrow.Schema, cur VectorSe
 }
 
 // observeFile widens ranges by every vector of a float embedding output.
-func observeFile(p string, d vector.Dtype, dims int, ranges *vector.Ranges) (int64, error) {
+func observeFile(ctx context.Context, p string, d vector.Dtype, dims int, ranges *vector.Ranges) (int64, error) {
 	var rows int64
 	buf := make([]float32, 0, dims)
-	err := dataio.EachBatch(p, nil, func(rec arrow.RecordBatch) error {
+	err := dataio.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
 		idx := rec.Schema().FieldIndices(dataio.ColEmbedding)
 		if len(idx) != 1 {
 			return errors.New("no embedding column")

@@ -16,6 +16,10 @@ type Chunking struct {
 	// Prefix and Suffix are the special tokens added around every chunk
 	// ([CLS] … [SEP] for BERT, BOS … EOS for models that add them).
 	Prefix, Suffix []int32
+	// PoolFrom is how many leading tokens of a document's first chunk its
+	// pooling leaves out (the prompt, for a sentence-transformers Pooling
+	// module with include_prompt false); 0 for none.
+	PoolFrom int
 }
 
 // Validate reports a chunking that cannot make progress.
@@ -38,6 +42,7 @@ type Chunk struct {
 	TokenStart, TokenEnd int32
 	CharStart, CharEnd   int32
 	IDs                  []int32 // prefix + window + suffix
+	PoolFrom             int     // leading IDs the pooling leaves out (Chunking.PoolFrom, first chunk only)
 }
 
 // Cut splits a document's tokens into chunks. A document with no tokens yields
@@ -58,6 +63,9 @@ func (c Chunking) Cut(toks []tokenize.Token) []Chunk {
 			ch.IDs = append(ch.IDs, t.ID)
 		}
 		ch.IDs = append(ch.IDs, c.Suffix...)
+		if start == 0 {
+			ch.PoolFrom = min(c.PoolFrom, len(ch.IDs))
+		}
 		out = append(out, ch)
 		if end >= len(toks) {
 			return out

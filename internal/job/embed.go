@@ -3,10 +3,8 @@ package job
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,8 +37,12 @@ type EmbedOptions struct {
 	// Deleted, if set, receives the ids of the previous documents that are
 	// not in the input, one a line.
 	Deleted string
-	// Dedup embeds a text once among the last DedupWindow distinct texts.
+	// Dedup embeds a text once per packing group (see incSource).
 	Dedup bool
+	// PromptName names a prompt of the model's
+	// config_sentence_transformers.json to put in front of every document;
+	// "" takes its default_prompt_name unless Read.Prefix is set.
+	PromptName string
 
 	// Dtype is the embedding column's dtype ("" = float32). int8 and
 	// uint8 code by ranges: those of the Calibration files (earlier
@@ -55,10 +57,23 @@ type EmbedOptions struct {
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check, the incremental
+// options and the dtype's).
+func (o *EmbedOptions) Check() error {
+	if err := o.Options.Check(EmbedFormats); err != nil {
+		return err
+	}
+	if err := o.checkIncremental(); err != nil {
+		return err
+	}
+	return o.checkDtype()
+}
+
 // Embed runs an embedding job: it returns a summary even when it fails part
 // way, and an error for a fatal failure.
 func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
-	r, err := begin(&o.Options, "embed", EmbedFormats...)
+	r, err := begin(&o.Options, "embed", o.Check)
 	if err != nil {
 		return Summary{Kind: "embed"}, err
 	}
@@ -66,24 +81,20 @@ func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
 }
 
 func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
+	st, err := o.sentenceTransformers(r.model)
+	if err != nil {
+		return err
+	}
 	ch, err := o.chunking(r.model)
 	if err != nil {
 		return err
 	}
+	ch.PoolFrom = st.poolFrom
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
 	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
 		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
-	}
-	if err := o.checkIncremental(); err != nil {
-		return err
-	}
-	if o.Dtype == "" {
-		o.Dtype = vector.Float32
-	}
-	if err := o.checkDtype(); err != nil {
-		return err
 	}
 	prev, err := o.openPrevious()
 	if err != nil {
@@ -93,7 +104,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 		r.closer = append(r.closer, prev.Close)
 	}
 	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
-	if err := r.load(ctx, wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true}); err != nil {
+	rc := wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true, STModules: r.model.Chain.String()}
+	if err := r.load(ctx, rc); err != nil {
+		return err
+	}
+	if err := st.checkWorkers(r); err != nil {
 		return err
 	}
 	dims := r.loaded.Dims
@@ -105,18 +120,18 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	}
 	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
 	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
-	qz, err := o.quantization(ctx, r, k, sink, prev, o.settings(r.model, ch, dims, nil))
+	qz, err := o.quantization(ctx, r, k, sink, prev, o.settings(r.model, ch, dims, st, nil))
 	if err != nil {
 		return err
 	}
 	sink.q = qz.q
 	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
 	if prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, qz)); err != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st, qz)); err != nil {
 			return err
 		}
 	}
-	schema := dataio.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, qz))
+	schema := dataio.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, st, qz))
 	r.extra = inc.counts
 	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return err
@@ -129,13 +144,13 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	}
 	sink.w, sink.inc = r.w, inc.counts
 	if o.Dedup {
-		sink.window = newWindow[seen](DedupWindow)
+		sink.window = newWindow[seen]()
 	}
 	err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](k), src, sink)
 	if err == nil && prev != nil {
 		err = inc.finish(r)
 	}
-	r.sum.Lines = inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)
+	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
 	if qz.source != "" {
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + qz.source})
 	}
@@ -144,13 +159,21 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
+	for _, p := range o.Previous {
+		if sameFile(p, o.Out) || sameObject(p, o.Out) {
+			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
+		}
+		if err := statInput(p); err != nil {
+			return fmt.Errorf("--previous: %w", err)
+		}
+	}
 	switch {
 	case o.Deleted != "" && len(o.Previous) == 0:
 		return configErrorf("--deleted needs --previous: the ids that disappeared since that output")
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.Errors))
+		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
 	}
 	return nil
 }
@@ -186,9 +209,9 @@ func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse, replay: r.resume.NextIndex}
+	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse}
 	if inc.o.Dedup {
-		s.window = newWindow[struct{}](DedupWindow)
+		s.window = newWindow[struct{}]()
 	}
 	return s, nil
 }
@@ -199,7 +222,7 @@ func (inc *incRun) finish(r *runner) error {
 		inc.counts.Deleted = -1
 		return nil
 	}
-	n, err := writeDeleted(inc.prev, inc.o.Deleted)
+	n, err := writeDeleted(r.ctx, inc.prev, inc.o.Deleted)
 	inc.counts.Deleted = n
 	return err
 }
@@ -210,6 +233,12 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
 	if ch.Window <= 0 {
 		ch.Window = room
+		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
+			ch.Window = min(room, msl-len(pre)-len(suf))
+		}
+		if ch.Window <= 0 {
+			return ch, configErrorf("%s: max_seq_length %d leaves no room beside %d special tokens", m.Name, m.Chain.MaxSeqLength, len(pre)+len(suf))
+		}
 	}
 	if ch.Window > room {
 		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
@@ -222,15 +251,16 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 
 // metadata is the output's schema metadata: what decides the vectors, and
 // what decides which rows a run covers (a resume with others is refused).
-func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, qz *quantization) map[string]string {
+func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) map[string]string {
 	meta := commonMetadata(&o.Options, m)
 	pooling := o.Pooling
 	if pooling == "" {
 		pooling = m.Pooling
 	}
-	for k, v := range o.settings(m, ch, dims, qz).Metadata() {
+	for k, v := range o.settings(m, ch, dims, st, qz).Metadata() {
 		meta[k] = v
 	}
+	st.metadata(meta)
 	meta[vector.MetaDtype] = string(o.Dtype)
 	if qz.ranges != nil {
 		meta[vector.MetaRanges] = qz.ranges.JSON()
@@ -250,13 +280,13 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, qz 
 }
 
 // settings are the run's VectorSettings (qz nil: without its dtype).
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, qz *quantization) VectorSettings {
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) VectorSettings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
 	s := VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
-		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims}
+		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)
 	}
@@ -264,51 +294,6 @@ func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, qz 
 		s.Ranges = qz.ranges.Digest()
 	}
 	return s
-}
-
-// commonMetadata is the metadata every kind's output carries.
-func commonMetadata(o *Options, m *artifact.Artifact) map[string]string {
-	fields := o.Read.TextFields
-	if len(fields) == 0 {
-		fields = []string{"text"}
-	}
-	tf, _ := json.Marshal(fields)
-	idField := o.Read.IDField
-	if idField == "" {
-		idField = "auto: id, else _id, else the row index"
-	}
-	meta := map[string]string{
-		"synapse.version":      o.Version,
-		"synapse.model":        filepath.Base(m.Path),
-		"synapse.model_name":   m.Name,
-		"synapse.model_digest": m.Digest,
-		"synapse.model_format": m.Format,
-		"synapse.text_fields":  string(tf),
-		"synapse.prefix":       o.Read.Prefix,
-		"synapse.inputs":       strings.Join(o.Inputs, "\n"),
-		"synapse.id_field":     idField,
-		"synapse.skip_empty":   strconv.FormatBool(o.Read.SkipEmpty),
-		"synapse.shard":        fmt.Sprintf("%d/%d", o.Read.Shard, max(o.Read.Shards, 1)),
-	}
-	if e := m.Entry; e != nil { // a cached model: which variant ran
-		meta["synapse.model_quantization"] = e.Quantization
-		if q := e.Quality; e.Of != "" && q != nil {
-			meta["synapse.model_quantized_from"] = e.Of
-			meta["synapse.model_quality"] = fmt.Sprintf("cosine to the source: min %.6f, mean %.6f over %d %s texts", q.MinCosine, q.MeanCosine, q.Texts, q.Sample)
-		}
-	}
-	return meta
-}
-
-// resumeGuard is what a resume must find unchanged beyond the output's
-// metadata and the inputs: the text buffer, which can decide where the
-// packer cuts batches, and so the vectors' last bits.
-func (o *Options) resumeGuard() map[string]string {
-	buf := o.BufferBytes
-	if buf <= 0 {
-		buf = pipeline.DefaultInFlightBytes
-	}
-	return map[string]string{"--buffer-mb": strconv.FormatFloat(float64(buf)/(1<<20), 'g', -1, 64)} // the value in effect
 }
 
 // embedKind embeds documents chunk by chunk.
@@ -352,7 +337,7 @@ func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, erro
 		Items: make([]wire.Item, len(chunks))}
 	tokens := 0
 	for i, c := range chunks {
-		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
+		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs), PoolFrom: c.PoolFrom}
 		tokens += len(c.IDs)
 	}
 	req.IDs = make([]int32, 0, tokens)
@@ -406,6 +391,9 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		return s.w.Put(r.Index, r.Group, nil, []*record.RowError{r.RowErr})
 	}
 	d := r.Rec
+	if s.window != nil {
+		s.window.enter(d.Group)
+	}
 	rows, errs, tokens := s.rows(r)
 	switch d.status {
 	case previous.New:
@@ -425,12 +413,27 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 	default:
 		s.inc.Embedded++
 	}
+	s.inc.NotFinite += b2i(d.badPrev)
 	if s.window != nil {
 		if _, ok := s.window.get(d.hash); !ok {
 			s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
 		}
 	}
 	return s.w.Put(r.Index, r.Group, rows, errs)
+}
+
+// Replay takes a record the interrupted run wrote, replayed by a resumed
+// run: its text joins the dedup window, as in the uninterrupted run.
+func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
+	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup {
+		return
+	}
+	d := r.Rec
+	s.window.enter(d.Group)
+	if _, ok := s.window.get(d.hash); !ok {
+		rows, errs, _ := s.rows(r)
+		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+	}
 }
 
 func b2i(b bool) int64 {
@@ -501,18 +504,6 @@ func (s *embedSink) copyOf(d doc) (dataio.EmbedRows, []*record.RowError, int64) 
 		s.stats.ItemFailures.Add(int64(len(errs)))
 	}
 	return rows, errs, tokens
-}
-
-// itemErrors turns a record's failed items into error records.
-func itemErrors[I any](failed []pipeline.Failed[I], row func(pipeline.Failed[I]) *record.RowError) []*record.RowError {
-	if len(failed) == 0 {
-		return nil
-	}
-	out := make([]*record.RowError, len(failed))
-	for i, f := range failed {
-		out[i] = row(f)
-	}
-	return out
 }
 
 // vector truncates v to the output width, re-normalizing when asked.

@@ -16,6 +16,7 @@ import (
 	"github.com/synapse-embed/synapse/internal/dataio/record"
 	"github.com/synapse-embed/synapse/internal/grammar"
 	"github.com/synapse-embed/synapse/internal/pipeline"
+	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/tokenize"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
@@ -49,6 +50,10 @@ const DefaultMaxTokens = 64
 // GenerateFormats are the output formats of a generate job.
 var GenerateFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check).
+func (o *GenerateOptions) Check() error { return o.Options.Check(GenerateFormats) }
+
 // Generate output columns.
 const (
 	ColText         = "text"
@@ -73,7 +78,12 @@ const (
 
 // Generate runs a generation job.
 func Generate(ctx context.Context, o GenerateOptions) (Summary, error) {
-	r, err := begin(&o.Options, "generate", GenerateFormats...)
+	if o.Grammar != "" {
+		if err := grammar.CheckGBNF(o.Grammar); err != nil {
+			return Summary{Kind: "generate"}, &ConfigError{err}
+		}
+	}
+	r, err := begin(&o.Options, "generate", o.Check)
 	if err != nil {
 		return Summary{Kind: "generate"}, err
 	}
@@ -136,6 +146,12 @@ func (o *GenerateOptions) checkGrammar(ctx context.Context, r *runner) error {
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeConfigInvalid {
 		return configErrorf("grammar: %s", we.Msg)
+	}
+	var ce *supervise.CrashError
+	if errors.As(err, &ce) {
+		// Parsing alone, with no row: the grammar is what kills the engine,
+		// and will every time.
+		return configErrorf("grammar: the engine crashed parsing it (%v); simplify it", err)
 	}
 	return err
 }

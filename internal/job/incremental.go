@@ -1,12 +1,12 @@
 package job
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,15 +14,18 @@ import (
 
 	"github.com/synapse-embed/synapse/internal/dataio"
 	"github.com/synapse-embed/synapse/internal/dataio/record"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/previous"
 )
 
-// DedupWindow is how many distinct document texts an embedding run
-// remembers for --dedup: a document whose text is that of one of the last
-// DedupWindow distinct texts gets that document's vectors instead of being
-// embedded. The sink holds those documents' rows, so this bounds the
-// memory dedup costs (DedupWindow × chunks × dims × 4 bytes).
-const DedupWindow = 4096
+// Dedup's rule (--dedup): a document whose text is that of an earlier
+// document of its packing group (record.Doc.Group: at most
+// dataio.GroupRecords records, starting at every unit a shard can take) gets
+// that document's rows instead of being embedded. The decision depends on
+// the group alone, never on where a run starts, so a resumed run (which
+// replays from its last group's start) and the shards of a sharded run pack
+// the single run's batches and write its vectors bit for bit. The sink holds
+// the rows of one group's documents: that bounds the memory dedup costs.
 
 // Incremental counts what an embedding run reused, embedded and copied.
 // It is kept in the checkpoint, so that a resumed run reports the whole job.
@@ -35,6 +38,7 @@ type Incremental struct {
 	Deduped     int64 `json:"deduped"`      // documents given the vectors of an identical text earlier in the run
 	TokensSaved int64 `json:"tokens_saved"` // tokens of the chunks reused or copied
 	Deleted     int64 `json:"deleted"`      // previous documents not in the input (-1: not known, for a shard)
+	NotFinite   int64 `json:"not_finite"`   // unchanged documents whose previous rows hold NaN or Inf: embedded again
 }
 
 // doc is a document on its way through an embedding run.
@@ -46,6 +50,22 @@ type doc struct {
 	reuse  dataio.EmbedRows // rows copied from the previous output: not embedded
 	tokens int64            // the reused rows' tokens
 	dup    bool             // a text of the dedup window: the sink copies its rows
+	// badPrev: the previous output's rows of this unchanged document hold
+	// a NaN or infinite value, so it is embedded again.
+	badPrev bool
+}
+
+// finiteRows reports whether every value of the rows' vectors is finite:
+// reused rows are checked as the engine's answers are (embedKind.Check).
+func finiteRows(rows dataio.EmbedRows) bool {
+	for _, r := range rows {
+		for _, x := range r.Embedding {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // incSource reads the documents and decides, in input order, which are
@@ -53,8 +73,7 @@ type doc struct {
 type incSource struct {
 	src    *dataio.Reader
 	prev   *previous.Set
-	reuse  bool  // the settings match: unchanged documents are copied
-	replay int64 // documents below are replayed by a resumed run: no dedup decisions
+	reuse  bool // the settings match: unchanged documents are copied
 	window *window[struct{}]
 }
 
@@ -80,9 +99,13 @@ func (s *incSource) Next() (doc, error) {
 			for i := range x.reuse {
 				x.reuse[i].ID = d.ID
 			}
+			if !finiteRows(x.reuse) { // no run writes such a vector: embed the document again
+				x.reuse, x.tokens, x.badPrev = nil, 0, true
+			}
 		}
 	}
-	if s.window != nil && d.Index >= s.replay {
+	if s.window != nil {
+		s.window.enter(d.Group)
 		if _, ok := s.window.get(x.hash); ok {
 			x.dup = x.reuse == nil
 		} else {
@@ -92,29 +115,29 @@ func (s *incSource) Next() (doc, error) {
 	return x, nil
 }
 
-// window is a FIFO of the last n distinct hashes. The source and the sink
-// keep one each and update them with the same documents in the same
-// order, so that what the source calls a duplicate the sink holds.
+// window holds the texts seen in the current packing group. The source
+// and the sink keep one each and update them with the same documents in the
+// same order, so that what the source calls a duplicate the sink holds.
 type window[V any] struct {
-	n     int
-	order [][dataio.DocHashSize]byte
+	group int64
 	held  map[[dataio.DocHashSize]byte]V
 }
 
-func newWindow[V any](n int) *window[V] {
-	return &window[V]{n: n, held: map[[dataio.DocHashSize]byte]V{}}
+func newWindow[V any]() *window[V] {
+	return &window[V]{group: -1, held: map[[dataio.DocHashSize]byte]V{}}
+}
+
+// enter forgets the texts of the previous group when group starts.
+func (w *window[V]) enter(group int64) {
+	if group != w.group {
+		clear(w.held)
+		w.group = group
+	}
 }
 
 func (w *window[V]) get(h [dataio.DocHashSize]byte) (V, bool) { v, ok := w.held[h]; return v, ok }
 
-func (w *window[V]) add(h [dataio.DocHashSize]byte, v V) {
-	if len(w.order) == w.n {
-		delete(w.held, w.order[0])
-		w.order = w.order[1:]
-	}
-	w.order = append(w.order, h)
-	w.held[h] = v
-}
+func (w *window[V]) add(h [dataio.DocHashSize]byte, v V) { w.held[h] = v }
 
 // seen is what the sink's dedup window holds of a document.
 type seen struct {
@@ -129,12 +152,11 @@ func (o *EmbedOptions) openPrevious() (*previous.Set, error) {
 	if len(o.Previous) == 0 {
 		return nil, nil
 	}
-	for _, p := range o.Previous {
-		if sameFile(p, o.Out) {
-			return nil, configErrorf("--previous %s is the output: write the new run elsewhere", p)
-		}
+	tmpDir := filepath.Dir(o.Out)
+	if objstore.IsURL(o.Out) {
+		tmpDir = os.TempDir()
 	}
-	prev, err := previous.Open(o.Previous, filepath.Dir(o.Out))
+	prev, err := previous.Open(o.Previous, tmpDir)
 	if err != nil {
 		return nil, &ConfigError{fmt.Errorf("--previous: %w", err)}
 	}
@@ -196,29 +218,26 @@ func (r *runner) catchUp(ctx context.Context, prev *previous.Set, until int64) e
 
 // writeDeleted writes the ids of the previous documents not found, one a
 // line, to path (written aside and renamed), and counts them.
-func writeDeleted(prev *previous.Set, path string) (int64, error) {
+func writeDeleted(ctx context.Context, prev *previous.Set, path string) (int64, error) {
 	if path == "" {
 		return prev.Deleted(func(string) error { return nil })
 	}
-	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	f, err := os.Create(tmp)
+	f, err := dataio.CreateOutput(ctx, path)
 	if err != nil {
 		return 0, fmt.Errorf("job: --deleted: %w", err)
 	}
-	bw := bufio.NewWriter(f)
 	n, err := prev.Deleted(func(id string) error {
 		if strings.ContainsAny(id, "\n\r") {
 			id = strconv.Quote(id) // one id a line, whatever it holds
 		}
-		_, err := bw.WriteString(id + "\n")
+		_, err := io.WriteString(f, id+"\n")
 		return err
 	})
-	err = errors.Join(err, bw.Flush(), f.Sync(), f.Close())
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = f.Commit()
 	}
 	if err != nil {
-		os.Remove(tmp)
+		f.Abort()
 		return n, fmt.Errorf("job: --deleted %s: %w", path, err)
 	}
 	return n, nil
@@ -246,6 +265,9 @@ func (c *Incremental) summaryLines(prevs []string, note string, dedup bool) []Su
 		line += fmt.Sprintf(", %d copied from an identical text in this run (--dedup)", c.Deduped)
 	}
 	out = append(out, SummaryLine{"documents", line})
+	if c.NotFinite > 0 {
+		out = append(out, SummaryLine{"", fmt.Sprintf("%d unchanged documents embedded again: their rows in the previous output hold NaN or infinite values", c.NotFinite)})
+	}
 	if len(prevs) > 0 || c.TokensSaved > 0 {
 		out = append(out, SummaryLine{"tokens saved", strconv.FormatInt(c.TokensSaved, 10)})
 	}

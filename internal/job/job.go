@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/internal/artifact"
 	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/pipeline"
 	"github.com/synapse-embed/synapse/internal/supervise"
 	"github.com/synapse-embed/synapse/internal/wire"
@@ -34,19 +36,31 @@ type Options struct {
 	Inputs []string
 	Read   dataio.ReadOptions
 	Model  string // the model the workers load
-	Out    string // output file; its extension picks the format
-	Errors string // errors JSONL; "" = Out + ".errors.jsonl"
+	// Artifact is Model opened by the caller (the CLI opens it once, to
+	// choose the engine's library and a quantized variant before the job
+	// starts); nil: the job opens Model.
+	Artifact *artifact.Artifact
+	Out      string // output file; its extension picks the format
+	Errors   string // errors JSONL; "" = Out + ".errors.jsonl"
+	// Files are the other files the job reads or writes, by flag
+	// (--previous, --deleted, --grammar, …): the output checks refuse a
+	// write that is also read or written elsewhere.
+	Files []dataio.PathUse
 
 	BatchTokens int // token budget of one request; 0 = the kind's default
 	Workers     int // worker processes; 0 = from the core count
 	Threads     int // engine threads per worker; 0 = cores / workers
-	// Deadline is the base deadline of a request (0 = 60s); DeadlinePerToken
-	// is added for each token of the request (0 = 20ms; negative = nothing).
+	// Deadline is the base deadline of a request (0 = DefaultDeadline);
+	// DeadlinePerToken is added for each token of the request (0 =
+	// DefaultDeadlinePerToken; negative = nothing).
 	Deadline, DeadlinePerToken time.Duration
 	// DeadlineStretch bounds how far deadlines stretch after timeouts (0 =
 	// DefaultDeadlineStretch; 1 = never).
 	DeadlineStretch int
 	Resume          bool
+	// CheckpointDir holds the resume files of outputs in a bucket
+	// (dataio.WriterOptions.CheckpointDir; "" = dataio.DefaultCheckpointDir).
+	CheckpointDir string
 	// Force runs a shard again although its manifest says it is done.
 	Force bool
 	// BufferBytes bounds the record text between reading and writing
@@ -156,11 +170,12 @@ type runner struct {
 	sum    Summary
 	extra  any // the kind's counters, kept in the checkpoint beside the pipeline's
 	closer []func()
+	ctx    context.Context // the run's, from load: bounds the uploads of outputs in a bucket
 }
 
-// begin checks the options and the outputs and opens the model; formats are
-// the output formats the kind writes.
-func begin(o *Options, kind string, formats ...dataio.Format) (*runner, error) {
+// begin checks the options and the outputs with the kind's Check
+// (EmbedOptions.Check) and opens the model.
+func begin(o *Options, kind string, check func() error) (*runner, error) {
 	r := &runner{o: o, kind: kind, start: time.Now()}
 	if o.Stats == nil {
 		o.Stats = &pipeline.Stats{}
@@ -168,28 +183,57 @@ func begin(o *Options, kind string, formats ...dataio.Format) (*runner, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if o.Errors == "" {
-		o.Errors = o.Out + ".errors.jsonl"
-	}
+	o.Errors = o.errorsPath()
 	r.sum = Summary{Kind: kind, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos}
 	r.defaults()
-	if err := CheckOutputs(o, formats); err != nil {
+	if err := check(); err != nil {
 		return nil, err
 	}
-	if o.Read.Shards > 0 {
-		if err := checkShard(o); err != nil {
-			return nil, err
-		}
+	if err := forceShard(o); err != nil {
+		return nil, err
 	}
-	m, err := artifact.Open(o.Model)
-	if artifact.Unusable(err) {
-		return nil, &ConfigError{err}
-	}
+	m, err := o.open()
 	if err != nil {
 		return nil, err
 	}
 	r.model = m
 	return r, nil
+}
+
+// open returns the model: Artifact, else Model opened.
+func (o *Options) open() (*artifact.Artifact, error) {
+	if o.Artifact != nil {
+		return o.Artifact, nil
+	}
+	m, err := artifact.Open(o.Model)
+	if artifact.Unusable(err) {
+		return nil, &ConfigError{err}
+	}
+	return m, err
+}
+
+// errorsPath is Errors, or its default beside Out.
+func (o *Options) errorsPath() string {
+	if o.Errors == "" {
+		return o.Out + ".errors.jsonl"
+	}
+	return o.Errors
+}
+
+// Check refuses, before anything starts, what the options ask that cannot
+// work whatever the model: an output the job cannot write (CheckOutputs;
+// formats are the kind's) or a shard part merge cannot read. A shard whose
+// manifest says it is done is ErrShardDone (unless Force). It reads files
+// and changes none; a kind's own Check (EmbedOptions.Check) adds its
+// options' checks.
+func (o *Options) Check(formats []dataio.Format) error {
+	if err := CheckOutputs(o, formats); err != nil {
+		return err
+	}
+	if o.Read.Shards > 0 {
+		return checkShard(o)
+	}
+	return nil
 }
 
 // defaults fills the zero tuning fields.
@@ -207,11 +251,11 @@ func (r *runner) defaults() {
 		}
 	}
 	if o.Deadline <= 0 {
-		o.Deadline = 60 * time.Second
+		o.Deadline = DefaultDeadline
 	}
 	switch {
 	case o.DeadlinePerToken == 0:
-		o.DeadlinePerToken = 20 * time.Millisecond
+		o.DeadlinePerToken = DefaultDeadlinePerToken
 	case o.DeadlinePerToken < 0:
 		o.DeadlinePerToken = 0
 	}
@@ -222,12 +266,10 @@ func (r *runner) defaults() {
 
 // CheckOutputs refuses, before anything starts, an output the job cannot
 // write: an unknown or unsupported format (formats are the kind's), a
-// missing or read-only directory, an output that is one of the inputs.
+// missing or read-only directory, a written file that is also read or
+// written elsewhere (dataio.CheckPaths), a runtime directory others control.
 func CheckOutputs(o *Options, formats []dataio.Format) error {
-	errorsPath := o.Errors
-	if errorsPath == "" {
-		errorsPath = o.Out + ".errors.jsonl"
-	}
+	errorsPath := o.errorsPath()
 	f, err := dataio.FormatOf(o.Out)
 	if err != nil {
 		return &ConfigError{err}
@@ -240,6 +282,15 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 		return configErrorf("output %s: this command writes %s, not .%s", o.Out, strings.Join(names, ", "), f)
 	}
 	for _, p := range []string{o.Out, errorsPath} {
+		if err := objstore.CheckScheme(p); err != nil {
+			return &ConfigError{err}
+		}
+		if objstore.IsURL(p) {
+			if err := checkObjectOutput("output", p, o.CheckpointDir); err != nil {
+				return err
+			}
+			continue
+		}
 		dir := filepath.Dir(p)
 		st, err := os.Stat(dir)
 		switch {
@@ -254,28 +305,70 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 			return configErrorf("output %s is a directory", p)
 		}
 	}
-	for _, in := range o.Inputs {
-		if in != "-" && (sameFile(in, o.Out) || sameFile(in, errorsPath)) {
-			return configErrorf("output %s would overwrite the input %s", o.Out, in)
-		}
+	if err := dataio.CheckPaths(o.paths(errorsPath)); err != nil {
+		return &ConfigError{err}
+	}
+	if err := supervise.CheckRuntimeDir(o.Pool.RuntimeDir); err != nil {
+		return &ConfigError{err}
 	}
 	return nil
 }
 
+// paths are every file the job reads and writes, for dataio.CheckPaths:
+// the inputs, the model (when it is a path), the kind's files (Options.Files),
+// the output, the errors file and the resume files and manifest beside them.
+func (o *Options) paths(errorsPath string) []dataio.PathUse {
+	u := dataio.Reads("the input", o.Inputs...)
+	if _, err := os.Stat(o.Model); err == nil {
+		u = append(u, dataio.Reads("--model", o.Model)...)
+	}
+	u = append(u, o.Files...)
+	u = append(u, dataio.Writes("-o", o.Out)...)
+	u = append(u, dataio.Writes("--errors", errorsPath)...)
+	// The resume files of an output in a bucket are local, in the
+	// checkpoint directory (dataio.ResumeBase); when it cannot be named,
+	// checkObjectOutput has refused the output already.
+	if base, err := dataio.ResumeBase(o.Out, o.CheckpointDir); err == nil {
+		u = append(u, dataio.Writes("-o's resume file", dataio.PartialPath(base), dataio.CheckpointPath(base))...)
+	}
+	if base, err := dataio.ResumeBase(errorsPath, o.CheckpointDir); err == nil {
+		u = append(u, dataio.Writes("--errors's resume file", base+".partial")...)
+	}
+	if o.Read.Shards > 0 {
+		u = append(u, dataio.Writes("the shard's manifest", dataio.ManifestPath(o.Out))...)
+	}
+	return u
+}
+
 // checkShard refuses a shard's output merge cannot read, and stops a shard
-// that is done already.
+// that is done already (unless Force).
 func checkShard(o *Options) error {
 	if f, _ := dataio.FormatOf(o.Out); f != dataio.FormatArrow && f != dataio.FormatParquet {
 		return configErrorf("--shard: a shard writes an .arrow or .parquet part (synapse merge -o picks the merged format), not %s", o.Out)
 	}
 	manifest := dataio.ManifestPath(o.Out)
-	if _, err := os.Stat(manifest); err == nil {
-		if !o.Force {
-			return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, manifest)
-		}
-		if err := os.Remove(manifest); err != nil {
+	if objstore.IsURL(manifest) {
+		return checkObjectShard(o, manifest)
+	}
+	if _, err := os.Stat(manifest); err == nil && !o.Force {
+		return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, manifest)
+	}
+	return nil
+}
+
+// forceShard removes the manifest of a shard run again with Force.
+func forceShard(o *Options) error {
+	if o.Read.Shards == 0 || !o.Force {
+		return nil
+	}
+	if manifest := dataio.ManifestPath(o.Out); objstore.IsURL(manifest) {
+		if err := objstore.Remove(context.Background(), manifest); err != nil {
 			return fmt.Errorf("job: --force: %w", err)
 		}
+		return nil
+	}
+	if err := os.Remove(dataio.ManifestPath(o.Out)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("job: --force: %w", err)
 	}
 	return nil
 }
@@ -287,6 +380,17 @@ func CheckWritable(flag, p string, inputs []string) error { return checkWritable
 // checkWritable refuses, before anything starts, a file option the job
 // cannot write, or one that would overwrite an input.
 func checkWritable(flag, p string, inputs []string) error {
+	if err := objstore.CheckScheme(p); err != nil {
+		return &ConfigError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	if objstore.IsURL(p) {
+		for _, in := range inputs {
+			if in == p {
+				return configErrorf("%s %s would overwrite %s", flag, p, in)
+			}
+		}
+		return checkObjectOutput(flag, p, "")
+	}
 	dir := filepath.Dir(p)
 	st, err := os.Stat(dir)
 	switch {
@@ -317,6 +421,7 @@ func sameFile(a, b string) bool {
 // load starts the worker pool and loads the model on every worker.
 func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 	o := r.o
+	r.ctx = ctx
 	pc := o.Pool
 	pc.Command, pc.Workers = o.Worker, o.Workers
 	pc.BaseEnv = workerEnv(os.Environ())
@@ -333,6 +438,9 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 		pc.Logger = o.Logger
 	}
 	pool, err := supervise.NewPool(ctx, pc)
+	if errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) {
+		return &ConfigError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -340,11 +448,7 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 	r.closer = append(r.closer, func() { pool.Close() })
 	rc.Threads = o.Threads
 	load := wire.Load{ArtifactPath: r.model.Path, ArtifactDigest: r.model.Digest, Format: r.model.Format, RuntimeConfig: rc}
-	if r.loaded, err = pool.Load(ctx, load); err != nil {
-		var we *wire.Error
-		if errors.As(err, &we) && (we.Code == wire.CodeConfigInvalid || we.Code == wire.CodeArtifactInvalid || we.Code == wire.CodeUnsupported) {
-			err = &ConfigError{err}
-		}
+	if r.loaded, err = r.loadModel(ctx, load); err != nil {
 		return fmt.Errorf("load %s: %w", r.model.Path, err)
 	}
 	r.req = &requester{pool: pool, modelRef: r.loaded.ModelRef, deadline: o.Deadline, perToken: o.DeadlinePerToken,
@@ -356,6 +460,34 @@ func (r *runner) load(ctx context.Context, rc wire.RuntimeConfig) error {
 		_ = pool.Refresh(ctx)
 	}
 	return nil
+}
+
+// damaged is the configuration error of resume files that cannot be
+// resumed: running again with --resume cannot succeed.
+func damaged(err error) error {
+	return &ConfigError{fmt.Errorf("%w\n(the resume files are damaged and cannot be resumed: start over without --resume)", err)}
+}
+
+// loadModel loads the model on every worker. A LOAD the engine refuses as
+// invalid is a configuration error; so is one that crashes the engine
+// twice in a row (it is tried once more after the workers restart): the
+// model kills the engine every time, and retrying the job cannot help.
+func (r *runner) loadModel(ctx context.Context, load wire.Load) (wire.Loaded, error) {
+	loaded, err := r.pool.Load(ctx, load)
+	var ce *supervise.CrashError
+	var qe *supervise.QuarantinedError
+	if errors.As(err, &ce) && ctx.Err() == nil {
+		r.o.Logger.Warn("the engine crashed loading the model; trying once more", "err", err)
+		loaded, err = r.pool.Load(ctx, load)
+		if errors.As(err, &ce) || errors.As(err, &qe) {
+			return loaded, &ConfigError{fmt.Errorf("the engine crashed loading the model twice, so the model is unusable as it is: %w", err)}
+		}
+	}
+	var we *wire.Error
+	if errors.As(err, &we) && (we.Code == wire.CodeConfigInvalid || we.Code == wire.CodeArtifactInvalid || we.Code == wire.CodeUnsupported) {
+		err = &ConfigError{err}
+	}
+	return loaded, err
 }
 
 // workerEnv is the module's environment without SYNAPSE_CHAOS: drills are
@@ -384,6 +516,7 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 	o := r.o
 	opts := *schema
 	opts.ErrorsPath = o.Errors
+	opts.CheckpointDir, opts.Context = o.CheckpointDir, r.ctx
 	opts.ResumeGuard = dataio.InputGuard(o.Inputs)
 	for _, guard := range guards {
 		for k, v := range guard {
@@ -400,13 +533,16 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 		opts.OnError = o.Observer.ErrorRecord
 	}
 	if !o.Resume {
-		if err := dataio.RemoveResumeFiles(o.Out, o.Errors); err != nil {
+		if err := dataio.RemoveResumeFiles(o.Out, o.Errors, o.CheckpointDir); err != nil {
 			return err
 		}
 	}
 	w, st, err := dataio.OpenCheckpointed(o.Out, opts)
 	if errors.Is(err, dataio.ErrResumeMismatch) {
 		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
+	}
+	if errors.Is(err, dataio.ErrCheckpointCorrupt) {
+		return damaged(err)
 	}
 	if err != nil {
 		return err
@@ -415,7 +551,7 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 		var c pipeline.Counters
 		if err := json.Unmarshal(st.State, &c); err != nil {
 			w.Abort()
-			return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
+			return damaged(fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err))
 		}
 		o.Stats.Restore(c)
 		if r.extra != nil {
@@ -423,7 +559,7 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 			x.Kind = r.extra
 			if err := json.Unmarshal(st.State, &x); err != nil {
 				w.Abort()
-				return fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err)
+				return damaged(fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err))
 			}
 		}
 	}
@@ -536,7 +672,7 @@ func (r *runner) writeManifest(src any) error {
 		}
 		m.Inputs = append(m.Inputs, in)
 	}
-	return dataio.WriteManifest(dataio.ManifestPath(o.Out), m)
+	return dataio.WriteManifestContext(r.ctx, dataio.ManifestPath(o.Out), m)
 }
 
 // settingsDigest is a digest of the output's metadata but the shard: what

@@ -36,8 +36,13 @@ type requester struct {
 	patience atomic.Int64 // the current factor; 0 means 1
 }
 
-// DefaultDeadlineStretch is the default of Options.DeadlineStretch.
-const DefaultDeadlineStretch = 8
+// The deadlines of a request, by default: the defaults of Options'
+// Deadline, DeadlinePerToken and DeadlineStretch, and of the CLI's flags.
+const (
+	DefaultDeadline         = 60 * time.Second
+	DefaultDeadlinePerToken = 20 * time.Millisecond
+	DefaultDeadlineStretch  = 8
+)
 
 // maxTimeout caps a request's deadline, so that no flag value can overflow
 // it into "no deadline".

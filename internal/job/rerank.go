@@ -32,6 +32,16 @@ type RerankOptions struct {
 // RerankFormats are the output formats of a rerank job.
 var RerankFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL, dataio.FormatTREC}
 
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check).
+func (o *RerankOptions) Check() error {
+	c := o.Options
+	if o.Run.Run != "" && len(c.Inputs) == 0 {
+		c.Inputs = RunInputs(o.Run)
+	}
+	return c.Check(RerankFormats)
+}
+
 // Rerank output columns besides dataio's TREC ones.
 const (
 	ColInputRank  = "input_rank"
@@ -62,7 +72,7 @@ func Rerank(ctx context.Context, o RerankOptions) (Summary, error) {
 	if o.Run.Run != "" && len(o.Inputs) == 0 { // what resume guards and output checks cover
 		o.Inputs = RunInputs(o.Run)
 	}
-	r, err := begin(&o.Options, "rerank", RerankFormats...)
+	r, err := begin(&o.Options, "rerank", o.Check)
 	if err != nil {
 		return Summary{Kind: "rerank"}, err
 	}
@@ -74,7 +84,10 @@ func (o *RerankOptions) run(ctx context.Context, r *runner) error {
 	if m.Classifier < 1 {
 		return configErrorf("model %s is not a cross-encoder: it has no classifier head (rank pooling)", m.Path)
 	}
-	overhead, err := pairOverhead(m.Tokenizer.Vocab())
+	if m.ScoringErr != nil {
+		return configErrorf("model %s cannot rerank: %v", m.Path, m.ScoringErr)
+	}
+	overhead, err := pairOverhead(m.Tokenizer)
 	if err != nil {
 		return configErrorf("model %s: %w", m.Path, err)
 	}
@@ -141,9 +154,15 @@ func (o *RerankOptions) metadata(r *runner) map[string]string {
 }
 
 // pairOverhead is the number of special tokens the worker puts around a
-// query–document pair (engine/llama_embed.go, pair): [CLS] q [SEP] d [SEP]
-// for WordPiece vocabularies, <s> q </s></s> d </s> otherwise.
-func pairOverhead(v *tokenize.Vocab) (int, error) {
+// query–document pair: for a tokenizer.json (ONNX models) its
+// post-processor's pair template (engine/onnx_rerank.go); for GGUF models
+// (engine/llama_embed.go, pair) [CLS] q [SEP] d [SEP] for WordPiece
+// vocabularies, <s> q </s></s> d </s> otherwise.
+func pairOverhead(tok tokenize.Tokenizer) (int, error) {
+	if p, ok := tok.(tokenize.PairLayout); ok {
+		return p.PairTemplate().Overhead(), nil
+	}
+	v := tok.Vocab()
 	switch {
 	case v.Kind == tokenize.KindWPM && v.BOS >= 0 && v.SEP >= 0:
 		return 3, nil

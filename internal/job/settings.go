@@ -36,6 +36,11 @@ type VectorSettings struct {
 	// Ranges the digest of the int8/uint8 ranges (vector.Ranges.Digest).
 	Dtype  string `json:"dtype,omitempty"`
 	Ranges string `json:"ranges,omitempty"`
+	// Modules are the sentence-transformers modules applied after the
+	// pooling (Dense weights by digest, Normalize), "" for none: a changed
+	// Dense module changes the vectors though the graph's digest does not.
+	// (omitempty keeps the records of outputs without modules readable.)
+	Modules string `json:"modules,omitempty"`
 }
 
 // JSON is the settings' canonical JSON (fields in declaration order).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/synapse-embed/synapse/internal/gguf"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 )
 
 // digestCacheFile holds the digests of files outside the store.
@@ -122,7 +123,7 @@ func (s *Store) RecordDigest(key FileKey, digest string) {
 
 // readDigests reads the digest cache; a missing or unreadable one is empty.
 func (s *Store) readDigests() []digestRecord {
-	b, err := os.ReadFile(filepath.Join(s.Root, digestCacheFile))
+	b, err := readlimit.ReadFile(filepath.Join(s.Root, digestCacheFile), readlimit.Config)
 	if err != nil {
 		return nil
 	}

@@ -2,7 +2,9 @@ package modelcache
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,16 +49,29 @@ const (
 	KindGenerate = "generate"
 )
 
+// MeasureScores is Quality.Measure for a reranker.
+const MeasureScores = "scores"
+
 // Quality is what a quantization cost: the quantized variant and its source
-// embedded the same sample texts through workers, back to back.
+// embedded the same sample texts (a reranker: scored the same pairs of
+// them) through workers, back to back.
 type Quality struct {
 	Sample string `json:"sample"` // "built-in" or the --sample file
 	Texts  int    `json:"texts"`
 	Tokens int    `json:"tokens"` // in the sample, special tokens included
 	// MinCosine and MeanCosine compare each text's quantized vector with its
-	// source vector.
+	// source vector. For a reranker (Measure MeasureScores) they compare
+	// scores: for each sample query, the Pearson correlation of the
+	// variant's scores with the source's over the sample documents (the
+	// cosine of the mean-centred score lists).
 	MinCosine  float64 `json:"min_cosine"`
 	MeanCosine float64 `json:"mean_cosine"`
+	// Measure is "" for vectors, MeasureScores for a reranker's scores;
+	// Pairs and MaxScoreDiff (the largest difference of one pair's two
+	// scores) are a reranker's.
+	Measure      string  `json:"measure,omitempty"`
+	Pairs        int     `json:"pairs,omitempty"`
+	MaxScoreDiff float64 `json:"max_score_diff,omitempty"`
 	// MinCosineRequired is the threshold in effect; Degraded is
 	// MinCosine < MinCosineRequired. A degraded variant is used by name or
 	// digest only when the caller allows it.
@@ -77,6 +92,15 @@ type Quality struct {
 // Path is the model file's path.
 func (e Entry) Path() string { return filepath.Join(e.dir, e.File) }
 
+// Format is the model's format: "onnx" for a graph (File ONNXFile), else
+// "gguf" (artifact.FormatGGUF, FormatONNX).
+func (e Entry) Format() string {
+	if strings.EqualFold(filepath.Ext(e.File), ".onnx") {
+		return "onnx"
+	}
+	return "gguf"
+}
+
 // Dir is the entry's directory.
 func (e Entry) Dir() string { return e.dir }
 
@@ -90,21 +114,29 @@ func (e Entry) Short() string {
 // it was made with.
 func (e Entry) Degraded() bool { return e.Quality != nil && e.Quality.Degraded }
 
+// ErrBadName: a name CheckName refuses.
+var ErrBadName = errors.New("unusable model name")
+
 // CheckName validates a model name: 1 to 128 printable characters without
-// spaces or slashes, not starting with '.', '-' or "sha256" (names and
-// digest prefixes share -m).
+// spaces or slashes, not starting with '.', '-' or "sha256", and not 4 to
+// 64 hex digits (names and digest prefixes share -m).
 func CheckName(name string) error {
 	switch {
 	case name == "" || len(name) > 128:
-		return fmt.Errorf("modelcache: name %q: want 1 to 128 characters", name)
+		return fmt.Errorf("modelcache: %w: name %q: want 1 to 128 characters", ErrBadName, name)
 	case strings.HasPrefix(name, ".") || strings.HasPrefix(name, "-"):
-		return fmt.Errorf("modelcache: name %q must not start with '.' or '-'", name)
+		return fmt.Errorf("modelcache: %w: name %q must not start with '.' or '-'", ErrBadName, name)
 	case strings.HasPrefix(strings.ToLower(name), "sha256"):
-		return fmt.Errorf("modelcache: name %q must not start with sha256 (digests are written that way)", name)
+		return fmt.Errorf("modelcache: %w: name %q must not start with sha256 (digests are written that way)", ErrBadName, name)
+	}
+	if _, ok := digestPrefixOf(name); ok {
+		// A name wins over a digest prefix in Lookup: this one would hide
+		// every model whose digest starts with it, now or later.
+		return fmt.Errorf("modelcache: %w: name %q looks like a digest prefix (4 to 64 hex digits) and would shadow the models whose digests start with it; give --name another", ErrBadName, name)
 	}
 	for _, r := range name {
 		if r == '/' || r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return fmt.Errorf("modelcache: name %q: no spaces, slashes or control characters", name)
+			return fmt.Errorf("modelcache: %w: name %q: no spaces, slashes or control characters", ErrBadName, name)
 		}
 	}
 	return nil
@@ -112,7 +144,7 @@ func CheckName(name string) error {
 
 // readEntry reads dir/entry.json and checks it against the directory's name.
 func readEntry(dir string) (Entry, error) {
-	b, err := os.ReadFile(filepath.Join(dir, EntryFile))
+	b, err := readlimit.ReadFile(filepath.Join(dir, EntryFile), readlimit.Config)
 	if err != nil {
 		return Entry{}, fmt.Errorf("modelcache: %w", err)
 	}

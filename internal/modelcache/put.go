@@ -27,7 +27,15 @@ var ErrChanged = errors.New("changed while being added")
 // one, else a copy, hashed as it is written. The user's file is never moved.
 // A file that no longer matches digest is ErrChanged.
 func (st *Staging) Put(src string, key FileKey, digest string) (stored string, err error) {
-	dst := st.File()
+	return st.PutAs(src, ModelFile, key, digest)
+}
+
+// PutAs is Put with the file's name in the entry (ONNXFile for a graph).
+func (st *Staging) PutAs(src, name string, key FileKey, digest string) (stored string, err error) {
+	if name != ModelFile && name != ONNXFile {
+		return "", fmt.Errorf("modelcache: put %s: want %s or %s", name, ModelFile, ONNXFile)
+	}
+	dst := st.Path(name)
 	src, err = filepath.EvalSymlinks(src) // link the file, not a symbolic link to it
 	if err != nil {
 		return "", fmt.Errorf("modelcache: %w", err)
@@ -51,6 +59,48 @@ func (st *Staging) Put(src string, key FileKey, digest string) (stored string, e
 		return "", fmt.Errorf("modelcache: %s: %w (digest %s, now %s); add it again", src, ErrChanged, digest, got)
 	}
 	return StoredCopy, nil
+}
+
+// CopyIn copies the files of files (path in the entry → file to read, as
+// hfmodel.Files.Sidecars returns them) into the staging directory. A path
+// that is not local, or names the entry's own files, is refused.
+func (st *Staging) CopyIn(files map[string]string) error {
+	for rel, src := range files {
+		p := filepath.FromSlash(rel)
+		if !filepath.IsLocal(p) || p == EntryFile || p == ModelFile || p == ONNXFile {
+			return fmt.Errorf("modelcache: copy %s: %q is not a file an entry may hold", src, rel)
+		}
+		dst := st.Path(rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("modelcache: %w", err)
+		}
+		if _, err := copyHashed(src, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sidecars returns the files of entry e besides its model file and
+// entry.json, as CopyIn takes them: a quantized variant of an ONNX model
+// carries its source's.
+func (e Entry) Sidecars() (map[string]string, error) {
+	out := map[string]string{}
+	err := filepath.WalkDir(e.dir, func(p string, de os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(e.dir, p)
+		if err != nil || de.IsDir() || rel == EntryFile || rel == e.File {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = p
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("modelcache: %s: %w", e.Name, err)
+	}
+	return out, nil
 }
 
 // copyHashed copies src to the new file dst, syncs it, and returns the

@@ -96,6 +96,9 @@ func (st *Staging) Dir() string { return st.dir }
 // File is where the staged model file goes (Put, or a quantizer's output).
 func (st *Staging) File() string { return filepath.Join(st.dir, ModelFile) }
 
+// Path is where the staged file name goes (ONNXFile, a sidecar's path).
+func (st *Staging) Path(name string) string { return filepath.Join(st.dir, filepath.FromSlash(name)) }
+
 // Abort removes the staging directory. It is safe after Commit.
 func (st *Staging) Abort() {
 	if st.unlock == nil {

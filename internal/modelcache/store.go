@@ -6,6 +6,8 @@
 // Layout of a store (Root):
 //
 //	sha256-<hex>/model.gguf    the model (a hard link to the added file, or a copy)
+//	sha256-<hex>/model.onnx    or an ONNX model's graph (<hex> is its digest), with the
+//	sha256-<hex>/tokenizer.json, config.json, …  model directory's other files copied beside it
 //	sha256-<hex>/entry.json    its Entry
 //	digests.json               digests of files outside the store, by (path, size, mtime, inode)
 //	tmp/<id>, tmp/<id>.lock    entries being written; renamed into place when complete
@@ -31,6 +33,7 @@ import (
 const (
 	EntryFile = "entry.json"
 	ModelFile = "model.gguf"
+	ONNXFile  = "model.onnx" // an ONNX model's graph
 )
 
 const digestPrefix = "sha256:"

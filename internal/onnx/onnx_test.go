@@ -84,6 +84,35 @@ func TestReadFixture(t *testing.T) {
 	}
 }
 
+// TestBatchDependent: the ops that mix a batch's rows are named (domain
+// included), others are not; the fixture's dynamically quantized graph has
+// them and its float graph not.
+func TestBatchDependent(t *testing.T) {
+	m := testModel()
+	if info, _ := Parse(m.Marshal()); len(info.BatchDependent()) != 0 {
+		t.Errorf("float graph: got %v; want none", info.BatchDependent())
+	}
+	m.Graph.Nodes = append(m.Graph.Nodes,
+		Node{Op: "DynamicQuantizeLinear", Inputs: []string{"x"}, Outputs: []string{"q", "s", "z"}},
+		Node{Op: "DynamicQuantizeMatMul", Domain: "com.microsoft", Inputs: []string{"x", "E"}, Outputs: []string{"m"}})
+	info, err := Parse(m.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := info.BatchDependent(), []string{"DynamicQuantizeLinear", "com.microsoft.DynamicQuantizeMatMul"}; !slices.Equal(got, want) {
+		t.Errorf("quantized graph: got %v; want %v", got, want)
+	}
+	for file, want := range map[string]bool{"model.onnx": false, "model_quantized.onnx": true} {
+		info, err := ReadFile(testenv.Fixture(t, "models", "ref-bert-embed-onnx", file))
+		if err != nil {
+			t.Skipf("fixture: %v", err)
+		}
+		if got := len(info.BatchDependent()) > 0; got != want {
+			t.Errorf("%s: batch-dependent ops %v; want some: %v", file, info.BatchDependent(), want)
+		}
+	}
+}
+
 // FuzzParse: Parse never panics, and what it accepts it describes
 // consistently (a model written from its inputs and outputs parses to the
 // same inputs and outputs).

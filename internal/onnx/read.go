@@ -24,6 +24,34 @@ type Info struct {
 	Initializers    int
 	Parameters      int64 // elements of all initializers
 	ExternalData    bool  // some initializer's data lives in another file
+	// Weights counts the initializers' elements by element type.
+	Weights map[ElemType]int64
+}
+
+// quantizedOps are the operators that mark a quantized graph.
+var quantizedOps = []string{"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "com.microsoft.DynamicQuantizeMatMul",
+	"com.microsoft.MatMulIntegerToFloat", "QuantizeLinear", "ConvInteger", "QLinearConv", "com.microsoft.MatMulNBits"}
+
+// Precision names the graph's weights as the model cache records them:
+// "INT8" for a graph with quantized operators (MatMulInteger,
+// DynamicQuantizeLinear, QLinearMatMul, …), else the float type most of its
+// weights have: "F32", "F16" or "BF16".
+func (in *Info) Precision() string {
+	for _, op := range quantizedOps {
+		if in.Ops[op] > 0 {
+			return "INT8"
+		}
+	}
+	best, n := "F32", int64(-1)
+	for _, c := range []struct {
+		t    ElemType
+		name string
+	}{{Float, "F32"}, {Float16, "F16"}, {BFloat16, "BF16"}} {
+		if in.Weights[c.t] > n {
+			best, n = c.name, in.Weights[c.t]
+		}
+	}
+	return best
 }
 
 // Input returns the graph input called name.
@@ -51,6 +79,25 @@ func (in *Info) OpNames() []string {
 	return out
 }
 
+// batchOps are the ops whose result for one row of a batch depends on the
+// other rows: they compute a statistic over the whole input tensor (the
+// scale and zero point of dynamic quantization).
+var batchOps = []string{"DynamicQuantizeLinear", "com.microsoft.DynamicQuantizeMatMul", "com.microsoft.DynamicQuantizeLSTM"}
+
+// BatchDependent returns the ops of the graph whose results mix the rows of
+// a batch (sorted; none for a graph whose rows are computed apart). It is
+// conservative: such an op on a constant, which mixes nothing, counts too.
+func (in *Info) BatchDependent() []string {
+	var out []string
+	for _, op := range batchOps {
+		if in.Ops[op] > 0 {
+			out = append(out, op)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // ReadFile reads the model file at path (memory-mapped: the weights are not copied).
 func ReadFile(path string) (*Info, error) {
 	b, release, err := mapFile(path)
@@ -67,7 +114,7 @@ func ReadFile(path string) (*Info, error) {
 
 // Parse reads a serialized ModelProto.
 func Parse(b []byte) (*Info, error) {
-	info := &Info{Opsets: map[string]int64{}, Ops: map[string]int{}}
+	info := &Info{Opsets: map[string]int64{}, Ops: map[string]int{}, Weights: map[ElemType]int64{}}
 	var graph []byte
 	haveGraph := false
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
@@ -175,8 +222,11 @@ func parseNodeOp(b []byte) (string, error) {
 
 func parseInitializer(b []byte, info *Info, names map[string]bool) error {
 	elems := int64(1)
+	elem := Undefined
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
+		case num == 2 && typ == protowire.VarintType:
+			elem = ElemType(x)
 		case num == 1 && typ == protowire.VarintType: // dims, unpacked
 			elems *= int64(x)
 		case num == 1 && typ == protowire.BytesType: // dims, packed
@@ -196,6 +246,7 @@ func parseInitializer(b []byte, info *Info, names map[string]bool) error {
 		return nil
 	})
 	info.Parameters += elems
+	info.Weights[elem] += elems
 	return err
 }
 

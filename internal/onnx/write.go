@@ -28,6 +28,7 @@ type Graph struct {
 
 // Node is one operator application.
 type Node struct {
+	Name            string
 	Op              string
 	Domain          string
 	Inputs, Outputs []string
@@ -50,12 +51,16 @@ func IntAttr(name string, v int64) Attr { return Attr{Name: name, Int: &v} }
 // FloatAttr returns a float attribute.
 func FloatAttr(name string, v float32) Attr { return Attr{Name: name, Float: &v} }
 
-// Tensor is a constant tensor, float32 or int64 (stored as raw_data).
+// Tensor is a constant tensor, stored as raw_data: float32 (Floats), int64
+// (Ints), or any element type given as Elem and its little-endian Raw bytes
+// (the first that is set of Raw, Ints, Floats).
 type Tensor struct {
 	Name   string
 	Dims   []int64
 	Floats []float32 // Elem Float
 	Ints   []int64   // Elem Int64
+	Elem   ElemType  // with Raw
+	Raw    []byte
 }
 
 // Marshal serializes the model as a ModelProto.
@@ -110,6 +115,9 @@ func (n Node) marshal() []byte {
 	for _, out := range n.Outputs {
 		b = appendBytes(b, 2, []byte(out))
 	}
+	if n.Name != "" {
+		b = appendBytes(b, 3, []byte(n.Name))
+	}
 	b = appendBytes(b, 4, []byte(n.Op))
 	for _, a := range n.Attrs {
 		b = appendBytes(b, 5, a.marshal())
@@ -156,7 +164,10 @@ func (t Tensor) marshal() []byte {
 		b = appendVarint(b, 1, uint64(d))
 	}
 	var raw []byte
-	if t.Ints != nil {
+	if t.Raw != nil {
+		b = appendVarint(b, 2, uint64(t.Elem))
+		raw = t.Raw
+	} else if t.Ints != nil {
 		b = appendVarint(b, 2, uint64(Int64))
 		for _, v := range t.Ints {
 			raw = binary.LittleEndian.AppendUint64(raw, uint64(v))

@@ -81,19 +81,20 @@ func (c *collector[R, I, O]) flush() error {
 		}
 		delete(c.pending, c.next)
 		c.next++
-		if s.x.index >= c.cfg.Replay { // below: done by the run being resumed
-			if err := c.sink.Put(c.result(s)); err != nil {
+		if s.x.index >= c.cfg.Replay {
+			if err := c.sink.Put(c.result(s, c.cfg.Stats)); err != nil {
 				return fmt.Errorf("pipeline: write: %w", err)
 			}
+		} else if rp, ok := c.sink.(Replayer[R, I, O]); ok { // done by the run being resumed
+			rp.Replay(c.result(s, &Stats{}))
 		}
 		c.mem.Release(s.x.weight)
 		<-c.slots
 	}
 }
 
-// result turns a complete record into its Result and counts it.
-func (c *collector[R, I, O]) result(s *pending[R, I, O]) Result[R, I, O] {
-	st := c.cfg.Stats
+// result turns a complete record into its Result and counts it in st.
+func (c *collector[R, I, O]) result(s *pending[R, I, O], st *Stats) Result[R, I, O] {
 	r := Result[R, I, O]{Rec: s.x.r, Index: s.x.index, Group: s.x.group}
 	if err := s.x.err; err != nil {
 		if fe, ok := asFileError(err); ok {

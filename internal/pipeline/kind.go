@@ -95,6 +95,15 @@ type Sink[R, I, O any] interface {
 	Put(Result[R, I, O]) error
 }
 
+// Replayer is a Sink that keeps state across the records of a packing
+// group (Kind.Place), such as the texts it has seen: a resumed run hands it
+// the records it replays (those below Config.Replay, done by the run being
+// resumed) in input order before the first Put, to rebuild that state. It
+// must not write them.
+type Replayer[R, I, O any] interface {
+	Replay(Result[R, I, O])
+}
+
 // Fault is what an error from Kind.Call means for the batch that met it.
 type Fault int
 

@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/internal/objstore"
 	"github.com/synapse-embed/synapse/internal/vector"
 )
 
@@ -105,7 +107,7 @@ type batchFile struct {
 	ipc  *ipc.FileReader
 	mm   *mapping
 	pq   *pqarrow.FileReader
-	pqf  *os.File
+	pqf  parquetFile
 	n    int // batches
 	cols columns
 	// the embedding column's dtype and dims
@@ -172,7 +174,7 @@ func safely(fn func() error) (err error) {
 
 func (s *Set) add(path string) error {
 	var f *batchFile
-	err := safely(func() (err error) { f, err = openFile(path); return err })
+	err := safely(func() (err error) { f, err = openFile(path, s.tmpDir); return err })
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
 	}
@@ -244,7 +246,12 @@ func (s *Set) Close() {
 	}
 }
 
-func openFile(path string) (*batchFile, error) {
+// openFile opens a previous output. One in a bucket is read as a local
+// one is, but for the way there: an Arrow file is spooled to tmpDir and
+// mapped (its batches are read at random, many times: the mapping needs a
+// local file; the spool is unlinked once mapped), a Parquet file is read
+// by ranged GETs (footer, then the row groups looked up).
+func openFile(path, tmpDir string) (*batchFile, error) {
 	format, err := dataio.FormatOf(path)
 	if err != nil {
 		return nil, err
@@ -252,7 +259,14 @@ func openFile(path string) (*batchFile, error) {
 	bf := &batchFile{path: path}
 	switch format {
 	case dataio.FormatArrow:
-		if bf.mm, err = mapFile(path); err != nil {
+		local := path
+		if objstore.IsURL(path) {
+			if local, err = spool(path, tmpDir); err != nil {
+				return nil, err
+			}
+			defer os.Remove(local)
+		}
+		if bf.mm, err = mapFile(local); err != nil {
 			return nil, err
 		}
 		if bf.ipc, err = ipc.NewMappedFileReader(bf.mm.data); err != nil {
@@ -261,7 +275,12 @@ func openFile(path string) (*batchFile, error) {
 		}
 		bf.n = bf.ipc.NumRecords()
 	case dataio.FormatParquet:
-		if bf.pqf, err = os.Open(path); err != nil {
+		if objstore.IsURL(path) {
+			bf.pqf, err = objstore.Open(context.Background(), path)
+		} else {
+			bf.pqf, err = os.Open(path)
+		}
+		if err != nil {
 			return nil, err
 		}
 		pf, err := file.NewParquetReader(bf.pqf)
@@ -278,6 +297,32 @@ func openFile(path string) (*batchFile, error) {
 		return nil, fmt.Errorf("a previous output is .arrow or .parquet, not .%s", format)
 	}
 	return bf, nil
+}
+
+// parquetFile is a Parquet previous output: a local file or an object.
+type parquetFile interface {
+	io.ReaderAt
+	io.Seeker
+	io.Closer
+}
+
+// spool copies the object at url into a new private file in dir.
+func spool(url, dir string) (string, error) {
+	in, err := objstore.Open(context.Background(), url)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	f, err := os.CreateTemp(dir, "synapse-previous-spool-*.arrow")
+	if err != nil {
+		return "", fmt.Errorf("spool %s: %w", url, err)
+	}
+	_, err = io.Copy(f, in)
+	if err = errors.Join(err, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("spool %s: %w", url, err)
+	}
+	return f.Name(), nil
 }
 
 func (f *batchFile) schema() *arrow.Schema {

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -30,14 +31,15 @@ type Vectors struct {
 }
 
 // OpenVectors reads the schemas of an embedding output's files and checks
-// that they go together; what names it (--corpus) prefixes errors.
-func OpenVectors(what string, paths []string) (*Vectors, error) {
+// that they go together; what names it (--corpus) prefixes errors. Paths
+// may be s3:// objects (their footers are read by range requests).
+func OpenVectors(ctx context.Context, what string, paths []string) (*Vectors, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: %s: no file", ErrInput, what)
 	}
 	var v *Vectors
 	for _, p := range paths {
-		sc, err := dataio.FileSchema(p)
+		sc, err := dataio.FileSchema(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s %s: not an Arrow IPC or Parquet file: %w", ErrInput, what, p, err)
 		}
@@ -96,7 +98,8 @@ func metaValue(md arrow.Metadata, key string) string {
 }
 
 // Compatible refuses queries that were not embedded as the corpus was:
-// another model, pooling, normalisation or dims (the difference named).
+// another model, pooling, normalisation, dims or sentence-transformers
+// modules (the difference named).
 // Text fields, prefix, chunking and dtype may differ: queries are short
 // texts with their own prompt, and a float query searches a quantized
 // corpus.
@@ -107,7 +110,7 @@ func Compatible(queries, corpus *Vectors) error {
 		qv, cv any
 	}{
 		{"model_digest", q.ModelDigest, c.ModelDigest}, {"pooling", q.Pooling, c.Pooling},
-		{"normalize", q.Normalize, c.Normalize}, {"dims", queries.Dims, corpus.Dims},
+		{"normalize", q.Normalize, c.Normalize}, {"dims", queries.Dims, corpus.Dims}, {"modules", q.Modules, c.Modules},
 	} {
 		if f.qv != f.cv {
 			return fmt.Errorf("%w: the queries and the corpus were embedded otherwise: %s: queries %v, corpus %v", ErrInput, f.name, f.qv, f.cv)
@@ -134,9 +137,9 @@ type batch struct {
 }
 
 // eachBatch calls fn with every batch of v's files, in order.
-func (v *Vectors) eachBatch(fn func(b *batch) error) error {
+func (v *Vectors) eachBatch(ctx context.Context, fn func(b *batch) error) error {
 	for _, p := range v.Paths {
-		err := dataio.EachBatch(p, nil, func(rec arrow.RecordBatch) error {
+		err := dataio.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
 			b, err := v.batchOf(rec)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)

@@ -1,10 +1,9 @@
 package search
 
 import (
-	"bufio"
-	"errors"
+	"context"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,35 +41,33 @@ func RunSchema(meta map[string]string) *arrow.Schema {
 
 // RunWriter writes the hits of each query: a TREC run ("qid Q0 docid rank
 // score tag"), a BEIR TSV ("query-id corpus-id score" under a header), or
-// a table of RunSchema. The file appears at its path on Commit.
+// a table of RunSchema, to a local file or an s3:// object. It appears at
+// its path on Commit. One goroutine owns it.
 type RunWriter struct {
-	path, tmp string
-	f         *os.File
-	bw        *bufio.Writer // .tsv
-	table     *dataio.TableWriter
-	bld       *array.RecordBuilder
+	tsv   *dataio.OutputFile
+	table *dataio.TableWriter
+	bld   *array.RecordBuilder
 }
 
 // CreateRun starts a run output; meta is a table's schema metadata (its
 // dataio.MetaRunTag is the TREC tag).
-func CreateRun(path string, meta map[string]string) (*RunWriter, error) {
-	w := &RunWriter{path: path}
+func CreateRun(ctx context.Context, path string, meta map[string]string) (*RunWriter, error) {
+	w := &RunWriter{}
 	if strings.EqualFold(filepath.Ext(path), ".tsv") {
-		w.tmp = path + ".tmp-" + strconv.Itoa(os.Getpid())
-		f, err := os.OpenFile(w.tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		f, err := dataio.CreateOutput(ctx, path)
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}
-		w.f, w.bw = f, bufio.NewWriterSize(f, 1<<20)
-		w.bw.WriteString("query-id\tcorpus-id\tscore\n")
-		return w, nil
+		w.tsv = f
+		_, err = io.WriteString(f, "query-id\tcorpus-id\tscore\n")
+		return w, err
 	}
 	format, err := dataio.FormatOf(path)
 	if err != nil {
 		return nil, err
 	}
 	sc := RunSchema(meta)
-	if w.table, err = dataio.CreateTable(path, format, sc); err != nil {
+	if w.table, err = dataio.CreateTable(ctx, path, format, sc); err != nil {
 		return nil, err
 	}
 	w.bld = array.NewRecordBuilder(memory.DefaultAllocator, sc)
@@ -79,9 +76,11 @@ func CreateRun(path string, meta map[string]string) (*RunWriter, error) {
 
 // Put writes one query's hits, best first.
 func (w *RunWriter) Put(query string, hits []Hit) error {
-	if w.bw != nil {
+	if w.tsv != nil {
 		for _, h := range hits {
-			w.bw.WriteString(query + "\t" + h.Doc + "\t" + strconv.FormatFloat(float64(h.Score), 'g', -1, 32) + "\n")
+			if _, err := io.WriteString(w.tsv, query+"\t"+h.Doc+"\t"+strconv.FormatFloat(float64(h.Score), 'g', -1, 32)+"\n"); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -107,18 +106,10 @@ func (w *RunWriter) flush() error {
 	return w.table.Write(rec)
 }
 
-// Commit finishes the output.
+// Commit finishes the output: it appears at its path.
 func (w *RunWriter) Commit() error {
-	if w.bw != nil {
-		err := errors.Join(w.bw.Flush(), w.f.Sync(), w.f.Close())
-		if err == nil {
-			err = os.Rename(w.tmp, w.path)
-		}
-		if err != nil {
-			os.Remove(w.tmp)
-			return fmt.Errorf("search: write %s: %w", w.path, err)
-		}
-		return nil
+	if w.tsv != nil {
+		return w.tsv.Commit()
 	}
 	defer w.bld.Release()
 	if err := w.flush(); err != nil {
@@ -128,11 +119,10 @@ func (w *RunWriter) Commit() error {
 	return w.table.Commit()
 }
 
-// Abort removes the unfinished output.
+// Abort drops the unfinished output.
 func (w *RunWriter) Abort() {
-	if w.bw != nil {
-		w.f.Close()
-		os.Remove(w.tmp)
+	if w.tsv != nil {
+		w.tsv.Abort()
 		return
 	}
 	w.bld.Release()

@@ -32,7 +32,7 @@ func (s *searcher) rescore(ctx context.Context, b *queryBlock, tops []*topK) ([]
 	}
 	dims := s.o.Queries.Dims
 	var v []float32
-	err := src.eachBatch(func(bt *batch) error {
+	err := src.eachBatch(ctx, func(bt *batch) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

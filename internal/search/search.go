@@ -75,7 +75,7 @@ func Run(ctx context.Context, o Options, emit func(query string, hits []Hit) err
 		}
 		s.quant = q
 	}
-	err := s.eachBlock(func(b *queryBlock) error {
+	err := s.eachBlock(ctx, func(b *queryBlock) error {
 		hits, err := s.block(ctx, b)
 		if err != nil {
 			return err
@@ -146,12 +146,12 @@ type queryBlock struct {
 }
 
 // eachBlock reads the queries in blocks.
-func (s *searcher) eachBlock(fn func(*queryBlock) error) error {
+func (s *searcher) eachBlock(ctx context.Context, fn func(*queryBlock) error) error {
 	qv := s.o.Queries
 	b := &queryBlock{}
 	buf := make([]byte, 0, vector.Float32.Width(qv.Dims))
 	var fl []float32
-	err := qv.eachBatch(func(bt *batch) error {
+	err := qv.eachBatch(ctx, func(bt *batch) error {
 		for i := range bt.vecs.Rows {
 			id := bt.ids.Value(i)
 			if c := bt.chunks.Value(i); c != 0 {
@@ -249,7 +249,7 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 	var ct tile
 	var lastID string
 	var rows int64
-	err := s.o.Corpus.eachBatch(func(bt *batch) error {
+	err := s.o.Corpus.eachBatch(ctx, func(bt *batch) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

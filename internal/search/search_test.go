@@ -159,7 +159,7 @@ func runSearch(t *testing.T, o Options) [][]Hit {
 
 func open(t *testing.T, what string, paths []string) *Vectors {
 	t.Helper()
-	v, err := OpenVectors(what, paths)
+	v, err := OpenVectors(context.Background(), what, paths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestSearchRefuses(t *testing.T) {
 			t.Errorf("%s: got %v; want ErrInput", name, err)
 		}
 	}
-	if _, err := OpenVectors("--corpus", []string{filepath.Join(dir, "f.0.arrow.errors.jsonl")}); !errors.Is(err, ErrInput) {
+	if _, err := OpenVectors(context.Background(), "--corpus", []string{filepath.Join(dir, "f.0.arrow.errors.jsonl")}); !errors.Is(err, ErrInput) {
 		t.Errorf("an errors file as corpus: got %v; want ErrInput", err)
 	}
 }

@@ -35,73 +35,25 @@ func (k ModelKey) String() string {
 
 // modelRefOf returns the model_ref a request names, if its type has one.
 func modelRefOf(m wire.Message) (string, bool) {
-	switch m := m.(type) {
-	case *wire.EmbedBatch:
-		return m.ModelRef, true
-	case *wire.Rerank:
-		return m.ModelRef, true
-	case *wire.RerankGroups:
-		return m.ModelRef, true
-	case *wire.Generate:
-		return m.ModelRef, true
-	case *wire.Unload:
-		return m.ModelRef, true
-	case *wire.Tokenize:
-		return m.ModelRef, true
+	if r, ok := m.(wire.ModelRequest); ok {
+		return r.NamedModel(), true
 	}
 	return "", false
 }
 
-// prepare returns a shallow copy of request m carrying req_id id and, if m
-// names a model and ref is not empty, model_ref ref. The caller's message is
-// not modified. A type this package does not know is refused.
+// prepare returns request m readdressed for a worker: a shallow copy
+// carrying req_id id and, if m names a model and ref is not empty,
+// model_ref ref (wire.Request.Readdressed). The caller's message is not
+// modified. A message that is not a request is refused.
 func prepare(m wire.Message, id uint64, ref string) (wire.Message, error) {
-	switch m := m.(type) {
-	case *wire.Load:
-		c := *m
-		c.ReqID = id
-		return &c, nil
-	case *wire.EmbedBatch:
-		c := *m
-		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
-		return &c, nil
-	case *wire.Rerank:
-		c := *m
-		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
-		return &c, nil
-	case *wire.RerankGroups:
-		c := *m
-		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
-		return &c, nil
-	case *wire.Generate:
-		c := *m
-		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
-		return &c, nil
-	case *wire.Unload:
-		c := *m
-		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
-		return &c, nil
-	case *wire.Tokenize:
-		c := *m
-		c.ReqID, c.ModelRef = id, pick(ref, m.ModelRef)
-		return &c, nil
-	case *wire.Quantize:
-		c := *m
-		c.ReqID = id
-		return &c, nil
-	case *wire.Ping:
-		return &wire.Ping{ReqID: id}, nil
-	case nil:
+	if m == nil {
 		return nil, fmt.Errorf("supervise: nil request")
 	}
-	return nil, fmt.Errorf("supervise: %s is not a request", m.Type())
-}
-
-func pick(a, b string) string {
-	if a != "" {
-		return a
+	r, ok := m.(wire.Request)
+	if !ok {
+		return nil, fmt.Errorf("supervise: %s is not a request", m.Type())
 	}
-	return b
+	return r.Readdressed(id, ref), nil
 }
 
 // replyType is the answer a request expects besides ERR.
@@ -119,23 +71,8 @@ var replyType = map[wire.MsgType]wire.MsgType{
 
 // setReplyID gives a reply the caller's req_id back.
 func setReplyID(m wire.Message, id uint64) {
-	switch m := m.(type) {
-	case *wire.Loaded:
-		m.ReqID = id
-	case *wire.Vectors:
-		m.ReqID = id
-	case *wire.Scores:
-		m.ReqID = id
-	case *wire.Text:
-		m.ReqID = id
-	case *wire.Unloaded:
-		m.ReqID = id
-	case *wire.Pong:
-		m.ReqID = id
-	case *wire.Tokens:
-		m.ReqID = id
-	case *wire.Quantized:
-		m.ReqID = id
+	if r, ok := m.(wire.Reply); ok {
+		r.SetRequestID(id)
 	}
 }
 

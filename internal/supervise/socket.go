@@ -19,13 +19,20 @@ const maxSocketPath = 107
 
 // runtimeDir returns the directory that holds synapse/workers: dir if set,
 // else $XDG_RUNTIME_DIR, else a new private temporary directory (created
-// reports true; the pool removes it on Close).
+// reports true; the pool removes it on Close). A given or inherited
+// directory must already exist (it is never created) and be trusted: see
+// trustedRoot.
 func runtimeDir(dir string) (path string, created bool, err error) {
-	if dir != "" {
-		return dir, false, nil
+	what := "runtime dir"
+	if dir == "" {
+		dir, what = os.Getenv("XDG_RUNTIME_DIR"), "XDG_RUNTIME_DIR"
 	}
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
-		return x, false, nil
+	if dir != "" {
+		p, err := trustedRoot(dir)
+		if err != nil {
+			return "", false, fmt.Errorf("supervise: %s %s: %w", what, dir, err)
+		}
+		return p, false, nil
 	}
 	tmp, err := os.MkdirTemp("", "synapse-") // mode 0700
 	if err != nil {
@@ -34,33 +41,126 @@ func runtimeDir(dir string) (path string, created bool, err error) {
 	return tmp, true, nil
 }
 
-// workersDir creates <root>/synapse/workers with mode 0700 and makes sure
-// both directories are private to this user.
-func workersDir(root string) (string, error) {
-	dir := filepath.Join(root, "synapse", "workers")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("supervise: workers dir: %w", err)
+// ErrSocketPathTooLong: the runtime directory is so deep that a worker
+// socket's path does not fit in sun_path. Starting again unchanged cannot
+// succeed.
+var ErrSocketPathTooLong = errors.New("socket path too long")
+
+// CheckRuntimeDir checks, before any work, the runtime directory a pool
+// with this RuntimeDir would use (see Config.RuntimeDir): that it exists and
+// is trusted, and that a worker socket's path in it fits. Its errors wrap
+// ErrRuntimeDir or ErrSocketPathTooLong when the directory cannot be used.
+func CheckRuntimeDir(dir string) error {
+	if dir == "" && os.Getenv("XDG_RUNTIME_DIR") == "" {
+		return nil // a private temporary directory
 	}
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := ensurePrivate(d); err != nil {
+	root, _, err := runtimeDir(dir)
+	if err != nil {
+		return err
+	}
+	d := root
+	for _, name := range []string{"synapse", "workers"} { // as workersDir will find them
+		d = filepath.Join(d, name)
+		fi, err := os.Lstat(d)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("supervise: workers dir: %w", err)
+		}
+		if err := checkPrivate(d, fi); err != nil {
+			return err
+		}
+	}
+	longest := filepath.Join(root, "synapse", "workers", fmt.Sprintf("%d-%d-w%d.sock", os.Getpid(), 9999, 999))
+	if len(longest) > maxSocketPath {
+		return fmt.Errorf("supervise: %w: %s holds worker sockets of up to %d bytes, longer than %d (choose a shorter runtime directory)",
+			ErrSocketPathTooLong, root, len(longest), maxSocketPath)
+	}
+	return nil
+}
+
+// ErrRuntimeDir marks a runtime directory that is missing or that another
+// user could change: whoever can rename entries in it could put their own
+// listener where a restarted worker dials. Starting again unchanged cannot
+// succeed.
+var ErrRuntimeDir = errors.New("unusable runtime directory")
+
+// trustedRoot resolves dir's symbolic links and checks every directory of
+// the resolved path, from "/" down: each must be owned by this user or by
+// root, and one that others may write must have the sticky bit (as /tmp
+// has), so that no other user can rename or replace what is below it. A
+// missing directory is an error: it is not created.
+func trustedRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v (synapse does not create it)", ErrRuntimeDir, err)
+	}
+	uid := os.Getuid()
+	for d := resolved; ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return "", err
+		}
+		if err := trustedDir(d, fi, uid); err != nil {
+			return "", err
+		}
+		if d == filepath.Dir(d) {
+			return resolved, nil
+		}
+	}
+}
+
+// trustedDir checks one directory of a runtime root (see trustedRoot).
+func trustedDir(d string, fi fs.FileInfo, uid int) error {
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrRuntimeDir, d)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if int(st.Uid) != uid && st.Uid != 0 {
+		return fmt.Errorf("%w: %s is owned by uid %d, not by uid %d or root: that user could replace the worker sockets (unset XDG_RUNTIME_DIR, e.g. after sudo -E)",
+			ErrRuntimeDir, d, st.Uid, uid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return fmt.Errorf("%w: %s is writable by others (mode %v) and has no sticky bit", ErrRuntimeDir, d, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// workersDir creates <root>/synapse/workers with mode 0700, one level at a
+// time, and makes sure both directories are private to this user. Each
+// level is checked (without following a symbolic link) before anything is
+// created inside it, so a planted link is refused, never followed.
+func workersDir(root string) (string, error) {
+	dir := root
+	for _, name := range []string{"synapse", "workers"} {
+		dir = filepath.Join(dir, name)
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("supervise: workers dir: %w", err)
+		}
+		if err := ensurePrivate(dir); err != nil {
 			return "", err
 		}
 	}
 	return dir, nil
 }
 
-// ensurePrivate checks that d is a directory owned by this user and narrows
-// its mode to 0700.
+// ensurePrivate checks that d is a directory (not a symbolic link) owned by
+// this user and narrows its mode to 0700.
 func ensurePrivate(d string) error {
 	fi, err := os.Lstat(d)
 	if err != nil {
 		return fmt.Errorf("supervise: workers dir: %w", err)
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("supervise: workers dir: %s is not a directory", d)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("supervise: workers dir: %s is owned by uid %d, not %d", d, st.Uid, os.Getuid())
+	if err := checkPrivate(d, fi); err != nil {
+		return err
 	}
 	if fi.Mode().Perm() != 0o700 {
 		if err := os.Chmod(d, 0o700); err != nil {
@@ -70,12 +170,24 @@ func ensurePrivate(d string) error {
 	return nil
 }
 
+// checkPrivate checks that d, described by fi (from Lstat), is a directory
+// owned by this user.
+func checkPrivate(d string, fi fs.FileInfo) error {
+	if !fi.IsDir() {
+		return fmt.Errorf("supervise: workers dir: %w: %s is not a directory (%v)", ErrRuntimeDir, d, fi.Mode().Type())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("supervise: workers dir: %w: %s is owned by uid %d, not %d", ErrRuntimeDir, d, st.Uid, os.Getuid())
+	}
+	return nil
+}
+
 // listen creates the listening socket at path, first removing a stale
 // socket file that nobody answers on. A path that is not a socket, or a
 // socket someone answers on, is left alone and reported.
 func listen(path string) (*net.UnixListener, error) {
 	if len(path) > maxSocketPath {
-		return nil, fmt.Errorf("supervise: socket path %q is %d bytes, longer than %d", path, len(path), maxSocketPath)
+		return nil, fmt.Errorf("supervise: %w: %q is %d bytes, longer than %d (choose a shorter runtime directory)", ErrSocketPathTooLong, path, len(path), maxSocketPath)
 	}
 	if err := removeStale(path); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -174,4 +175,48 @@ func Cosine(a, b []float32) float64 {
 		bb += float64(b[i]) * float64(b[i])
 	}
 	return ab / math.Sqrt(aa*bb)
+}
+
+// StrangerUID is the user (nobody) that tests of another user on the
+// machine run processes as.
+const StrangerUID = 65534
+
+// Stranger returns credentials of another user (StrangerUID) for
+// exec.Cmd.SysProcAttr, or skips the test when it does not run as root,
+// which alone may start processes as another user. The skip message is
+// the same for every such test, so the skip summary counts one reason.
+func Stranger(t testing.TB) *syscall.Credential {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root: runs a process as another user (uid 65534)")
+	}
+	return &syscall.Credential{Uid: StrangerUID, Gid: StrangerUID}
+}
+
+// StrangerExecutable copies the running test binary into a directory
+// another user can read, for running it as that user (the go tool's
+// build directory is private), and returns the copy's path.
+func StrangerExecutable(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "stranger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, filepath.Base(self))
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
 }

@@ -6,8 +6,11 @@
 package testmodels
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -108,4 +111,53 @@ func RemoveAll() {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
+}
+
+// LabelledReranker is Reranker with a classifier of len(labels) outputs
+// named labels (bert.classifier.output_labels): output k's row of
+// cls.output and its bias are ClassifierOutput(k); every other weight is
+// Reranker's.
+func LabelledReranker(tb testing.TB, labels ...string) string {
+	tb.Helper()
+	return File(tb, "tiny-rerank-labels-"+strings.Join(labels, "-"), func(path string) error {
+		c := modelgen.TinyReranker(Vocab())
+		c.Labels = labels
+		rows, bias := make([][]float32, len(labels)), make([]float32, len(labels))
+		for k := range labels {
+			rows[k], bias[k] = ClassifierOutput(k, c.Width)
+		}
+		c.Fill = map[string]func(int, []float32){
+			"cls.output.weight": func(r int, dst []float32) { copy(dst, rows[r]) },
+			"cls.output.bias":   func(_ int, dst []float32) { copy(dst, bias) },
+		}
+		return c.Write(path)
+	})
+}
+
+// OutputReranker is Reranker with one output: output k of
+// LabelledReranker's classifier, so that its score is that model's
+// logits[k], computed apart.
+func OutputReranker(tb testing.TB, k int) string {
+	tb.Helper()
+	return File(tb, fmt.Sprintf("tiny-rerank-output-%d", k), func(path string) error {
+		c := modelgen.TinyReranker(Vocab())
+		row, bias := ClassifierOutput(k, c.Width)
+		c.Fill = map[string]func(int, []float32){
+			"cls.output.weight": func(_ int, dst []float32) { copy(dst, row) },
+			"cls.output.bias":   func(_ int, dst []float32) { dst[0] = bias },
+		}
+		return c.Write(path)
+	})
+}
+
+// ClassifierOutput is the cls.output row (width values) and bias of
+// classifier output k in LabelledReranker and OutputReranker: fixed, and
+// different for every k.
+func ClassifierOutput(k, width int) ([]float32, float32) {
+	r := rand.New(rand.NewPCG(uint64(k)+1, 0xc1a55))
+	row := make([]float32, width)
+	for i := range row {
+		row[i] = float32(r.NormFloat64()) * 0.05
+	}
+	return row, 0.3 - 0.5*float32(k)
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/synapse-embed/synapse/internal/readlimit"
 	"strings"
 )
 
@@ -31,7 +31,7 @@ import (
 
 // LoadHF reads a Hugging Face tokenizer.json and returns its tokenizer.
 func LoadHF(path string) (Tokenizer, error) {
-	b, err := os.ReadFile(path)
+	b, err := readlimit.ReadFile(path, readlimit.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}

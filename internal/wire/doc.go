@@ -111,6 +111,25 @@
 // announces neither is served with RERANK per query, and a job that asks
 // for sampling is refused.
 //
+// LOAD's runtime_config may carry an "st_modules" member
+// ("LOAD.st_modules"): the sentence-transformers chain the module read in an
+// ONNX model directory (modules.json and its modules' configs), as one
+// string such as "Pooling(mean) + Dense(384->256 tanh bias sha256:…) +
+// Normalize". The worker reads the same directory, applies that chain after
+// the graph (when it pools last_hidden_state) and refuses the LOAD with
+// artifact_invalid when what it reads differs, so that both sides agree on
+// the vectors' width and on the modules recorded in the output; LOADED's
+// dims is the chain's output width. The member is omitted when the
+// directory has no modules. The same extension adds EMBED_BATCH items'
+// "pool_from" member (omitted when 0): the number of leading tokens the
+// pooling leaves out, the prompt's, for a Pooling module with
+// include_prompt false (a worker answers bad_request when it exceeds the
+// item's n_tokens). A worker without the extension would ignore both
+// members and pool every token, so the module refuses a model with Dense
+// or Normalize modules, pooling other than one mean, cls or lasttoken, or
+// a prompt left out of the pooling, unless the workers announced
+// "LOAD.st_modules".
+//
 // QUANTIZE and QUANTIZED are another, for the module's model cache:
 //
 //	QUANTIZE {req_id, artifact_path, artifact_digest, out_path, ftype, threads}

@@ -37,6 +37,12 @@ const (
 	ExtRerankGroups = "RERANK_GROUPS"
 	// ExtSampling: the worker honours GENERATE's "temperature" and "seed".
 	ExtSampling = "GENERATE.sampling"
+	// ExtQuantizeONNX: the worker answers QUANTIZE with "format": "onnx"
+	// (an ONNX graph quantized to "int8").
+	ExtQuantizeONNX = "QUANTIZE.onnx"
+	// ExtSTModules: the ONNX engine applies an ONNX model directory's
+	// sentence-transformers modules (LOAD's st_modules).
+	ExtSTModules = "LOAD.st_modules"
 )
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
@@ -91,17 +97,23 @@ type RuntimeConfig struct {
 	UBatchSize  int    `json:"n_ubatch"`
 	Threads     int    `json:"n_threads"`
 	SeqMax      int    `json:"n_seq_max"`
-	Pooling     string `json:"pooling"`    // "" (model default) | "none" | "mean" | "cls" | "last" | "rank"
+	Pooling     string `json:"pooling"`    // one of the Pooling names: "" (model default), "none", "mean", "cls", "last", "rank"
 	Embeddings  bool   `json:"embeddings"` // true for embedding/rerank contexts, false for generation
 	// VocabOnly (extension) loads the vocabulary alone, no weights and no
 	// context: the model serves TOKENIZE only. The other fields must be zero.
 	VocabOnly bool `json:"vocab_only,omitempty"`
+	// STModules (extension "LOAD.st_modules") is the sentence-transformers
+	// chain the module read in an ONNX model directory and expects the
+	// worker to apply after the graph (hfmodel.Chain.String: "Pooling(mean)
+	// + Dense(384->256 tanh bias sha256:…) + Normalize"); a worker that
+	// reads other modules there refuses the LOAD (artifact_invalid).
+	STModules string `json:"st_modules,omitempty"`
 }
 
 // Load asks the worker to load a model artifact.
 // JSON: {"type":"LOAD", "req_id", "artifact_path", "artifact_digest",
 // "format", "runtime_config":{...}}. No raw frame. ArtifactDigest is
-// "sha256:<hex>"; Format is "gguf". Answered by LOADED or ERR.
+// "sha256:<hex>"; Format is FormatGGUF or FormatONNX. Answered by LOADED or ERR.
 type Load struct {
 	ReqID          uint64        `json:"req_id"`
 	ArtifactPath   string        `json:"artifact_path"`
@@ -121,10 +133,15 @@ type Loaded struct {
 	ColdLoadMS int64  `json:"cold_load_ms"`
 }
 
-// Item is one sequence of an EMBED_BATCH. JSON: {"id", "n_tokens"}.
+// Item is one sequence of an EMBED_BATCH. JSON: {"id", "n_tokens"} and the
+// extension member "pool_from" (LOAD.st_modules; omitted when 0): pooling
+// leaves out the sequence's first pool_from tokens, as a
+// sentence-transformers Pooling module with include_prompt false leaves
+// out the prompt.
 type Item struct {
-	ID      uint64 `json:"id"`
-	NTokens int    `json:"n_tokens"`
+	ID       uint64 `json:"id"`
+	NTokens  int    `json:"n_tokens"`
+	PoolFrom int    `json:"pool_from,omitempty"`
 }
 
 // EmbedBatch asks for one embedding per item.
@@ -307,6 +324,11 @@ type Tokens struct {
 // Answered by QUANTIZED, or ERR (artifact_invalid, bad_request, unsupported
 // for an engine that cannot quantize, unknown_type from a worker without the
 // extension).
+//
+// The additive member "format" (omitted for GGUF) is "onnx" for an ONNX
+// graph (a .onnx file), whose FType is "int8": the worker writes its
+// dynamically quantized form. It is sent only to workers that announce
+// ExtQuantizeONNX; an older worker would ignore it.
 type Quantize struct {
 	ReqID          uint64 `json:"req_id"`
 	ArtifactPath   string `json:"artifact_path"`
@@ -314,6 +336,7 @@ type Quantize struct {
 	OutPath        string `json:"out_path"`
 	FType          string `json:"ftype"`
 	Threads        int    `json:"threads"`
+	Format         string `json:"format,omitempty"`
 }
 
 // Quantized (extension) answers QUANTIZE.

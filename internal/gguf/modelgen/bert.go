@@ -19,6 +19,10 @@ type BERT struct {
 	Context    int    // bert.context_length: rows of position_embd
 	TokenTypes int    // rows of token_types.weight; 0 means 2 (1 for rank pooling)
 	Pooling    Pooling
+	// Labels, with rank pooling, names the classifier's outputs
+	// (bert.classifier.output_labels, which llama.cpp sizes cls.output by);
+	// nil writes no labels and one output.
+	Labels []string
 	// WeightType stores token_embd and the matrices: F16, F32 or Q8_0 (Width
 	// and FFN multiples of 32). Norms, biases and position embeddings are F32.
 	WeightType gguf.GGMLType
@@ -28,6 +32,10 @@ type BERT struct {
 	// or "t5" (SentencePiece unigram) as in XLM-RoBERTa encoders such as
 	// bge-m3 and bge-reranker-v2-m3.
 	Vocab Vocab
+	// Fill, when set, gives the values of the tensors it names (row by row,
+	// as gguf.Tensor.Fill) instead of the generated ones: a model built from
+	// data (internal/wordvec) sets its embeddings and layers this way.
+	Fill map[string]func(row int, dst []float32)
 }
 
 func (c BERT) tokenTypes() int {
@@ -92,10 +100,21 @@ func (c BERT) Writer() (*gguf.Writer, error) {
 			return nil, fmt.Errorf("modelgen: %w", err)
 		}
 	}
+	if len(c.Labels) > 0 {
+		if err := w.Set("bert.classifier.output_labels", c.Labels); err != nil {
+			return nil, fmt.Errorf("modelgen: %w", err)
+		}
+	}
 	if err := c.Vocab.set(w, "token_type_count"); err != nil {
 		return nil, err
 	}
-	return w, addTensors(w, c.Seed, c.tensors())
+	specs := c.tensors()
+	for name := range c.Fill {
+		if !hasSpec(specs, name) {
+			return nil, fmt.Errorf("%w: bert: Fill names %q, which the model does not have", ErrConfig, name)
+		}
+	}
+	return w, addTensorsWith(w, c.Seed, specs, c.Fill)
 }
 
 // tensors lists the model's tensors in the reference models' order.
@@ -131,11 +150,12 @@ func (c BERT) tensors() []spec {
 		)
 	}
 	if c.Pooling == PoolingRank {
+		n := uint64(max(1, len(c.Labels)))
 		s = append(s,
 			spec{"cls.bias", f32, []uint64{W}, initZeros},
 			spec{"cls.weight", wt, []uint64{W, W}, initNormal},
-			spec{"cls.output.bias", f32, []uint64{1}, initZeros},
-			spec{"cls.output.weight", wt, []uint64{W, 1}, initNormal},
+			spec{"cls.output.bias", f32, []uint64{n}, initZeros},
+			spec{"cls.output.weight", wt, []uint64{W, n}, initNormal},
 		)
 	}
 	return s

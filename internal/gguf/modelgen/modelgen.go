@@ -84,19 +84,27 @@ type spec struct {
 // addTensors adds specs to w, each filled from its own stream seeded by seed
 // and its name, so a tensor's values do not depend on the others.
 func addTensors(w *gguf.Writer, seed uint64, specs []spec) error {
+	return addTensorsWith(w, seed, specs, nil)
+}
+
+// addTensorsWith is addTensors with the tensors named in fill taking their
+// values from it.
+func addTensorsWith(w *gguf.Writer, seed uint64, specs []spec, fill map[string]func(int, []float32)) error {
 	for _, s := range specs {
 		t := gguf.Tensor{Name: s.name, Type: s.typ, Dims: s.dims}
-		switch s.init {
-		case initNormal:
+		switch f, ok := fill[s.name]; {
+		case ok:
+			t.Fill = f
+		case s.init == initNormal:
 			r := newRNG(seed, s.name)
 			t.Fill = func(_ int, dst []float32) { r.normals(dst, WeightScale) }
-		case initOnes:
+		case s.init == initOnes:
 			t.Fill = func(_ int, dst []float32) {
 				for i := range dst {
 					dst[i] = 1
 				}
 			}
-		case initZeros:
+		case s.init == initZeros:
 			t.Fill = func(_ int, dst []float32) { clear(dst) }
 		}
 		if err := w.AddTensor(t); err != nil {
@@ -104,6 +112,16 @@ func addTensors(w *gguf.Writer, seed uint64, specs []spec) error {
 		}
 	}
 	return nil
+}
+
+// hasSpec reports whether specs holds a tensor called name.
+func hasSpec(specs []spec, name string) bool {
+	for _, s := range specs {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // rng is splitmix64: fast, tiny state, and the same stream on every platform.

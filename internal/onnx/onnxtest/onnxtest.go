@@ -4,8 +4,10 @@
 //
 // The encoder is deliberately simple and exactly predictable: the hidden
 // state of token j of a sequence is E[id] + T[type] + P[j] (embedding, token
-// type and position rows, float32 adds), times the attention mask. Its
-// optional sentence_embedding output is the masked mean of those rows.
+// type and position rows, float32 adds), then, with Layers > 0, that many
+// dense layers x·W + b (MatMul and Add, or Gemm with Gemm set), times the
+// attention mask. Its optional sentence_embedding output is the masked mean
+// of those rows.
 package onnxtest
 
 import (
@@ -27,6 +29,11 @@ type Encoder struct {
 	Pooled                   bool // a sentence_embedding output
 	NoTokenTypes             bool // no token_type_ids input
 	Int32                    bool // int32 inputs instead of int64
+	// Layers dense layers follow the sum (weights W [Hidden, Hidden], bias
+	// b), MatMul then Add; with Gemm, a Gemm (transB = 1, W stored
+	// transposed) over the rows flattened to 2-D.
+	Layers int
+	Gemm   bool
 }
 
 // Tiny is a 64-row, 8-wide encoder with both outputs.
@@ -34,9 +41,12 @@ func Tiny() Encoder {
 	return Encoder{Vocab: 64, Hidden: 8, Positions: 32, Seed: 1, Pooled: true}
 }
 
-// Tables are an encoder's weights: the rows the hidden states add up.
+// Tables are an encoder's weights: the rows the hidden states add up, and
+// the dense layers' weights W[l][i][o] and biases B[l][o].
 type Tables struct {
 	E, T, P [][]float32
+	W       [][][]float32
+	B       [][]float32
 }
 
 // Tables returns the encoder's weights (deterministic from Seed).
@@ -52,7 +62,18 @@ func (e Encoder) Tables() Tables {
 		}
 		return out
 	}
-	return Tables{E: rows(e.Vocab), T: rows(2), P: rows(e.Positions)}
+	tb := Tables{E: rows(e.Vocab), T: rows(2), P: rows(e.Positions)}
+	for range e.Layers {
+		w := rows(e.Hidden)
+		for _, r := range w {
+			for j := range r {
+				r[j] /= float32(e.Hidden) // keeps the states' scale
+			}
+		}
+		tb.W = append(tb.W, w)
+		tb.B = append(tb.B, rows(1)[0])
+	}
+	return tb
 }
 
 // HiddenStates returns the hidden state the graph computes for one unpadded
@@ -69,7 +90,23 @@ func (e Encoder) HiddenStates(ids []int32) [][]float32 {
 			}
 			row[d] += tb.P[j][d]
 		}
+		for l := range tb.W {
+			row = dense(row, tb.W[l], tb.B[l])
+		}
 		out[j] = row
+	}
+	return out
+}
+
+// dense is x·W + b, in float64 rounded to float32.
+func dense(x []float32, w [][]float32, b []float32) []float32 {
+	out := make([]float32, len(b))
+	for o := range out {
+		s := float64(b[o])
+		for i := range x {
+			s += float64(x[i]) * float64(w[i][o])
+		}
+		out[o] = float32(s)
 	}
 	return out
 }
@@ -118,13 +155,14 @@ func (e Encoder) Model() onnx.Model {
 	node("Slice", []string{"shape", "c1", "c2"}, "seqlen")
 	node("Slice", []string{"P", "c0", "seqlen", "c0"}, "pos")
 	node("Add", []string{x, "pos"}, "h")
+	h := e.layers(&g, tb, node, "h")
 	node("Cast", []string{"attention_mask"}, "maskf", onnx.IntAttr("to", int64(onnx.Float)))
 	node("Unsqueeze", []string{"maskf", "cm1"}, "mask3")
 	hiddenOut := "hm"
 	if !e.NoHidden {
 		hiddenOut = "last_hidden_state"
 	}
-	node("Mul", []string{"h", "mask3"}, hiddenOut)
+	node("Mul", []string{h, "mask3"}, hiddenOut)
 	dims := []onnx.Dim{{Param: "batch"}, {Param: "sequence"}, {Value: int64(e.Hidden)}}
 	if !e.NoHidden {
 		g.Outputs = append(g.Outputs, onnx.Value{Name: "last_hidden_state", Tensor: true, Elem: onnx.Float, Dims: dims})
@@ -137,6 +175,39 @@ func (e Encoder) Model() onnx.Model {
 			Dims: []onnx.Dim{{Param: "batch"}, {Value: int64(e.Hidden)}}})
 	}
 	return onnx.Model{Producer: "synapse-onnxtest", Graph: g}
+}
+
+// layers adds the dense layers after value h and returns the last one's output.
+func (e Encoder) layers(g *onnx.Graph, tb Tables, node func(op string, in []string, out string, attrs ...onnx.Attr), h string) string {
+	if e.Gemm && e.Layers > 0 {
+		g.Initializers = append(g.Initializers, onnx.Tensor{Name: "flat2", Dims: []int64{2}, Ints: []int64{-1, int64(e.Hidden)}})
+		node("Shape", []string{h}, "h_shape")
+	}
+	for l := range e.Layers {
+		w, b := fmt.Sprintf("layer.%d.weight", l), fmt.Sprintf("layer.%d.bias", l)
+		out := fmt.Sprintf("layer.%d.out", l)
+		g.Initializers = append(g.Initializers, onnx.Tensor{Name: b, Dims: []int64{int64(e.Hidden)}, Floats: tb.B[l]})
+		if !e.Gemm {
+			g.Initializers = append(g.Initializers, onnx.Tensor{Name: w, Dims: []int64{int64(e.Hidden), int64(e.Hidden)}, Floats: flat(tb.W[l])})
+			node("MatMul", []string{h, w}, out+".mm")
+			node("Add", []string{out + ".mm", b}, out)
+			h = out
+			continue
+		}
+		wt := make([][]float32, e.Hidden) // [out, in]
+		for o := range wt {
+			wt[o] = make([]float32, e.Hidden)
+			for i := range wt[o] {
+				wt[o][i] = tb.W[l][i][o]
+			}
+		}
+		g.Initializers = append(g.Initializers, onnx.Tensor{Name: w, Dims: []int64{int64(e.Hidden), int64(e.Hidden)}, Floats: flat(wt)})
+		node("Reshape", []string{h, "flat2"}, out+".in")
+		node("Gemm", []string{out + ".in", w, b}, out+".gemm", onnx.IntAttr("transB", 1))
+		node("Reshape", []string{out + ".gemm", "h_shape"}, out)
+		h = out
+	}
+	return h
 }
 
 // Words is the default vocabulary of WriteDir's tokenizer.

@@ -1,0 +1,67 @@
+// Package readlimit reads the small files a user names (grammars, schemas,
+// model configuration, resume files) with a bound, so that a huge or
+// endless file (/dev/zero) is refused instead of filling memory.
+package readlimit
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// The bounds of the files synapse reads whole; the README lists them.
+const (
+	Grammar   = 1 << 20   // --grammar, --json-schema
+	Tokenizer = 256 << 20 // an ONNX model's tokenizer.json
+	Config    = 16 << 20  // config.json, modules.json and the like, cache entries
+	State     = 64 << 20  // resume checkpoints and shard manifests
+	Line      = 16 << 20  // one line of a text file read line by line (models add --sample, tokenize)
+)
+
+// ErrTooLarge: the file is larger than its bound.
+var ErrTooLarge = errors.New("file too large")
+
+// ReadFile reads the whole of path if it has at most limit bytes, and
+// otherwise fails with ErrTooLarge without reading more than limit+1 bytes.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Read(f, path, limit)
+}
+
+// Read is ReadFile for an open reader named name.
+func Read(r io.Reader, name string, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: %w: more than %d bytes (the limit for this file)", name, ErrTooLarge, limit)
+	}
+	return b, nil
+}
+
+// ReadLine reads the next line of r, its newline included, if it has at
+// most limit bytes, and otherwise fails with ErrTooLarge having read no
+// more than about limit bytes of it (an endless line, /dev/zero, is not
+// held in memory). At the end of the stream it returns what is left and
+// io.EOF.
+func ReadLine(r *bufio.Reader, name string, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		b, err := r.ReadSlice('\n')
+		if len(line)+len(b) > limit {
+			return nil, fmt.Errorf("%s: %w: a line of more than %d bytes (the limit for this file)", name, ErrTooLarge, limit)
+		}
+		line = append(line, b...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return bytes.Clone(line), err
+		}
+	}
+}
