@@ -33,6 +33,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,9 @@ import (
 	"github.com/synapse-embed/synapse/internal/job"
 	"github.com/synapse-embed/synapse/internal/vector"
 )
+
+// ctx is the context of the dataio calls: randvec is not cancelled.
+var ctx = context.Background()
 
 // calibrationDocs is how many of the first corpus vectors give the int8
 // ranges (job.DefaultCalibrationDocs, embed's default).
@@ -101,7 +105,7 @@ func genCmd(args []string) error {
 	case *n < calibrationDocs || *nq < 1:
 		return fmt.Errorf("gen: -n must be at least %d and -queries at least 1", calibrationDocs)
 	}
-	tmpl, err := dataio.FileSchema(*like)
+	tmpl, err := dataio.FileSchema(ctx, *like)
 	if err != nil {
 		return fmt.Errorf("gen: -like %s: %w", *like, err)
 	}
@@ -250,7 +254,7 @@ type meta struct {
 
 // raw writes the vectors and ids of an embedding output for faiss.
 func raw(path, prefix string) error {
-	sc, err := dataio.FileSchema(path)
+	sc, err := dataio.FileSchema(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -273,7 +277,7 @@ func raw(path, prefix string) error {
 	}
 	vw, iw := bufio.NewWriterSize(vf, 1<<20), bufio.NewWriterSize(idf, 1<<16)
 	m := meta{Dtype: d, Dims: s.Dims, Ranges: r}
-	err = dataio.EachBatch(path, nil, func(rec arrow.RecordBatch) error {
+	err = dataio.EachBatch(ctx, path, nil, func(rec arrow.RecordBatch) error {
 		ids, ok := rec.Column(rec.Schema().FieldIndices(dataio.ColID)[0]).(*array.String)
 		if !ok {
 			return errors.New("id column is not a string")
@@ -302,7 +306,7 @@ func raw(path, prefix string) error {
 
 // convert writes path's batches to out in out's format.
 func convert(path, out string) error {
-	sc, err := dataio.FileSchema(path)
+	sc, err := dataio.FileSchema(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -310,11 +314,11 @@ func convert(path, out string) error {
 	if err != nil {
 		return err
 	}
-	t, err := dataio.CreateTable(out, f, sc)
+	t, err := dataio.CreateTable(ctx, out, f, sc)
 	if err != nil {
 		return err
 	}
-	if err := dataio.EachBatch(path, nil, t.Write); err != nil {
+	if err := dataio.EachBatch(ctx, path, nil, t.Write); err != nil {
 		t.Abort()
 		return fmt.Errorf("%s: %w", path, err)
 	}
