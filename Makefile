@@ -194,9 +194,10 @@ test-s3: setup s3-server
 # Search recall at SciFact size (TestSearchRecallSciFactFull): the six-layer
 # MiniLM-shaped model embeds 1,000 SciFact titles as float32, int8 and binary,
 # and recall@10 of binary, int8 and their --rescore 4 against float32 search
-# must reach its floors. About ten times the work of make test's
-# TestSearchRecallSciFact (one layer, 300 documents), so .ci/run calls it
-# apart. Needs ../shared/fixtures.
+# must reach its floors. About four times the CPU of make test's
+# TestSearchRecallSciFact (one layer, 300 documents): 138 CPU-s against 35
+# (user + sys of the test binary, 2026-12-02), so .ci/run calls it apart.
+# Needs ../shared/fixtures.
 test-recall: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-recall: setup
 	SYNAPSE_RECALL_FULL=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 30m -v -run '^TestSearchRecallSciFactFull$$' ./cmd/synapse

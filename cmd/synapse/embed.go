@@ -23,7 +23,7 @@ func embedCommand() *cli.Command {
 				return err
 			}
 			return runJob(c, jobSpec{name: "embed", opts: &o.Options, check: o.Check,
-				words: words{verb: "embedding", done: "embedded", items: "chunks"},
+				words: words{verb: "embedding", done: "embedded", items: "chunks", unit: "chunks"},
 				run:   func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) }})
 		},
 	}

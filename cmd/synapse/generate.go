@@ -32,7 +32,7 @@ func generateCommand() *cli.Command {
 				return err
 			}
 			return runJob(c, jobSpec{name: "generate", opts: &o.Options, check: o.Check,
-				words: words{verb: "generating", done: "generated", items: "generations"},
+				words: words{verb: "generating", done: "generated", items: "generations", unit: "generations"},
 				run:   func(ctx context.Context) (job.Summary, error) { return job.Generate(ctx, o) }})
 		},
 	}

@@ -54,7 +54,7 @@ func jobFlags(batchDefault string) []cli.Flag {
 func readFlags(what string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "text-field", Usage: "field(s) holding the " + what + "; several are joined with a newline", DefaultText: "text"},
-		&cli.StringFlag{Name: "id-field", Usage: "field holding the row id", DefaultText: "id, else _id, else the row number"},
+		&cli.StringFlag{Name: "id-field", Usage: "field holding the row id (null, empty and #N ids are bad_id rows; a repeated id is a duplicate_id row)", DefaultText: "id, else _id, else #INDEX"},
 		&cli.StringFlag{Name: "prefix", Usage: `text put in front of every ` + what + `, e.g. "search_document: "`},
 		&cli.BoolFlag{Name: "skip-empty", Usage: "send empty or whitespace-only texts to the errors file"},
 	}
@@ -260,6 +260,7 @@ type words struct {
 	verb  string // "embedding"
 	done  string // "embedded"
 	items string // "chunks"
+	unit  string // what the items are ("chunks", "pairs") in messages
 }
 
 // jobSpec is a job command's job, as its flags made it.
@@ -383,10 +384,21 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 		log.note(slog.LevelWarn, fmt.Sprintf("%d of %d %s in the errors file (%s), within --max-error-rate %g",
 			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), sum.Errors, maxErrorRate))
 	case sum.Job.Failed > 0 || sum.Job.FileErrors > 0:
-		return partialError{fmt.Sprintf("%d of %d %s could not be %s and %d input files failed; see %s",
-			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), w.done, sum.Job.FileErrors, sum.Errors)}
+		return partialError{partialMessage(sum, w)}
 	}
 	return nil
+}
+
+// partialMessage says what of a job is in its errors file: records failed
+// whole and, when some were done in part, the items written and failed.
+func partialMessage(sum job.Summary, w words) string {
+	j, rows := sum.Job, cmp.Or(w.rows, "rows")
+	if j.Partial == 0 {
+		return fmt.Sprintf("%d of %d %s could not be %s and %d input files failed; see %s",
+			j.Failed, j.Read, rows, w.done, j.FileErrors, sum.Errors)
+	}
+	return fmt.Sprintf("%d of %d %s have errors (%d of them in part only); %d %s were %s and written, %d are in the errors file; %d input files failed; see %s",
+		j.Failed, j.Read, rows, j.Partial, j.Items, cmp.Or(w.unit, "items"), w.done, j.ItemFailures, j.FileErrors, sum.Errors)
 }
 
 // maxErrorRate is the --max-error-rate of command name, a share between 0 and 1.
@@ -411,7 +423,11 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 	}
 	j := s.Job
 	rows := cmp.Or(words.rows, "rows")
-	fmt.Fprintf(w, "%-14s %d = %d %s + %d in errors\n", rows+" read", j.Read, j.OK, words.done, j.Failed)
+	fmt.Fprintf(w, "%-14s %d = %d %s + %d in errors", rows+" read", j.Read, j.OK, words.done, j.Failed)
+	if j.Partial > 0 {
+		fmt.Fprintf(w, " (%d of them in part: their other %s are written)", j.Partial, cmp.Or(words.unit, "items"))
+	}
+	fmt.Fprintln(w)
 	if done && j.Read == 0 && j.FileErrors == 0 {
 		fmt.Fprintf(w, "input          empty: no records\n")
 	}
@@ -422,7 +438,11 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 		fmt.Fprintf(w, "files failed   %d (see the errors file)\n", j.FileErrors)
 	}
 	secs := s.Elapsed.Seconds()
-	fmt.Fprintf(w, "%-14s %d\n", words.items, j.Items)
+	if j.ItemFailures > 0 {
+		fmt.Fprintf(w, "%-14s %d (+ %d in errors)\n", words.items, j.Items, j.ItemFailures)
+	} else {
+		fmt.Fprintf(w, "%-14s %d\n", words.items, j.Items)
+	}
 	fmt.Fprintf(w, "tokens         %d (%.0f tokens/s over %.1fs)\n", j.Tokens, float64(s.Run.Tokens)/max(secs, 1e-9), secs)
 	fmt.Fprintf(w, "restarts       %s, %s\n", plural(s.Restarts, "worker restart"), plural(s.Quarantined, "quarantined model"))
 	for _, l := range s.Lines {

@@ -18,7 +18,9 @@ func mergeCommand() *cli.Command {
 		Description: `synapse merge OUT.arrow reads the manifests OUT.shard-I-of-N.json of a run made with --shard I/N -o OUT.arrow,
 	checks that all N shards are done (exit 1 naming the missing ones: run them again), that they are parts of one job
 	(the same command, model, settings, inputs and N) and that their parts cover the inputs without gap or overlap
-	(exit 2 otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
+	(exit 2 otherwise), that each manifest's counts agree with each other and with its part and errors file (rows
+	read = done + in errors = the records of its inputs; its output_rows and error_records are the part's; exit 2
+	naming the manifest and the numbers otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
 	.arrow, .parquet, .jsonl, .trec) and their errors files into one, with the single run's row indexes and lines.
 	Parts can also be named explicitly: synapse merge PART... -o OUT.`,
 		ArgsUsage: "OUT.EXT | PART...",
@@ -51,14 +53,18 @@ func mergeCommand() *cli.Command {
 			}
 			sum, err := dataio.Merge(o)
 			switch {
-			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
+			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrManifestMismatch), errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
 				return usageError{fmt.Errorf("merge: %w", err)}
 			case err != nil:
 				return fmt.Errorf("merge: %w", err)
 			}
 			if !c.Bool("quiet") {
 				r := sum.Rows
-				fmt.Fprintf(c.App.Writer, "shards         %d\nrows read      %d = %d done + %d in errors\n", sum.Shards, r.Read, r.OK, r.Failed)
+				fmt.Fprintf(c.App.Writer, "shards         %d\nrows read      %d = %d done + %d in errors", sum.Shards, r.Read, r.OK, r.Failed)
+				if r.Partial > 0 {
+					fmt.Fprintf(c.App.Writer, " (%d of them in part: %d items written, %d in errors)", r.Partial, r.Items, r.ItemFailures)
+				}
+				fmt.Fprintln(c.App.Writer)
 				fmt.Fprintf(c.App.Writer, "output         %s (%d rows)\nerrors         %s (%d records)\n", sum.Out, sum.OutputRows, sum.Errors, sum.ErrorRecords)
 			}
 			// The merged job exits as the single run would have: 3 with

@@ -33,7 +33,7 @@ func rerankCommand() *cli.Command {
 				return err
 			}
 			err = runJob(c, jobSpec{name: "rerank", opts: &o.Options, check: o.Check,
-				words: words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored"},
+				words: words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored", unit: "pairs"},
 				run:   func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) }})
 			if q := c.String("qrels"); q != "" && (err == nil || exitCode(c.Context, err) == exitPartial) {
 				if eerr := evaluateOutput(c.App.Writer, o.Out, o.Run.Run, q); eerr != nil {

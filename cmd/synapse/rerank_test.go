@@ -392,8 +392,9 @@ func TestRerankBadInputs(t *testing.T) {
 		`{broken`,
 		`{"query_id": "noquery", "candidates": [{"id": "b", "text": "x"}]}`,
 		`{"query_id": "empty", "query": " ", "candidates": [{"id": "c", "text": "x"}, {"id": "d", "text": "y"}]}`,
-		`{"query_id": "cands", "query": "why", "candidates": [{"id": "e", "text": ""}, {"text": "no id"}, {"id": "f", "text": "z", "score": "high"}, {"id": "g", "text": "fine"}]}`,
+		`{"query_id": "cands", "query": "why", "candidates": [{"id": "e", "text": ""}, {"text": "no id"}, {"id": "f", "text": "z", "score": "high"}, {"id": "g", "text": "fine"}, {"id": "g", "text": "again"}]}`,
 		`{"query_id": "toolong", "query": ` + strconv.Quote(longQuery) + `, "candidates": [{"id": "h", "text": "x"}]}`,
+		`{"query_id": "ok", "query": "asked twice", "candidates": [{"id": "a", "text": "x"}]}`,
 	}
 	in := filepath.Join(dir, "bad.jsonl")
 	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -418,11 +419,25 @@ func TestRerankBadInputs(t *testing.T) {
 		"2   malformed_json",
 		"3 noquery b missing_field",
 		"4 empty c empty_text", "4 empty d empty_text",
-		"5 cands e empty_text", "5 cands  missing_field", "5 cands f bad_score",
+		"5 cands e empty_text", "5 cands  missing_field", "5 cands f bad_score", "5 cands g duplicate_id",
 		"6 toolong h query_too_long",
+		"7 ok a duplicate_id",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("errors file:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Records and pairs are counted apart: "cands" is in errors, yet its
+	// pair g is scored and written.
+	if read, ok, failed := rerankCounts(t, res); read != 7 || ok != 1 || failed != 6 {
+		t.Errorf("summary: %d read = %d scored + %d in errors; want 7 = 1 + 6", read, ok, failed)
+	}
+	for _, want := range []string{"(1 of them in part: their other pairs are written)", "pairs scored   3 (+ 9 in errors)"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, res.stdout)
+		}
+	}
+	if want := "6 of 7 records have errors (1 of them in part only); 3 pairs were scored and written, 9 are in the errors file"; !strings.Contains(res.stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, res.stderr)
 	}
 }
 

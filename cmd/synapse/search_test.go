@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,13 +315,14 @@ func TestSearchRecallSciFact(t *testing.T) {
 
 // TestSearchRecallSciFactFull is TestSearchRecallSciFact with the
 // six-layer MiniLM-shaped model over the first 1,000 documents and 100
-// queries: about ten times the work, so it runs in make test-recall
-// (SYNAPSE_RECALL_FULL=1, which .ci/run sets), not in make test.
+// queries: about four times the CPU (138 against 35 CPU-s), so it runs in
+// make test-recall (which sets SYNAPSE_RECALL_FULL=1; .ci/run calls it),
+// not in make test.
 func TestSearchRecallSciFactFull(t *testing.T) {
 	if os.Getenv("SYNAPSE_RECALL_FULL") == "" {
 		t.Skip("set SYNAPSE_RECALL_FULL=1 (make test-recall) for the 1,000-document run")
 	}
-	// Floors: measured 0.129, 0.329, 0.416 and 0.772 (random weights make
+	// Floors: measured 0.129, 0.332, 0.418 and 0.773 (random weights make
 	// anisotropic vectors whose signs carry little, hence binary's low
 	// figure); the floors sit below them by a margin for other CPUs'
 	// rounding and catch a broken bit order, range or candidate set, which
@@ -457,5 +460,53 @@ func TestExampleSciFact(t *testing.T) {
 	ndcg := regexp.MustCompile(`(?m)^nDCG@10 .*$`)
 	if want, got := ndcg.FindString(ev.stdout), ndcg.FindString(string(b)); want == "" || got != want {
 		t.Errorf("the dense search's --qrels printed %q; eval of its run prints %q\n%s", got, want, b)
+	}
+}
+
+// TestEmbedDtypeResume: an int8 run calibrated on the input's first
+// documents, killed once it has checkpointed, resumes to the bytes and
+// ranges of an uninterrupted run (the resumed run calibrates on the same
+// documents, and a resume under other ranges would be refused by the
+// settings digest).
+func TestEmbedDtypeResume(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "titles.jsonl")
+	resumeCorpus(t, in, 3000)
+	args := func(out string, extra ...string) []string {
+		return append([]string{"embed", in, "-m", tinyModel(t), "-o", out, "--batch-tokens", "160", "--workers", "2", "--threads", "1",
+			"-q", "--dtype", "int8", "--calibration-docs", "200"}, extra...)
+	}
+	clean := filepath.Join(dir, "clean.arrow")
+	runSynapse(t, nil, args(clean)...).wantCode(t, exitPartial)
+	out := filepath.Join(dir, "killed.arrow")
+	cmd := synapseCmd(context.Background(), t, nil, args(out, "--chaos", "delay=4ms")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	waitCheckpoint(t, out, exited)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if _, err := os.Stat(dataio.CheckpointPath(out)); err != nil {
+		t.Fatalf("no checkpoint after the kill: %v\nstderr:\n%s", err, stderr.String())
+	}
+	res := runSynapse(t, nil, slices.DeleteFunc(args(out, "--resume"), func(a string) bool { return a == "-q" })...)
+	res.wantCode(t, exitPartial)
+	if !strings.Contains(res.stdout, "in this run, the rest by the interrupted run") {
+		t.Errorf("the resumed run does not say it resumed:\n%s", res.stdout)
+	}
+	want, got := readVecFile(t, clean), readVecFile(t, out)
+	wr, _ := want.meta.GetValue(vector.MetaRanges)
+	gr, _ := got.meta.GetValue(vector.MetaRanges)
+	if wr == "" || gr != wr {
+		t.Errorf("resumed ranges %.80s…; want the uninterrupted run's %.80s…", gr, wr)
+	}
+	if !slices.Equal(got.ids, want.ids) || !slices.EqualFunc(got.rows, want.rows, bytes.Equal) {
+		t.Errorf("resumed int8 rows differ from the uninterrupted run's (%d rows; want %d)", len(got.rows), len(want.rows))
 	}
 }

@@ -128,6 +128,39 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 			t.Errorf("shard %d read %d bytes of a part of %d of a %d-byte file", i, in.BytesRead, in.End-in.Start, st.Size())
 		}
 	}
+	// A manifest whose counts disagree with its part, its errors file or
+	// each other is refused (exit 2), naming it and the numbers.
+	m0 := filepath.Join(dir, "out.shard-0-of-4.json")
+	orig, _ := os.ReadFile(m0)
+	for _, tc := range []struct {
+		edit func(m map[string]any)
+		want string
+	}{
+		{func(m map[string]any) { m["output_rows"] = m["output_rows"].(float64) + 1 }, "rows; it has"},
+		{func(m map[string]any) { m["error_records"] = m["error_records"].(float64) + 1 }, "error records;"},
+		{func(m map[string]any) {
+			r := m["rows"].(map[string]any)
+			r["read"], r["ok"] = r["read"].(float64)+100, r["ok"].(float64)+100
+		}, "its inputs hold"},
+		{func(m map[string]any) { r := m["rows"].(map[string]any); r["failed"] = r["failed"].(float64) + 1 }, "is not done"},
+		{func(m map[string]any) { delete(m, "output_rows") }, "no output_rows"},
+	} {
+		var m map[string]any
+		json.Unmarshal(orig, &m)
+		tc.edit(m)
+		b, _ := json.Marshal(m)
+		os.WriteFile(m0, b, 0o644)
+		mout := filepath.Join(dir, "tampered.arrow")
+		res := runSynapse(t, nil, "merge", out, "-o", mout)
+		res.wantCode(t, exitUsage)
+		if !strings.Contains(res.stderr, m0) || !strings.Contains(res.stderr, tc.want) {
+			t.Errorf("merge with a tampered manifest: got\n%s\nwant its path and %q", res.stderr, tc.want)
+		}
+		if _, err := os.Stat(mout); err == nil {
+			t.Errorf("merge refused yet wrote %s", mout)
+		}
+	}
+	os.WriteFile(m0, orig, 0o644)
 	// A missing shard is named (exit 1: run it again); a foreign one (other settings) is refused (exit 2).
 	gone := filepath.Join(dir, "out.shard-1-of-4.json")
 	os.Rename(gone, gone+".away")

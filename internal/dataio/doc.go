@@ -21,7 +21,9 @@
 // A text is built from the [ReadOptions.TextFields] (default "text"): the
 // non-empty values are joined with "\n" and [ReadOptions.Prefix] is put in
 // front. The ID is the [ReadOptions.IDField]; when that is empty the reader
-// tries "id", then "_id", then falls back to the decimal Index.
+// takes the first of "id" and "_id" the row has, and a row with neither is
+// named #INDEX; null, empty and #N ids are bad_id, and with
+// [ReadOptions.UniqueIDs] a repeated id is duplicate_id (the rule: ids.go).
 //
 // Bad rows never stop the run and are never dropped silently. Reason codes
 // (stable, used in the errors file):
@@ -38,14 +40,20 @@
 //	                input); the detail gives the byte offset
 //	empty_text      the joined text is empty or whitespace only and
 //	                ReadOptions.SkipEmpty is set
-//	bad_id          the ID field is neither a string nor a number
+//	bad_id          the ID field is null, empty, of the reserved form #N, or
+//	                neither a string nor a number
+//	duplicate_id    (ReadOptions.UniqueIDs; rerank query and document ids)
+//	                an id an earlier record of the run has
+//	corrupt_row_group  a row of a Parquet row group that cannot be decoded;
+//	                the detail names the group and its rows
 //	file_error      (errors file only) a FileError: see below
 //
 // A file that cannot be read is a [*FileError] naming the file (and the row
 // group, or line, when known); calling Next again goes on with the next file.
 // A Parquet file without a valid footer (truncated, not Parquet) fails whole
-// before any row; a row group that fails to decode ends the file at that row
-// group, after the rows already returned. A JSONL file that ends inside a line
+// before any row; a row group that fails to decode makes each of its rows
+// not yet returned a corrupt_row_group RowError, and the next row group is
+// read as usual: the records of a Parquet file are always its footer's rows. A JSONL file that ends inside a line
 // is fine: the last line is parsed like any other (malformed_json if cut in
 // the middle); a .gz stream that is cut short is a FileError after the lines
 // decoded so far. A FileError carries the Index the next record would have
@@ -120,6 +128,8 @@ const (
 	ReasonInvalidUTF8     = record.ReasonInvalidUTF8
 	ReasonEmptyText       = record.ReasonEmptyText
 	ReasonBadID           = record.ReasonBadID
+	ReasonDuplicateID     = record.ReasonDuplicateID
+	ReasonCorruptRows     = record.ReasonCorruptRows
 	ReasonMalformedLine   = record.ReasonMalformedLine
 	ReasonMissingDocument = record.ReasonMissingDocument
 	ReasonMissingQuery    = record.ReasonMissingQuery

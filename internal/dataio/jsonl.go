@@ -268,21 +268,31 @@ func TextValue(d Doc, f string, raw json.RawMessage) (string, error) {
 	return v, nil
 }
 
-// id finds the document ID of a JSON object.
+// id finds the document ID of a JSON object (the rule is in ids.go).
 func (s *jsonlSource) id(d Doc, obj map[string]json.RawMessage) (string, error) {
 	if f := s.opts.IDField; f != "" {
 		raw, ok := obj[f]
-		if !ok || string(raw) == "null" {
+		if !ok {
 			return "", d.Error(ReasonMissingField, fmt.Sprintf("no ID field %q", f))
 		}
-		return idValue(d, f, raw)
+		return docID(d, f, raw)
 	}
 	for _, f := range []string{"id", "_id"} {
-		if raw, ok := obj[f]; ok && string(raw) != "null" {
-			return idValue(d, f, raw)
+		if raw, ok := obj[f]; ok {
+			return docID(d, f, raw)
 		}
 	}
 	return s.opts.fallbackID(d)
+}
+
+// docID is a document's ID in field's JSON value: not null, not empty, not
+// of the form #N.
+func docID(d Doc, field string, raw json.RawMessage) (string, error) {
+	id, err := idValue(d, field, raw)
+	if err != nil {
+		return "", err
+	}
+	return checkID(d, field, id)
 }
 
 // idValue is the ID in a string or number JSON value.
@@ -296,6 +306,8 @@ func idValue(d Doc, field string, raw json.RawMessage) (string, error) {
 		return id, nil
 	case raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9'):
 		return string(raw), nil
+	case string(raw) == "null":
+		return "", d.Error(ReasonBadID, fmt.Sprintf("ID field %q is null", field))
 	}
 	return "", d.Error(ReasonBadID, fmt.Sprintf("ID field %q is a JSON %s", field, jsonKind(raw)))
 }

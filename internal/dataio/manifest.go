@@ -23,6 +23,9 @@ type Manifest struct {
 	// Counters of the shard's records (the job's pipeline.Counters).
 	Rows         ManifestRows `json:"rows"`
 	ErrorRecords int64        `json:"error_records"`
+	// OutputRows is the rows of the part; merge refuses a manifest without
+	// it (one written before it was kept).
+	OutputRows *int64 `json:"output_rows"`
 	// Inputs are every input file of the run, what this shard's part of
 	// each was and what it read of it.
 	Inputs []ManifestInput `json:"inputs"`
@@ -40,12 +43,15 @@ type Manifest struct {
 
 // ManifestRows are a shard's record counters.
 type ManifestRows struct {
-	Read       int64 `json:"read"`
-	OK         int64 `json:"ok"`
-	Failed     int64 `json:"failed"`
-	Items      int64 `json:"items"`
-	Tokens     int64 `json:"tokens"`
-	FileErrors int64 `json:"file_errors"`
+	Read    int64 `json:"read"`
+	OK      int64 `json:"ok"`
+	Failed  int64 `json:"failed"`
+	Partial int64 `json:"partial,omitempty"` // of Failed: records with items written too
+	Items   int64 `json:"items"`
+	// ItemFailures are the items in the errors file.
+	ItemFailures int64 `json:"item_failures,omitempty"`
+	Tokens       int64 `json:"tokens"`
+	FileErrors   int64 `json:"file_errors"`
 }
 
 // ManifestInput is one input file in a manifest.

@@ -2,10 +2,12 @@ package dataio
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -31,6 +33,9 @@ var (
 	// ErrForeignShard: the parts are not of one job (other settings, model,
 	// inputs or shard count), or do not cover the inputs exactly.
 	ErrForeignShard = errors.New("dataio: parts of different jobs")
+	// ErrManifestMismatch: a manifest's counts disagree with each other or
+	// with its part or errors file.
+	ErrManifestMismatch = errors.New("dataio: a manifest disagrees with its part")
 )
 
 // MergeOptions configure Merge.
@@ -73,6 +78,9 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 	if err := checkManifests(ms, paths); err != nil {
 		return MergeSummary{}, err
 	}
+	if err := checkCounts(o.Context, ms, paths); err != nil {
+		return MergeSummary{}, err
+	}
 	if o.Out == "" {
 		o.Out = o.Base
 		if o.Out == "" {
@@ -101,6 +109,7 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 		r := &sum.Rows
 		r.Read, r.OK, r.Failed = r.Read+m.Rows.Read, r.OK+m.Rows.OK, r.Failed+m.Rows.Failed
 		r.Items, r.Tokens, r.FileErrors = r.Items+m.Rows.Items, r.Tokens+m.Rows.Tokens, r.FileErrors+m.Rows.FileErrors
+		r.Partial, r.ItemFailures = r.Partial+m.Rows.Partial, r.ItemFailures+m.Rows.ItemFailures
 	}
 	if sum.OutputRows, err = mergeRows(ms, paths, o); err != nil {
 		return sum, err
@@ -222,6 +231,66 @@ func checkManifests(ms []Manifest, paths []string) error {
 	return nil
 }
 
+// checkCounts refuses a manifest whose counts disagree with each other or
+// with its errors file (the part's rows are counted as they are merged):
+// records read are those done plus those in errors, and those of its
+// inputs' parts; each record in errors and each failed file has a line.
+func checkCounts(ctx context.Context, ms []Manifest, paths []string) error {
+	for k, m := range ms {
+		r := m.Rows
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: %s: %s", ErrManifestMismatch, paths[k], fmt.Sprintf(format, args...))
+		}
+		var inputs int64
+		for _, in := range m.Inputs {
+			inputs += in.Records
+		}
+		switch {
+		case m.OutputRows == nil:
+			return bad("no output_rows (written by an older synapse): run the shard again")
+		case r.Read != r.OK+r.Failed:
+			return bad("rows read %d is not done %d + in errors %d", r.Read, r.OK, r.Failed)
+		case r.Partial > r.Failed:
+			return bad("%d records in errors in part, of %d in errors", r.Partial, r.Failed)
+		case m.IndexNumbering == "shard" && inputs != r.Read:
+			return bad("its inputs hold %d records; it read %d", inputs, r.Read)
+		case m.ErrorRecords < r.Failed+r.FileErrors:
+			return bad("%d error records for %d records in errors and %d failed files", m.ErrorRecords, r.Failed, r.FileErrors)
+		}
+		errPath := objstore.Beside(paths[k], m.Errors)
+		n, err := countLines(ctx, errPath)
+		if err != nil {
+			return fmt.Errorf("dataio: merge %s: %w", errPath, err)
+		}
+		if n != m.ErrorRecords {
+			return bad("%d error records; %s has %d", m.ErrorRecords, errPath, n)
+		}
+	}
+	return nil
+}
+
+// countLines counts the lines of a file.
+func countLines(ctx context.Context, path string) (int64, error) {
+	f, _, err := openRandom(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n int64
+	buf := make([]byte, 1<<20)
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		k, err := r.Read(buf)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
 // checkCoverage checks that the shards' parts of input f follow each other
 // without gap or overlap and cover it.
 func checkCoverage(ms []Manifest, f int) error {
@@ -276,6 +345,7 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 	var rows int64
 	for k, m := range ms {
 		part := objstore.Beside(paths[k], m.Output)
+		before := rows
 		err := EachBatch(o.Context, part, o.Allocator, func(rec arrow.RecordBatch) error {
 			if sink == nil {
 				sc = unsharded(rec.Schema())
@@ -294,6 +364,9 @@ func mergeRows(ms []Manifest, paths []string, o MergeOptions) (int64, error) {
 			rows += rec.NumRows()
 			return sink.write(out)
 		})
+		if err == nil && rows-before != *m.OutputRows {
+			err = fmt.Errorf("%w: %s says its part has %d rows; it has %d", ErrManifestMismatch, paths[k], *m.OutputRows, rows-before)
+		}
 		if err != nil {
 			if sink != nil {
 				sink.abort()

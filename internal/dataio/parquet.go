@@ -2,6 +2,7 @@ package dataio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -51,9 +52,13 @@ type parquetSource struct {
 	rgOpen  bool
 	rr      pqarrow.RecordReader
 	virtual int64 // rows left in rg when no column is read
-	recLen  int
-	recPos  int
-	row     int64 // file row of the next row
+	// bad, when set, says why row group rg failed; its rows up to badEnd
+	// (a file row) are returned as RowErrors.
+	bad    string
+	badEnd int64
+	recLen int
+	recPos int
+	row    int64 // file row of the next row
 }
 
 func newParquet(name string, f inputFile, base int64, opts *ReadOptions, part Part) (src source, err error) {
@@ -211,36 +216,92 @@ func (s *parquetSource) close() error {
 	return s.pf.Close() // closes f
 }
 
-func (s *parquetSource) next() (d Doc, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			d, err = Doc{}, s.fileError(fmt.Errorf("parquet: panic while decoding: %v", p))
-		}
-	}()
+// errAgain: step made progress without a record to return.
+var errAgain = errors.New("dataio: again")
+
+func (s *parquetSource) next() (Doc, error) {
 	for {
-		if s.recPos >= s.recLen {
-			more, err := s.nextBatch()
-			if err != nil {
-				return Doc{}, s.fileError(err)
-			}
-			if !more {
-				return Doc{}, io.EOF
-			}
-			continue
-		}
-		i := s.recPos
-		s.recPos++
-		row := s.row
-		s.row++
-		if idx := s.base + row - s.firstRow; s.opts.want(idx) {
-			group := s.base + s.rgStart - s.firstRow + (row-s.rgStart)/GroupRecords*GroupRecords
-			return s.rowDoc(i, Doc{Source: s.name, Row: row, Index: idx, Group: group})
+		if d, err := s.step(); err != errAgain {
+			return d, err
 		}
 	}
 }
 
-func (s *parquetSource) fileError(err error) error {
-	return &FileError{Source: s.name, RowGroup: s.rg, Err: err}
+// step reads one row, or the next batch: the row's Doc or RowError,
+// io.EOF at the end of the part, or errAgain. A row group that cannot be
+// decoded makes each of its rows not yet returned a corrupt_row_group
+// RowError naming the group and its rows; the next group is read as usual.
+func (s *parquetSource) step() (d Doc, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.failGroup(fmt.Errorf("panic while decoding: %v", p))
+			d, err = Doc{}, errAgain
+		}
+	}()
+	if s.bad != "" {
+		return s.badRow()
+	}
+	if s.recPos >= s.recLen {
+		more, err := s.nextBatch()
+		switch {
+		case err != nil:
+			s.failGroup(err)
+			return Doc{}, errAgain
+		case !more:
+			return Doc{}, io.EOF
+		}
+		return Doc{}, errAgain
+	}
+	i := s.recPos
+	s.recPos++
+	row := s.row
+	idx := s.base + row - s.firstRow
+	if !s.opts.want(idx) {
+		s.row++
+		return Doc{}, errAgain
+	}
+	d, err = s.rowDoc(i, Doc{Source: s.name, Row: row, Index: idx, Group: s.groupOf(row)})
+	s.row++ // after: a panic in rowDoc leaves this row to failGroup
+	return d, err
+}
+
+// groupOf is the packing group of the record of file row row.
+func (s *parquetSource) groupOf(row int64) int64 {
+	return s.base + s.rgStart - s.firstRow + (row-s.rgStart)/GroupRecords*GroupRecords
+}
+
+// failGroup gives up the current row group after err: the rows of it not
+// yet returned become RowErrors (badRow).
+func (s *parquetSource) failGroup(err error) {
+	func() {
+		defer func() { recover() }() // a reader that failed may fail again on release
+		if s.rr != nil {
+			s.rr.Release()
+		}
+	}()
+	s.rr, s.rgOpen, s.recPos, s.recLen, s.virtual = nil, false, 0, 0, 0
+	s.badEnd = s.rgStart + s.pf.MetaData().RowGroup(s.rg).NumRows()
+	s.bad = fmt.Sprintf("row group %d (rows %d-%d of the file, %d rows) cannot be decoded: %v",
+		s.rg, s.rgStart, s.badEnd-1, s.badEnd-s.rgStart, err)
+}
+
+// badRow returns the RowError of the next row of a failed row group, and
+// moves to the next group after its last.
+func (s *parquetSource) badRow() (Doc, error) {
+	if s.row >= s.badEnd {
+		s.bad = ""
+		s.rgStart, s.rg = s.badEnd, s.rg+1
+		s.row = s.rgStart
+		return Doc{}, errAgain
+	}
+	row := s.row
+	s.row++
+	idx := s.base + row - s.firstRow
+	if !s.opts.want(idx) {
+		return Doc{}, errAgain
+	}
+	d := Doc{Source: s.name, Row: row, Index: idx, Group: s.groupOf(row)}
+	return Doc{}, d.Error(ReasonCorruptRows, s.bad)
 }
 
 // nextBatch makes the next batch of rows current; false at the end of the file.
@@ -369,16 +430,16 @@ func (s *parquetSource) idAt(i int, d Doc) (string, error) {
 		return "", d.Error(c.problem, c.detail)
 	}
 	if c.arr.IsNull(i) {
-		if s.opts.IDField == "" {
-			return s.opts.fallbackID(d)
-		}
-		return "", d.Error(ReasonMissingField, fmt.Sprintf("ID column %q is null", c.name))
+		return "", d.Error(ReasonBadID, fmt.Sprintf("ID column %q is null", c.name))
 	}
 	if arrow.IsInteger(c.arr.DataType().ID()) {
 		return c.arr.ValueStr(i), nil
 	}
 	v, _ := textAt(c.arr, i)
-	return strings.Clone(v), nil
+	if !utf8.ValidString(v) {
+		return "", d.Error(ReasonBadID, fmt.Sprintf("ID column %q: invalid UTF-8 at byte %d", c.name, invalidAt([]byte(v))))
+	}
+	return checkID(d, c.name, strings.Clone(v))
 }
 
 // textAt returns value i of a string-like array without copying it, and

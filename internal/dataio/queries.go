@@ -57,12 +57,19 @@ type QueryReader struct {
 	source   string
 	rowGroup int64 // the reader's group of the last grouped row
 	fatal    error // the run cannot go on (ErrShardFlatPairs)
+	// ids holds the query ids so far: a later query with one of them is
+	// a duplicate_id. The records before start (a resumed run's) are read
+	// for their ids and not returned.
+	ids   *IDSet
+	start int64
 }
 
 // OpenQueries returns a QueryReader over files.
 func OpenQueries(files []string, opts QueryOptions) (*QueryReader, error) {
 	opts.fill()
 	ro := opts.Read
+	start := ro.StartIndex
+	ro.StartIndex = 0
 	ro.Raw = []string{opts.QueryIDField, opts.QueryField, opts.CandidatesField, opts.ScoreField, "title", "text", "id", "doc_id"}
 	if opts.DocIDField != "" {
 		ro.Raw = append(ro.Raw, opts.DocIDField)
@@ -72,7 +79,7 @@ func OpenQueries(files []string, opts QueryOptions) (*QueryReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &QueryReader{r: r, opts: opts, group: -1}, nil
+	return &QueryReader{r: r, opts: opts, group: -1, ids: NewIDSet(), start: start}, nil
 }
 
 // Progress returns how far the reader has got.
@@ -88,15 +95,23 @@ var ErrShardFlatPairs = errors.New("dataio: a sharded rerank needs one row per q
 // Close closes the file being read.
 func (q *QueryReader) Close() error { return q.r.Close() }
 
-// Next returns the next query, a *RowError, a *FileError or io.EOF.
+// Next returns the next query, a *RowError, a *FileError or io.EOF. A
+// query whose id an earlier query has is returned with Err duplicate_id
+// (its candidates are not scored), and a candidate whose document id is
+// an earlier candidate's of the same query is a duplicate_id error.
 func (q *QueryReader) Next() (Query, error) {
 	for {
 		for len(q.next) > 0 {
 			rec := q.next[0]
 			q.next = q.next[1:]
-			if out, err, ok := q.emit(rec); ok {
-				return out, err
+			out, err, _ := q.emit(rec)
+			if err == nil {
+				q.checkIDs(&out)
 			}
+			if recordIndex(out.Doc, err) < q.start {
+				continue // done by the run being resumed; read for its id
+			}
+			return out, err
 		}
 		if q.fatal != nil {
 			return Query{}, q.fatal
@@ -105,6 +120,35 @@ func (q *QueryReader) Next() (Query, error) {
 			return Query{}, io.EOF
 		}
 		q.step()
+	}
+}
+
+// checkIDs marks a query whose id an earlier one has, and candidates
+// repeated in its list.
+func (q *QueryReader) checkIDs(out *Query) {
+	if out.Err == nil {
+		if first, dup := q.ids.Add(out.ID, out.Index); dup {
+			out.Err = duplicateError(out.Doc, first)
+			out.Err.Detail = fmt.Sprintf("query %s", out.Err.Detail)
+		}
+	}
+	markDuplicateCandidates(out)
+}
+
+// markDuplicateCandidates makes a candidate whose document id an earlier
+// candidate of q has a duplicate_id error: a query scores a document once.
+func markDuplicateCandidates(q *Query) {
+	seen := make(map[string]int, len(q.Cands))
+	for k := range q.Cands {
+		c := &q.Cands[k]
+		if c.Err != nil {
+			continue
+		}
+		if first, ok := seen[c.ID]; ok {
+			c.Err = q.CandidateError(k, ReasonDuplicateID, fmt.Sprintf("document %q is candidate %d of this query already", c.ID, first))
+			continue
+		}
+		seen[c.ID] = k
 	}
 }
 
@@ -191,6 +235,9 @@ func (q *QueryReader) query(d Doc) Query {
 		return qr
 	}
 	id, err := idValue(d, q.opts.QueryIDField, raw)
+	if err == nil && id == "" {
+		err = d.Error(ReasonBadID, fmt.Sprintf("query id field %q is empty", q.opts.QueryIDField))
+	}
 	if err != nil {
 		qr.Err = err.(*RowError)
 		return qr
@@ -281,6 +328,9 @@ func (q *QueryReader) candidate(qr *Query, k int, obj map[string]json.RawMessage
 		return
 	}
 	id, err := idValue(at, idField, raw)
+	if err == nil && id == "" {
+		err = at.Error(ReasonBadID, fmt.Sprintf("document id field %q is empty", idField))
+	}
 	if err != nil {
 		fail(err.(*RowError))
 		return

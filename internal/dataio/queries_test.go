@@ -109,6 +109,32 @@ func checkQueries(t *testing.T, what string, qs []Query, errs []error, want []st
 	}
 }
 
+// TestQueryReaderIDs: an empty query or document id is bad_id; a query id
+// an earlier query has, and a document twice in one list, are
+// duplicate_id; a resumed reader knows the ids before its start.
+func TestQueryReaderIDs(t *testing.T) {
+	in := writeFile(t, t.TempDir(), "ids.jsonl", []byte(`{"query_id":"q1","query":"a","candidates":[{"id":"d1","text":"x"},{"id":"d1","text":"y"},{"id":"","text":"z"}]}
+{"query_id":"","query":"b","candidates":[{"id":"d1","text":"x"}]}
+{"query_id":"q1","query":"c","candidates":[{"id":"d2","text":"x"}]}
+{"query_id":"q2","query":"d","candidates":[{"id":"d2","text":"x"}]}
+`))
+	want := []string{
+		`0 q1 "a" [d1 "x"] [d1 "y" ERR duplicate_id] [ "" ERR bad_id]`,
+		`1  "" ERR bad_id [d1 "x"]`,
+		`2 q1 "c" ERR duplicate_id [d2 "x"]`,
+		`3 q2 "d" [d2 "x"]`,
+	}
+	for start := range len(want) + 1 {
+		qr, err := OpenQueries([]string{in}, QueryOptions{Read: ReadOptions{StartIndex: int64(start)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, errs := readQueries(t, qr)
+		qr.Close()
+		checkQueries(t, fmt.Sprintf("from %d", start), qs, errs, want[start:])
+	}
+}
+
 // TestQueryReaderFlat: consecutive rows of one query form its list; a bad
 // row inside a list fails as a candidate of it, with its own line; rows
 // start a new list when the query id changes.
@@ -130,7 +156,7 @@ func TestQueryReaderFlat(t *testing.T) {
 	checkQueries(t, "flat", qs, errs, []string{
 		`0 q1 "what cells" [d1 "b cells"] [d2 "t cells" 3] [ "" ERR malformed_json] [ "" ERR missing_field]`,
 		`4 q2 "why" [d9 "because"]`,
-		`5 q1 "what cells" [d3 "again"]`,
+		`5 q1 "what cells" ERR duplicate_id [d3 "again"]`, // q1 again, after another query
 	})
 	if c := qs[0].Cands[2]; c.Line != 3 || c.Err.Line != 3 || *c.Err.Candidate != 2 || c.Err.ID != "q1" {
 		t.Errorf("bad row's candidate: %+v, error %+v; want line 3, candidate 2 of q1", c, c.Err)
@@ -219,5 +245,36 @@ q9 Q0 d1 1 1 bm25
 	}
 	if _, err := os.Stat(run); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunReaderIDs: a run that lists a document twice for a query scores it
+// once; a queries or corpus file with an _id the run names in two rows is
+// refused, naming the second row.
+func TestRunReaderIDs(t *testing.T) {
+	dir := t.TempDir()
+	run := writeFile(t, dir, "run.trec", []byte("q1 Q0 d1 1 9 bm25\nq1 Q0 d2 2 8 bm25\nq1 Q0 d1 3 7 bm25\n"))
+	queries := writeFile(t, dir, "queries.jsonl", []byte(`{"_id": "q1", "text": "first"}`+"\n"))
+	corpus := writeFile(t, dir, "corpus.jsonl", []byte(`{"_id": "d1", "text": "one"}`+"\n"+`{"_id": "d2", "text": "two"}`+"\n"))
+	rr, err := OpenRun(RunOptions{Run: run, Queries: []string{queries}, Corpus: []string{corpus}, SpoolDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, _ := readQueries(t, rr)
+	rr.Close()
+	checkQueries(t, "run", qs, nil, []string{`0 q1 "first" [d1 "one" 9] [d2 "two" 8] [d1 "one" 7 ERR duplicate_id]`})
+
+	for name, o := range map[string]RunOptions{
+		"queries": {Run: run, Queries: []string{writeFile(t, dir, "q2.jsonl", []byte(`{"_id": "q1", "text": "first"}`+"\n"+`{"_id": "q1", "text": "other"}`+"\n"))}, Corpus: []string{corpus}},
+		"corpus":  {Run: run, Queries: []string{queries}, Corpus: []string{writeFile(t, dir, "c2.jsonl", []byte(`{"_id": "d1", "text": "one"}`+"\n"+`{"_id": "d2", "text": "two"}`+"\n"+`{"_id": "d1", "text": "uno"}`+"\n"))}},
+	} {
+		o.SpoolDir = dir
+		rr, err := OpenRun(o)
+		if err == nil {
+			rr.Close()
+		}
+		if !errors.Is(err, ErrDuplicateRow) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), ".jsonl:") {
+			t.Errorf("%s with an _id twice: got %v; want ErrDuplicateRow naming the %s file and line", name, err, name)
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -20,7 +19,7 @@ import (
 // ReadOptions configures a Reader. The zero value reads the "text" field.
 type ReadOptions struct {
 	TextFields []string // fields joined with "\n"; default ["text"]
-	IDField    string   // "" = "id", else "_id", else the decimal Index
+	IDField    string   // "" = "id", else "_id", else #INDEX (see ids.go)
 	Prefix     string   // put in front of the joined text
 	SkipEmpty  bool     // report empty or whitespace-only texts as empty_text
 	// Raw returns each row's fields as JSON values (Doc.Fields) instead of
@@ -32,8 +31,13 @@ type ReadOptions struct {
 	Raw []string
 
 	// StartIndex skips records with a smaller Index without parsing them
-	// (whole Parquet row groups are skipped without reading).
+	// (whole Parquet row groups are skipped without reading); with
+	// UniqueIDs they are read, for their ids, and not returned.
 	StartIndex int64
+	// UniqueIDs makes a document whose id an earlier document of the run
+	// has a duplicate_id RowError (see ids.go); the ids cost about
+	// IDSetBytes each. Not with Raw.
+	UniqueIDs bool
 	// Shard and Shards, when Shards > 0 (--shard given, N = 1 too), make this the reader of range
 	// shard Shard of Shards (see PlanShard): it reads its part of each
 	// file alone, counts indexes and lines from its start, and a row
@@ -50,6 +54,8 @@ type ReadOptions struct {
 	// FIFO (stdin is made cancelable by the caller, see CancelableReader).
 	Context   context.Context
 	Allocator memory.Allocator // for Parquet reads; default memory.DefaultAllocator
+
+	fallbacks int64 // documents given #INDEX ids
 }
 
 // GroupRecords is the most records of one packing group (record.Doc.Group):
@@ -93,6 +99,9 @@ func (o *ReadOptions) fill() error {
 	if o.Shards > 0 && (o.Shard < 0 || o.Shard >= o.Shards) {
 		return fmt.Errorf("dataio: shard %d of %d out of range", o.Shard, o.Shards)
 	}
+	if o.UniqueIDs && o.Raw != nil {
+		return errors.New("dataio: UniqueIDs is for documents, not raw rows")
+	}
 	return nil
 }
 
@@ -134,6 +143,12 @@ type Reader struct {
 	rows  int64 // Parquet rows of the finished files
 	bytes int64 // JSONL bytes of the finished files
 	spans []Span
+	// start is ReadOptions.StartIndex: records below it are not returned.
+	// With UniqueIDs the sources read them (opts.StartIndex is 0) so that
+	// ids holds their ids.
+	start int64
+	ids   *IDSet
+	dups  int64
 }
 
 // Span is what a reader read of one input file: its records (good or
@@ -171,7 +186,10 @@ func Open(files []string, opts ReadOptions) (*Reader, error) {
 		}
 		opts.Parts = parts
 	}
-	r := &Reader{files: files, opts: opts, spans: make([]Span, len(files))}
+	r := &Reader{files: files, opts: opts, spans: make([]Span, len(files)), start: opts.StartIndex}
+	if opts.UniqueIDs {
+		r.ids, r.opts.StartIndex = NewIDSet(), 0
+	}
 	for i, f := range files {
 		r.spans[i].File = f
 	}
@@ -198,7 +216,7 @@ func (r *Reader) Next() (Doc, error) {
 			if err != nil {
 				r.i++
 				fe := err.(*FileError)
-				if fe.Index = r.base; fe.Index < r.opts.StartIndex {
+				if fe.Index = r.base; fe.Index < r.start {
 					continue // reported by the run being resumed
 				}
 				return Doc{}, err
@@ -214,13 +232,48 @@ func (r *Reader) Next() (Doc, error) {
 			recs, _, _ := r.src.progress()
 			fe.Index = r.base + recs
 			r.finishFile()
-			if fe.Index < r.opts.StartIndex {
+			if fe.Index < r.start {
 				continue // reported by the run being resumed
 			}
+			return d, err
+		}
+		if r.ids == nil {
+			return d, err
+		}
+		if err == nil {
+			if first, dup := r.ids.Add(d.ID, d.Index); dup {
+				r.dups++
+				d, err = Doc{}, duplicateError(d, first)
+			}
+		}
+		if recordIndex(d, err) < r.start {
+			continue // done by the run being resumed; read for its id
 		}
 		return d, err
 	}
 }
+
+// recordIndex is the Index of what a source returned: a Doc or a RowError.
+// A FileError's is the Index the next record would have had. Any other
+// error is returned whatever the start.
+func recordIndex(d Doc, err error) int64 {
+	var re *RowError
+	var fe *FileError
+	switch {
+	case err == nil:
+		return d.Index
+	case errors.As(err, &re):
+		return re.Index
+	case errors.As(err, &fe):
+		return fe.Index
+	}
+	return math.MaxInt64
+}
+
+// IDStats counts the documents given #INDEX ids and, with UniqueIDs, the
+// duplicates found so far, over every record read (a resumed run's
+// records before its start included when UniqueIDs is set).
+func (r *Reader) IDStats() IDStats { return IDStats{Fallback: r.opts.fallbacks, Duplicates: r.dups} }
 
 func (r *Reader) finishFile() {
 	recs, rows, bytes := r.src.progress()
@@ -400,16 +453,14 @@ func (o *ReadOptions) document(d Doc, parts []string) (Doc, error) {
 	return d, nil
 }
 
-// indexID is the ID of a record without an ID field.
-func indexID(idx int64) string { return strconv.FormatInt(idx, 10) }
-
-// fallbackID is the ID of a record without an ID field: its index, which a
-// range shard does not know (it counts from its own start).
+// fallbackID is the ID of a record without an ID field: #INDEX (see
+// ids.go), which a range shard does not know (it counts from its own start).
 func (o *ReadOptions) fallbackID(d Doc) (string, error) {
 	if o.Shards > 0 {
 		return "", d.Error(ReasonMissingField, "no id field (id, _id): a sharded run needs row ids (name the field with --id-field)")
 	}
-	return indexID(d.Index), nil
+	o.fallbacks++
+	return fallbackIDOf(d.Index), nil
 }
 
 type closerFunc func() error

@@ -33,6 +33,10 @@ const badJSONL = "\xef\xbb\xbf" + `{"id":"a","text":"hello"}
 {"text":"no id"}
 {"id":7,"text":"numeric id"}
 {"id":{"x":1},"text":"object id"}
+{"id":null,"_id":"z","text":"null id"}
+{"id":"","text":"empty id"}
+{"id":"#3","text":"reserved"}
+{"id":"#3a","text":"not reserved"}
 {"id":"j","text":"crlf"}` + "\r\n" + `   
 {"id":"k","text":"no newline at end"}`
 
@@ -48,11 +52,15 @@ func TestJSONLRecords(t *testing.T) {
 		{Index: 7, Line: 9, ID: "g", Reason: ReasonEmptyText},
 		{Index: 8, Line: 10, ID: "h", Reason: ReasonEmptyText},
 		{Index: 9, Line: 11, ID: "i", Text: "underscore id"},
-		{Index: 10, Line: 12, ID: "10", Text: "no id"},
+		{Index: 10, Line: 12, ID: "#10", Text: "no id"}, // no id field: #INDEX
 		{Index: 11, Line: 13, ID: "7", Text: "numeric id"},
 		{Index: 12, Line: 14, Reason: ReasonBadID},
-		{Index: 13, Line: 15, ID: "j", Text: "crlf"},
-		{Index: 14, Line: 17, ID: "k", Text: "no newline at end"},
+		{Index: 13, Line: 15, Reason: ReasonBadID}, // null: not a fallback to _id or #INDEX
+		{Index: 14, Line: 16, Reason: ReasonBadID}, // empty
+		{Index: 15, Line: 17, Reason: ReasonBadID}, // #N is reserved
+		{Index: 16, Line: 18, ID: "#3a", Text: "not reserved"},
+		{Index: 17, Line: 19, ID: "j", Text: "crlf"},
+		{Index: 18, Line: 21, ID: "k", Text: "no newline at end"},
 	}
 	path := writeFile(t, t.TempDir(), "bad.jsonl", []byte(badJSONL))
 	r, err := Open([]string{path}, ReadOptions{SkipEmpty: true})
@@ -247,7 +255,7 @@ func TestParquetTextColumnTypes(t *testing.T) {
 	want := []outcome{
 		{Index: 0, ID: "r0", Text: "alpha"},
 		{Index: 1, Row: 1, ID: "r1", Reason: ReasonNullText},
-		{Index: 2, Row: 2, ID: "2", Text: "beta"}, // null ID: the Index
+		{Index: 2, Row: 2, Reason: ReasonBadID}, // a null ID is refused
 		{Index: 3, Row: 3, ID: "r3", Reason: ReasonInvalidUTF8},
 		{Index: 4, Row: 4, ID: "r4", Text: "alpha"},
 		{Index: 5, Row: 5, ID: "r5", Reason: ReasonEmptyText},
@@ -285,8 +293,8 @@ func TestParquetUnusableColumns(t *testing.T) {
 		{Index: 0, ID: "10", Reason: ReasonNotText},
 		{Index: 1, Row: 1, ID: "11", Reason: ReasonNotText},
 		{Index: 2, Row: 2, ID: "12", Reason: ReasonNotText},
-		{Index: 3, ID: "3", Reason: ReasonMissingField},
-		{Index: 4, Row: 1, ID: "4", Reason: ReasonMissingField},
+		{Index: 3, ID: "#3", Reason: ReasonMissingField},
+		{Index: 4, Row: 1, ID: "#4", Reason: ReasonMissingField},
 	}
 	compareOutcomes(t, got, want)
 }
@@ -338,14 +346,47 @@ func TestParquetTruncatedAndCorrupt(t *testing.T) {
 	f.WriteAt(bytes.Repeat([]byte{0xee}, 64), off)
 	f.Close()
 
+	// The corrupt group's rows are errors naming the group and its rows;
+	// the intact groups after it are read, and the rows count as the
+	// footer's.
+	r, _ = Open([]string{corrupt, good}, ReadOptions{})
+	var details []string
+	for {
+		_, err := r.Next()
+		var re *RowError
+		if errors.As(err, &re) {
+			details = append(details, re.Detail)
+		} else if err != nil {
+			break
+		}
+	}
+	if p := r.Progress(); p.ParquetRows != int64(2*n) || p.Records != int64(2*n) {
+		t.Errorf("progress after a corrupt row group: got %d rows, %d records; want %d of each (the footers')", p.ParquetRows, p.Records, 2*n)
+	}
+	if len(details) == 0 || !strings.Contains(details[0], "row group 2 (rows 2000-2999 of the file, 1000 rows)") {
+		t.Errorf("got error details %.200q; want row group 2 and its rows named", details)
+	}
 	r, _ = Open([]string{corrupt, good}, ReadOptions{})
 	got, fes = readAll(t, r)
-	if len(fes) != 1 || fes[0].RowGroup != 2 || fes[0].Index != 2000 {
-		t.Fatalf("got file errors %+v; want one at row group 2, index 2000", fes)
+	if len(fes) != 0 {
+		t.Fatalf("got file errors %+v; want none: the corrupt group's rows are row errors", fes)
 	}
-	if len(got) != 2000+n || got[2000].Index != int64(n) {
-		t.Errorf("got %d records, record 2000 index %d; want row groups 0-1 then the next file from index %d",
-			len(got), got[min(2000, len(got)-1)].Index, n)
+	if len(got) != 2*n {
+		t.Fatalf("got %d records; want %d (both files, every row)", len(got), 2*n)
+	}
+	for i, o := range got {
+		bad := i >= 2000 && i < 3000
+		if o.Index != int64(i) || (o.Reason == ReasonCorruptRows) != bad || (i < n && o.Row != int64(i)) {
+			t.Fatalf("record %d: got %+v; want index %d, a %s row error only in rows 2000-2999", i, o, i, ReasonCorruptRows)
+		}
+	}
+	if got[3000].Text != *texts[3000] {
+		t.Errorf("row 3000: got %q; want %q (the group after the corrupt one)", got[3000].Text, *texts[3000])
+	}
+	// A resumed run inside the corrupt group starts there.
+	r, _ = Open([]string{corrupt}, ReadOptions{StartIndex: 2500})
+	if got, _ = readAll(t, r); len(got) != 1500 || got[0].Index != 2500 || got[0].Reason != ReasonCorruptRows || got[500].Reason != "" {
+		t.Errorf("resumed at 2500: got %d records starting %+v; want 500 row errors then 1000 documents", len(got), got[0])
 	}
 }
 

@@ -202,7 +202,7 @@ func (rr *RunReader) readQueries() error {
 			return nil
 		}
 		if _, seen := rr.queries[id]; seen {
-			return nil // the first row of an id wins
+			return duplicateRow("queries", d, id)
 		}
 		text, err := requiredText(d, d.Fields, "text")
 		rr.queries[id] = queryText{text: text, err: err}
@@ -232,7 +232,7 @@ func (rr *RunReader) readCorpus() error {
 			return nil
 		}
 		if _, seen := rr.docs[id]; seen {
-			return nil
+			return duplicateRow("corpus", d, id)
 		}
 		text, rerr := (&QueryReader{}).docText(d, d.Fields)
 		if rerr != nil {
@@ -284,6 +284,18 @@ func (rr *RunReader) scan(files []string, fields []string, fn func(Doc) error) e
 			return err
 		}
 	}
+}
+
+// ErrDuplicateRow: a queries or corpus file holds an _id the run names
+// twice, so which text to score is not known.
+var ErrDuplicateRow = errors.New("dataio: an _id the run names is in two rows")
+
+func duplicateRow(what string, d Doc, id string) error {
+	at := fmt.Sprintf("%s:%d", d.Source, d.Line)
+	if d.Line == 0 {
+		at = fmt.Sprintf("%s row %d", d.Source, d.Row)
+	}
+	return fmt.Errorf("%w: %s %s: _id %q is in an earlier row too; each id the run names must be in one row", ErrDuplicateRow, what, at, id)
 }
 
 // idOf is a queries or corpus row's _id.
@@ -347,6 +359,7 @@ func (rr *RunReader) query(r *runRecord) (Query, error) {
 			q.Cands[k].Text = string(buf)
 		}
 	}
+	markDuplicateCandidates(&q)
 	return q, nil
 }
 

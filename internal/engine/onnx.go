@@ -25,9 +25,11 @@ import (
 //	            (RERANK, RERANK_GROUPS); GENERATE and TOKENIZE answer unsupported.
 //	n_ctx       the longest sequence accepted: config.json's context (e.g. 512),
 //	            else 512. Above the model's context it is config_invalid.
-//	n_seq_max   sequences per ONNX Runtime run; 0: 64. Sequences are never
-//	            padded: a run holds sequences of one length (at most 4,096
-//	            tokens), so equal-length chunks share a run and others run alone.
+//	n_seq_max   sequences per ONNX Runtime run; 0: 64. A run holds
+//	            sequences of one length (at most 4,096 tokens), so
+//	            equal-length chunks share a run and others run alone; with
+//	            ONNXOptions.PadTokens, lengths within that many tokens share
+//	            a run, padded (masked) to its longest.
 //	n_batch, n_ubatch  llama.cpp's batch sizes: checked (≥ 0), not used.
 //	n_threads   ONNX Runtime's intra-op threads (0: its default, one per
 //	            physical core); inter-op threads are always 1.
@@ -39,6 +41,7 @@ import (
 type ONNX struct {
 	info   wire.EngineInfo
 	models map[string]*onnxModel // by ref
+	pad    int                   // ONNXOptions.PadTokens
 	closed bool
 }
 
@@ -56,6 +59,9 @@ const ortAPIMinor = 24
 // OpenONNX loads the ONNX Runtime shared library (once per process: a second
 // call must name the same file) and returns an engine.
 func OpenONNX(opts ONNXOptions) (*ONNX, error) {
+	if opts.PadTokens < 0 || opts.PadTokens > maxContext {
+		return nil, fmt.Errorf("engine: ONNX pad tokens %d: want 0 to %d", opts.PadTokens, maxContext)
+	}
 	path, err := ORTLibrary(opts.Lib)
 	if err != nil {
 		return nil, err
@@ -67,7 +73,7 @@ func OpenONNX(opts ONNXOptions) (*ONNX, error) {
 	if path != ortPath {
 		return nil, fmt.Errorf("engine: ONNX Runtime already loaded from %s, not %s", ortPath, path)
 	}
-	return &ONNX{info: ortInfo, models: map[string]*onnxModel{}}, nil
+	return &ONNX{info: ortInfo, models: map[string]*onnxModel{}, pad: opts.PadTokens}, nil
 }
 
 // loadORT loads the library at path and creates ONNX Runtime's environment.

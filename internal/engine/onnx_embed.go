@@ -5,6 +5,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -24,6 +25,8 @@ type onnxModel struct {
 	nVocab    int          // from config.json; 0 when unknown
 	width     []int        // last dimension of each output
 	ce        crossEncoder // how pairs are built and scored (loaded with pooling rank)
+	padID     int32        // config.json pad_token_id (else 0): fills a padded run
+	padGraph  bool         // the graph's sentence_embedding ignores masked tokens (probePadding)
 
 	// Per-run buffers, grown as needed (the serve loop runs one request at a time).
 	i64  [4][]int64
@@ -53,7 +56,7 @@ func (m *onnxModel) dims(useGraph bool, ch onnxChain) int {
 // probe runs one one-token sequence with outputs ONNX Runtime allocates, and
 // records each output's width.
 func (m *onnxModel) probe() error {
-	ins, err := m.inputs(1, 1, func(int, int) int32 { return 0 }, nil)
+	ins, err := m.inputs(1, 1, nil, func(int, int) int32 { return 0 }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return err
@@ -79,12 +82,23 @@ func (m *onnxModel) probe() error {
 }
 
 // inputs builds the input tensors of a run of n sequences of l tokens; id
-// gives token j of sequence i, typ its token type (nil: all 0).
-func (m *onnxModel) inputs(n, l int, id, typ func(i, j int) int32) ([]ort.Value, error) {
+// gives token j of sequence i, typ its token type (nil: all 0). lens, if
+// not nil, gives each sequence's real length: its tokens from lens[i] on
+// are padding (the pad token, mask 0, type 0), and id is not asked for them.
+func (m *onnxModel) inputs(n, l int, lens []int, id, typ func(i, j int) int32) ([]ort.Value, error) {
 	shape := ort.NewShape(int64(n), int64(l))
 	vals := make([]ort.Value, 0, len(m.plan.inputs))
 	for k, role := range m.plan.roles {
 		fill := func(i, j int) int64 {
+			if lens != nil && j >= lens[i] {
+				switch role {
+				case roleIDs:
+					return int64(m.padID)
+				case rolePositions:
+					return int64(j)
+				}
+				return 0
+			}
 			switch role {
 			case roleIDs:
 				return int64(id(i, j))
@@ -143,11 +157,13 @@ func destroyAll(vs []ort.Value) {
 	}
 }
 
-// Embed pools one vector per sequence. Sequences are never padded: a run
-// holds one sequence, or several of exactly the same length (up to 4,096
-// tokens and n_seq_max sequences), so attention masks are all ones and no
-// work is spent on padding. Batching equal lengths measured 7% faster than
-// one sequence per run on 128-token chunks (docs/onnx-bench.md).
+// Embed pools one vector per sequence. By default sequences are never
+// padded: a run holds one sequence, or several of exactly the same length
+// (up to 4,096 tokens and n_seq_max sequences), so attention masks are all
+// ones and no work is spent on padding. Batching equal lengths measured 7%
+// faster than one sequence per run on 128-token chunks (docs/onnx-bench.md).
+// With ONNXOptions.PadTokens, lengths within that many tokens share a run,
+// padded and masked, and only the real tokens are pooled.
 func (e *ONNX) Embed(ctx context.Context, ref, pooling string, normalize bool, seqs [][]int32) ([]float32, int, error) {
 	return e.EmbedPoolFrom(ctx, ref, pooling, normalize, seqs, nil)
 }
@@ -186,7 +202,11 @@ func (e *ONNX) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize
 	}
 	dims := m.dims(useGraph, ch)
 	out := make([]float32, len(seqs)*dims)
-	for _, run := range m.runs(seqs) {
+	pad := m.cfg.pad
+	if useGraph && !m.padGraph {
+		pad = 0
+	}
+	for _, run := range m.runs(seqs, pad) {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, wire.Errorf(wire.CodeInternal, "embed: %w", err)
 		}
@@ -200,6 +220,42 @@ func (e *ONNX) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize
 		}
 	}
 	return out, dims, nil
+}
+
+// probePadding decides, when padding is on, whether the graph's own
+// sentence_embedding may come from padded runs: a two-token sequence must
+// give the same vector (cosine ≥ 0.99999, length within 1e-4) alone and
+// padded by one token beside a three-token sequence. A graph that pools
+// every position, masked or not, fails and its sentence_embedding runs stay
+// unpadded; pooling in the engine (last_hidden_state) pads regardless.
+func (m *onnxModel) probePadding() error {
+	if m.cfg.pad == 0 || m.plan.pooled < 0 {
+		return nil
+	}
+	tok := func(k int32) int32 {
+		if m.nVocab > 0 {
+			return (m.padID + k) % int32(m.nVocab)
+		}
+		return m.padID + k
+	}
+	seqs := [][]int32{{tok(1), tok(2)}, {tok(2), tok(1), tok(2)}}
+	dims := m.width[m.plan.pooled]
+	alone, padded := make([]float32, 2*dims), make([]float32, 2*dims)
+	if err := m.run(seqs, []int{0}, nil, true, onnxChain{}, dims, alone); err != nil {
+		return fmt.Errorf("padding probe: %w", err)
+	}
+	if err := m.run(seqs, []int{0, 1}, nil, true, onnxChain{}, dims, padded); err != nil {
+		return fmt.Errorf("padding probe: %w", err)
+	}
+	a, p := alone[:dims], padded[:dims]
+	var dot, na, np float64
+	for i := range a {
+		dot += float64(a[i]) * float64(p[i])
+		na += float64(a[i]) * float64(a[i])
+		np += float64(p[i]) * float64(p[i])
+	}
+	m.padGraph = na > 0 && np > 0 && dot/math.Sqrt(na*np) >= 0.99999 && math.Abs(math.Sqrt(np/na)-1) <= 1e-4
+	return nil
 }
 
 func (m *onnxModel) checkIDs(s []int32) error {
@@ -217,13 +273,15 @@ func (m *onnxModel) checkIDs(s []int32) error {
 	return nil
 }
 
-// runs groups sequence indices into runs of equal length, each at most
-// tokensPerRun tokens (but at least one sequence) and seqMax sequences, in
-// order of length and then of index. A graph whose results mix the rows of
-// a batch (graphPlan.batchOps: dynamic quantization takes its scale over the
-// whole tensor) runs one sequence per run, so that a sequence's vector never
-// depends on the others of its request.
-func (m *onnxModel) runs(seqs [][]int32) [][]int {
+// runs groups sequence indices into runs of equal length (or, with pad > 0,
+// of lengths at most pad tokens above the run's shortest), each at most
+// tokensPerRun tokens counted at the run's longest (but at least one
+// sequence) and seqMax sequences, in order of length and then of index. A
+// graph whose results mix the rows of a batch (graphPlan.batchOps: dynamic
+// quantization takes its scale over the whole tensor) runs one sequence per
+// run, so that a sequence's vector never depends on the others of its
+// request.
+func (m *onnxModel) runs(seqs [][]int32, pad int) [][]int {
 	seqMax := m.cfg.seqMax
 	if len(m.plan.batchOps) > 0 {
 		seqMax = 1
@@ -237,7 +295,7 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 	for start := 0; start < len(order); {
 		l := len(seqs[order[start]])
 		end := start + 1
-		for end < len(order) && len(seqs[order[end]]) == l && end-start < seqMax && (end-start+1)*l <= m.cfg.tokensPerRun {
+		for end < len(order) && len(seqs[order[end]])-l <= pad && end-start < seqMax && (end-start+1)*len(seqs[order[end]]) <= m.cfg.tokensPerRun {
 			end++
 		}
 		runs = append(runs, order[start:end])
@@ -246,12 +304,20 @@ func (m *onnxModel) runs(seqs [][]int32) [][]int {
 	return runs
 }
 
-// run evaluates the sequences idx (all of one length) in one ONNX Runtime
-// run and writes their vectors to out: the graph's sentence_embedding
-// (useGraph) or chain ch over its last_hidden_state.
+// run evaluates the sequences idx (sorted by length) in one ONNX Runtime
+// run, padded to the longest, and writes their vectors to out: the graph's
+// sentence_embedding (useGraph) or chain ch over the real tokens of its
+// last_hidden_state.
 func (m *onnxModel) run(seqs [][]int32, idx, from []int, useGraph bool, ch onnxChain, dims int, out []float32) error {
-	n, l := len(idx), len(seqs[idx[0]])
-	ins, err := m.inputs(n, l, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
+	n, l := len(idx), len(seqs[idx[len(idx)-1]])
+	var lens []int
+	if len(seqs[idx[0]]) != l {
+		lens = make([]int, n)
+		for i, s := range idx {
+			lens[i] = len(seqs[s])
+		}
+	}
+	ins, err := m.inputs(n, l, lens, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return err
@@ -285,7 +351,8 @@ func (m *onnxModel) run(seqs [][]int32, idx, from []int, useGraph bool, ch onnxC
 		if from != nil {
 			skip = from[s]
 		}
-		ch.apply(m.outs[m.plan.hidden][i*l*w:(i+1)*l*w], l, w, skip, dst)
+		k := len(seqs[s]) // the real tokens; the rest of the l rows are padding
+		ch.apply(m.outs[m.plan.hidden][i*l*w:i*l*w+k*w], k, w, skip, dst)
 	}
 	return nil
 }

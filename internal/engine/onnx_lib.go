@@ -33,6 +33,16 @@ const (
 type ONNXOptions struct {
 	// Lib is libonnxruntime.so.1 or the directory holding it.
 	Lib string
+	// PadTokens lets the sequences of an EMBED_BATCH whose lengths differ
+	// by at most this many tokens share one ONNX Runtime run, padded to the
+	// run's longest with the pad token under an attention mask of zeros;
+	// only the real tokens are pooled. 0 (the default) runs only sequences
+	// of equal length together, unpadded. Padding never applies to RERANK,
+	// to a graph without an attention_mask input, to a graph whose results
+	// depend on the batch (they run one sequence per run), or to a graph's
+	// own sentence_embedding unless a load-time probe shows the graph
+	// ignores masked tokens. docs/onnx-bench.md measures it.
+	PadTokens int
 }
 
 // ortNeed says where the library comes from.

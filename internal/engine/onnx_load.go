@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,12 +31,17 @@ const (
 // onnxConfig is a RuntimeConfig with every default resolved.
 type onnxConfig struct {
 	nCtx, tokensPerRun, seqMax, threads int
+	pad                                 int    // ONNXOptions.PadTokens: lengths within pad tokens share a padded run
 	pooling                             string // as LOAD asked: "" (the model's), mean, cls or last
 	modules                             string // the directory's sentence-transformers chain (hfmodel.Chain.String)
 }
 
 func (c onnxConfig) String() string {
-	return fmt.Sprintf("onnx ctx=%d run=%d seq=%d threads=%d pool=%s modules=%s", c.nCtx, c.tokensPerRun, c.seqMax, c.threads, c.pooling, c.modules)
+	s := fmt.Sprintf("onnx ctx=%d run=%d seq=%d threads=%d pool=%s modules=%s", c.nCtx, c.tokensPerRun, c.seqMax, c.threads, c.pooling, c.modules)
+	if c.pad > 0 { // refs without padding stay as they were
+		s += fmt.Sprintf(" pad=%d", c.pad)
+	}
+	return s
 }
 
 // Load verifies the artifact (the .onnx file's digest), checks its inputs
@@ -68,6 +74,11 @@ func (e *ONNX) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 	if err != nil {
 		return ModelInfo{}, err
 	}
+	// Padding where it can apply: not for pairs, not where a batch's rows
+	// mix (one sequence per run), not without a mask to hide the padding.
+	if cfg.pooling != PoolingRank && len(plan.batchOps) == 0 && slices.Contains(plan.roles, roleMask) {
+		cfg.pad = e.pad
+	}
 	var ce crossEncoder
 	if cfg.pooling == PoolingRank {
 		if ce, err = readCrossEncoder(files, hfc, plan); err != nil {
@@ -92,6 +103,13 @@ func (e *ONNX) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 		return ModelInfo{}, err
 	}
 	m.ref, m.nVocab, m.ce = ref, hfc.VocabSize, ce
+	if hfc.PadTokenID != nil && *hfc.PadTokenID >= 0 && (m.nVocab == 0 || *hfc.PadTokenID < m.nVocab) {
+		m.padID = int32(*hfc.PadTokenID)
+	}
+	if err := m.probePadding(); err != nil {
+		m.free()
+		return ModelInfo{}, err
+	}
 	if cfg.pooling == PoolingRank {
 		if m.ce.scoring, err = hfc.Scoring(m.width[plan.logits]); err != nil {
 			m.free()
@@ -202,7 +220,7 @@ func onnxRef(digest string, cfg onnxConfig, ce crossEncoder) string {
 // Graph input roles: what the engine feeds each input.
 const (
 	roleIDs       = iota // input_ids
-	roleMask             // attention_mask: ones (sequences are never padded)
+	roleMask             // attention_mask: ones, zeros over a padded run's padding
 	roleTypes            // token_type_ids: zeros; a cross-encoder pair's types from its post-processor
 	rolePositions        // position_ids: 0 … n-1
 )

@@ -132,7 +132,7 @@ func maxDiff(a, b []float32) float64 {
 
 func TestONNXRuns(t *testing.T) {
 	m := &onnxModel{cfg: onnxConfig{tokensPerRun: 8, seqMax: 2}}
-	got := m.runs(testSeqs)
+	got := m.runs(testSeqs, 0)
 	// lengths: 0→3 1→5 2→3 3→1 4→8 5→3 6→5
 	want := [][]int{{3}, {0, 2}, {5}, {1}, {6}, {4}}
 	if len(got) != len(want) {

@@ -502,6 +502,9 @@ func (s *embedSink) copyOf(d doc) (dataio.EmbedRows, []*record.RowError, int64) 
 		s.stats.OK.Add(-1)
 		s.stats.Failed.Add(1)
 		s.stats.ItemFailures.Add(int64(len(errs)))
+		if rows.Len() > 0 {
+			s.stats.Partial.Add(1)
+		}
 	}
 	return rows, errs, tokens
 }

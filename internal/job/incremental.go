@@ -191,6 +191,7 @@ func (r *runner) catchUp(ctx context.Context, prev *previous.Set, until int64) e
 	}
 	ro := r.o.Read
 	ro.Context = ctx
+	ro.UniqueIDs = true // as the run reads them: a duplicate looks nothing up
 	src, err := dataio.Open(r.o.Inputs, ro)
 	if err != nil {
 		return err

@@ -171,6 +171,7 @@ type runner struct {
 	extra  any // the kind's counters, kept in the checkpoint beside the pipeline's
 	closer []func()
 	ctx    context.Context // the run's, from load: bounds the uploads of outputs in a bucket
+	docsR  *dataio.Reader  // the documents (embed, generate): their id counts go in the summary
 }
 
 // begin checks the options and the outputs with the kind's Check
@@ -614,12 +615,35 @@ func (r *runner) readOptions(ctx context.Context) dataio.ReadOptions {
 // docs opens the inputs as documents, from where a resumed run replays.
 func (r *runner) docs(ctx context.Context) (*dataio.Reader, error) {
 	o := r.o
-	src, err := dataio.Open(o.Inputs, r.readOptions(ctx))
+	ro := r.readOptions(ctx)
+	ro.UniqueIDs = true
+	src, err := dataio.Open(o.Inputs, ro)
 	if err != nil {
 		return nil, err
 	}
 	r.closer = append(r.closer, func() { src.Close() })
+	r.docsR = src
 	return src, nil
+}
+
+// idLines say what the id rule did (dataio/ids.go), if anything.
+func idLines(s dataio.IDStats, shard bool) []SummaryLine {
+	var lines []SummaryLine
+	if s.Fallback > 0 {
+		lines = append(lines, SummaryLine{"ids", fmt.Sprintf("%d rows without an id field were named %sINDEX (their record index)", s.Fallback, dataio.FallbackIDPrefix)})
+	}
+	if s.Duplicates > 0 {
+		where := "the run"
+		if shard {
+			where = "this shard (merge does not compare shards)"
+		}
+		lines = append(lines, SummaryLine{"ids", fmt.Sprintf("%d rows repeat the id of an earlier row of %s: %s in the errors file",
+			s.Duplicates, where, dataio.ReasonDuplicateID)})
+	}
+	if len(lines) == 2 {
+		lines[1].Label = ""
+	}
+	return lines
 }
 
 // config is the pipeline configuration common to every kind.
@@ -654,9 +678,11 @@ func (r *runner) writeManifest(src any) error {
 		return err
 	}
 	c := o.Stats.Snapshot()
+	outRows := r.w.Rows()
 	m := dataio.Manifest{Command: r.kind, Shard: o.Read.Shard, Shards: o.Read.Shards, Output: o.Out, Errors: o.Errors,
-		Rows:         dataio.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Items: c.Items, Tokens: c.Tokens, FileErrors: c.FileErrors},
-		ErrorRecords: r.w.ErrorRecords(), IndexNumbering: "shard", ModelDigest: r.model.Digest,
+		Rows: dataio.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Partial: c.Partial, Items: c.Items,
+			ItemFailures: c.ItemFailures, Tokens: c.Tokens, FileErrors: c.FileErrors},
+		ErrorRecords: r.w.ErrorRecords(), OutputRows: &outRows, IndexNumbering: "shard", ModelDigest: r.model.Digest,
 		SettingsDigest: settingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
 		ElapsedSeconds: time.Since(r.start).Seconds()}
 	var spans []dataio.Span
@@ -698,6 +724,9 @@ func (r *runner) finish(err error) (Summary, error) {
 	s.Job = st.Snapshot()
 	s.Run = st.Snapshot().Minus(st.Restored())
 	s.DeadlineStretch = int(st.DeadlineStretch.Load())
+	if r.docsR != nil {
+		s.Lines = append(s.Lines, idLines(r.docsR.IDStats(), r.o.Read.Shards > 0)...)
+	}
 	if r.pool != nil {
 		h := r.pool.Health()
 		s.Restarts = restarts(h)

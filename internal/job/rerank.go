@@ -120,6 +120,9 @@ func (o *RerankOptions) source(ctx context.Context, r *runner) (pipeline.Source[
 	if o.Run.Run != "" {
 		o.Run.Read = ro
 		rr, err := dataio.OpenRun(o.Run)
+		if errors.Is(err, dataio.ErrDuplicateRow) {
+			return nil, &ConfigError{err}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -128,6 +128,9 @@ func (c *collector[R, I, O]) result(s *pending[R, I, O], st *Stats) Result[R, I,
 	st.Read.Add(1)
 	if len(r.Failed) > 0 {
 		st.Failed.Add(1)
+		if len(r.Done) > 0 {
+			st.Partial.Add(1)
+		}
 	} else {
 		st.OK.Add(1)
 	}

@@ -10,6 +10,7 @@ import (
 type Stats struct {
 	Read         atomic.Int64 // records that reached the sink = OK + Failed
 	OK, Failed   atomic.Int64 // records with every item answered; records with errors
+	Partial      atomic.Int64 // of Failed: records with items answered too (their rows are written)
 	Items        atomic.Int64 // items answered
 	Tokens       atomic.Int64 // tokens of the items answered
 	ItemFailures atomic.Int64 // items that failed alone
@@ -31,6 +32,7 @@ type Counters struct {
 	Read         int64 `json:"read"`
 	OK           int64 `json:"ok"`
 	Failed       int64 `json:"failed"`
+	Partial      int64 `json:"partial,omitempty"`
 	Items        int64 `json:"items"`
 	Tokens       int64 `json:"tokens"`
 	ItemFailures int64 `json:"item_failures"`
@@ -39,7 +41,7 @@ type Counters struct {
 
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() Counters {
-	return Counters{Read: s.Read.Load(), OK: s.OK.Load(), Failed: s.Failed.Load(), Items: s.Items.Load(),
+	return Counters{Read: s.Read.Load(), OK: s.OK.Load(), Failed: s.Failed.Load(), Partial: s.Partial.Load(), Items: s.Items.Load(),
 		Tokens: s.Tokens.Load(), ItemFailures: s.ItemFailures.Load(), FileErrors: s.FileErrors.Load()}
 }
 
@@ -49,6 +51,7 @@ func (s *Stats) Restore(c Counters) {
 	s.Read.Store(c.Read)
 	s.OK.Store(c.OK)
 	s.Failed.Store(c.Failed)
+	s.Partial.Store(c.Partial)
 	s.Items.Store(c.Items)
 	s.Tokens.Store(c.Tokens)
 	s.ItemFailures.Store(c.ItemFailures)
@@ -62,6 +65,6 @@ func (s *Stats) Restored() Counters { return s.base }
 
 // Minus is c less b, counter by counter.
 func (c Counters) Minus(b Counters) Counters {
-	return Counters{Read: c.Read - b.Read, OK: c.OK - b.OK, Failed: c.Failed - b.Failed, Items: c.Items - b.Items,
+	return Counters{Read: c.Read - b.Read, OK: c.OK - b.OK, Failed: c.Failed - b.Failed, Partial: c.Partial - b.Partial, Items: c.Items - b.Items,
 		Tokens: c.Tokens - b.Tokens, ItemFailures: c.ItemFailures - b.ItemFailures, FileErrors: c.FileErrors - b.FileErrors}
 }

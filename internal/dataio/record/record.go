@@ -20,6 +20,8 @@ const (
 	ReasonInvalidUTF8   = "invalid_utf8"
 	ReasonEmptyText     = "empty_text"
 	ReasonBadID         = "bad_id"
+	ReasonDuplicateID   = "duplicate_id"      // an id an earlier record of the run has
+	ReasonCorruptRows   = "corrupt_row_group" // a row of a Parquet row group that cannot be decoded
 	// Rerank inputs.
 	ReasonMalformedLine   = "malformed_line"   // a run file line that is not a TREC or TSV run line
 	ReasonMissingDocument = "missing_document" // a run names a document the corpus does not hold
