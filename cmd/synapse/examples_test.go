@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,6 +98,7 @@ func shellCommands(script string) [][]string {
 	var cmd []string
 	var word strings.Builder
 	inWord := false
+	depth := 0 // open parentheses: subshells and command substitutions
 	endWord := func() {
 		if inWord {
 			cmd = append(cmd, word.String())
@@ -133,7 +135,13 @@ func shellCommands(script string) [][]string {
 			for i+1 < len(script) && script[i+1] != '\n' {
 				i++
 			}
+		case r == ')' && depth == 0:
+			// A `)` that closes no `(` ends a case pattern: its words
+			// are no command.
+			word.Reset()
+			inWord, cmd = false, nil
 		case strings.IndexByte("\n;|&()", r) >= 0:
+			depth += strings.Count("(", string(r)) - strings.Count(")", string(r))
 			endCmd()
 		case r == ' ' || r == '\t':
 			endWord()
@@ -216,7 +224,16 @@ func checkFlags(app *cli.App, args []string) error {
 func exampleCalls(t *testing.T) map[string][][]string {
 	t.Helper()
 	calls := map[string][][]string{}
-	files, _ := filepath.Glob(repoPath("examples", "*", "*"))
+	var files []string
+	err := filepath.WalkDir(repoPath("examples"), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && filepath.Dir(path) != repoPath("examples") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, path := range files {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -314,6 +331,7 @@ func TestFlagCheckerCatchesMistakes(t *testing.T) {
 		{`"$synapse" embed $INPUTS -m "$MODEL" --shardz "auto/$N"`, "synapse embed: no flag --shardz"},
 		{"OMP_NUM_THREADS=1 exec /usr/bin/synapse merge out.arrow \\\n  --max-error-rat 0.1", "synapse merge: no flag --max-error-rat"},
 		{`synapse embedd in.jsonl`, "synapse embedd: no such command"},
+		{"synapse) synapse embed in.jsonl --bogus ;;", "synapse embed: no flag --bogus"}, // a case pattern
 		{`synapse embed in.jsonl --chunk-tokens -5 -q`, ""}, // -5 is a value
 		{`synapse models add m.gguf --name x --bogus`, "synapse models add: no flag --bogus"},
 	} {
