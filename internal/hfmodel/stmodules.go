@@ -358,11 +358,17 @@ func checkDenseWeights(m Module) error {
 		return fmt.Errorf("hfmodel: %w: %w", ErrModule, err)
 	}
 	defer f.Close()
-	want := map[string][]int64{"linear.weight": {int64(m.Out), int64(m.In)}}
-	if m.Bias {
-		want["linear.bias"] = []int64{int64(m.Out)}
+	// In this order, so that an error names the weight before the bias.
+	type tensor struct {
+		name  string
+		shape []int64
 	}
-	for name, shape := range want {
+	want := []tensor{{"linear.weight", []int64{int64(m.Out), int64(m.In)}}}
+	if m.Bias {
+		want = append(want, tensor{"linear.bias", []int64{int64(m.Out)}})
+	}
+	for _, w := range want {
+		name, shape := w.name, w.shape
 		t, ok := f.Tensors[name]
 		if !ok {
 			return fmt.Errorf("hfmodel: %s: %w: Dense: no tensor %s (tensors: %v)", m.Weights, ErrModule, name, f.Names())
