@@ -332,7 +332,7 @@ func TestFlagCheckerCatchesMistakes(t *testing.T) {
 		{"OMP_NUM_THREADS=1 exec /usr/bin/synapse merge out.arrow \\\n  --max-error-rat 0.1", "synapse merge: no flag --max-error-rat"},
 		{`synapse embedd in.jsonl`, "synapse embedd: no such command"},
 		{"synapse) synapse embed in.jsonl --bogus ;;", "synapse embed: no flag --bogus"}, // a case pattern
-		{`synapse embed in.jsonl --chunk-tokens -5 -q`, ""}, // -5 is a value
+		{`synapse embed in.jsonl --chunk-tokens -5 -q`, ""},                              // -5 is a value
 		{`synapse models add m.gguf --name x --bogus`, "synapse models add: no flag --bogus"},
 	} {
 		cmds := shellCommands(tc.script)
