@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -354,49 +353,10 @@ func TestEmbedStdinInterrupt(t *testing.T) {
 	defer pr.Close()
 	defer stdin.Close()
 	cmd.Stdin = pr
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	started := make(chan struct{})
-	var log strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "embedding with") {
-				close(started)
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	fmt.Fprintln(stdin, `{"id":"a","text":"hello world"}`)
-	select {
-	case <-started:
-	case err := <-exited:
-		t.Fatalf("synapse exited before it started embedding: %v\n%s", err, log.String())
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		t.Fatalf("no start within a minute")
-	}
+	fmt.Fprintln(stdin, `{"id":"a","text":"hello world"}`) // the pipe holds it until synapse reads
+	e := startEmbedding(t, cmd)
 	waitRead(t, pr) // synapse has read the line: it now waits on the silent pipe
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-		t.Fatalf("still running 20 s after SIGINT with stdin open and idle\n%s", log.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Errorf("exit code %d; want %d\n%s", code, exitInterrupted, log.String())
-	}
+	e.interrupt(t, syscall.SIGINT, 20*time.Second, "with stdin open and idle")
 }
 
 // waitRead waits until every byte written to the pipe whose read end is r

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -488,4 +490,66 @@ func writeRecordGroups(t testing.TB, path string, rec arrow.RecordBatch, rowGrou
 func newParquetWriter(f *os.File, sc *arrow.Schema, rowGroup int64) (*pqarrow.FileWriter, error) {
 	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rowGroup))
 	return pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
+}
+
+// embedding is a synapse embed process started by startEmbedding.
+type embedding struct {
+	cmd    *exec.Cmd
+	exited chan error       // the process's exit, once its standard error has ended
+	log    *strings.Builder // its standard error; read only after exited
+}
+
+// startEmbedding starts cmd (a synapse embed) and waits, a minute at most,
+// until it says "embedding with": its workers are up and it reads its input.
+func startEmbedding(t *testing.T, cmd *exec.Cmd) *embedding {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e := &embedding{cmd: cmd, exited: make(chan error, 1), log: new(strings.Builder)}
+	started := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			e.log.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(sc.Text(), "embedding with") {
+				close(started)
+			}
+		}
+		e.exited <- cmd.Wait()
+	}()
+	select {
+	case <-started:
+	case err := <-e.exited:
+		t.Fatalf("synapse exited before it started embedding: %v\n%s", err, e.log)
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-e.exited
+		t.Fatal("no start within a minute")
+	}
+	return e
+}
+
+// interrupt sends sig and fails the test unless synapse exits within the
+// given time with the interrupted exit code; situation says what it was
+// doing, for the failure's message.
+func (e *embedding) interrupt(t *testing.T, sig syscall.Signal, within time.Duration, situation string) {
+	t.Helper()
+	if err := e.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.exited:
+	case <-time.After(within):
+		e.cmd.Process.Kill()
+		<-e.exited
+		t.Fatalf("still running %v after %v %s\n%s", within, sig, situation, e.log)
+	}
+	if code := e.cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("exit code %d; want %d\n%s", code, exitInterrupted, e.log)
+	}
 }

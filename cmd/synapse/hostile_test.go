@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -33,48 +32,9 @@ func endlessInputInterrupt(t *testing.T, sig syscall.Signal) {
 	dir := t.TempDir()
 	cmd := synapseCmd(context.Background(), t, nil, "embed", "/dev/zero", "-m", tinyModel(t), "-o", filepath.Join(dir, "out.arrow"),
 		"--workers", "1", "--threads", "1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	exited := make(chan error, 1)
-	var log strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "embedding with") {
-				close(started)
-			}
-		}
-		exited <- cmd.Wait()
-	}()
-	select {
-	case <-started:
-	case err := <-exited:
-		t.Fatalf("synapse exited before it started: %v\n%s", err, log.String())
-	case <-time.After(time.Minute):
-		cmd.Process.Kill()
-		t.Fatal("no start within a minute")
-	}
+	e := startEmbedding(t, cmd)
 	waitBytesRead(t, cmd.Process.Pid, 64<<20) // inside the endless line
-	if err := cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-		t.Fatalf("still running 10 s after one %v while reading /dev/zero\n%s", sig, log.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Errorf("exit code %d; want %d\n%s", code, exitInterrupted, log.String())
-	}
+	e.interrupt(t, sig, 10*time.Second, "while reading /dev/zero")
 }
 
 // TestGrammarRefusedBeforeWork: a grammar file that is endless, empty or
