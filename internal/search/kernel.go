@@ -35,27 +35,9 @@ func dotF32(a, b []float32) float32 {
 	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 }
 
-// dotI8 is the dot product of two int8 code vectors, accumulated in int32.
-func dotI8(a, b []int8) int32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 int32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		x, y := a[i:i+4:i+4], b[i:i+4:i+4]
-		s0 += int32(x[0]) * int32(y[0])
-		s1 += int32(x[1]) * int32(y[1])
-		s2 += int32(x[2]) * int32(y[2])
-		s3 += int32(x[3]) * int32(y[3])
-	}
-	for ; i < len(a); i++ {
-		s0 += int32(a[i]) * int32(b[i])
-	}
-	return s0 + s1 + s2 + s3
-}
-
-// dotU8 is the dot product of two uint8 code vectors, accumulated in int32
-// (exact below 33,000 dims).
-func dotU8(a, b []uint8) int32 {
+// dotCodes is the dot product of two int8 or uint8 code vectors,
+// accumulated in int32 (exact below 33,000 dims).
+func dotCodes[T int8 | uint8](a, b []T) int32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 int32
 	i := 0
@@ -165,12 +147,12 @@ func (s space) score(qs *tile, qi int, cs *tile, r0, r1 int, out []float32) {
 	case s.dtype == vector.Int8:
 		q := qs.i8[qi*w : (qi+1)*w]
 		for r := r0; r < r1; r++ {
-			out[r-r0] = float32(dotI8(q, cs.i8[r*w:]))
+			out[r-r0] = float32(dotCodes(q, cs.i8[r*w:]))
 		}
 	case s.dtype == vector.Uint8:
 		q := qs.u8[qi*w : (qi+1)*w]
 		for r := r0; r < r1; r++ {
-			out[r-r0] = float32(dotU8(q, cs.u8[r*w:]))
+			out[r-r0] = float32(dotCodes(q, cs.u8[r*w:]))
 		}
 	default:
 		q := qs.u64[qi*w : (qi+1)*w]
