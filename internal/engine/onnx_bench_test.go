@@ -37,7 +37,32 @@ import (
 // contender, the median tokens/s over the rounds and the tokens per CPU
 // second of this process (less sensitive to other processes' load).
 func BenchmarkONNXvsLlama(b *testing.B) {
-	dir := os.Getenv("SYNAPSE_BENCH_MINILM")
+	dir, workloads := sciFactWorkloads(b)
+	for _, wl := range workloads {
+		seqs := wl.seqs
+		b.Run(wl.name, func(b *testing.B) {
+			cs := contenders(b, dir, wl.window+2)
+			for b.Loop() {
+				runRounds(b, cs, seqs, wl.window+2)
+			}
+		})
+	}
+}
+
+// workload is the SciFact documents cut one way into sequences.
+type workload struct {
+	name   string
+	window int // content tokens per sequence
+	seqs   [][]int32
+}
+
+// sciFactWorkloads tokenizes SYNAPSE_BENCH_DOCS SciFact documents (default
+// 300) with the MiniLM-L6-shaped model in SYNAPSE_BENCH_MINILM (the
+// benchmark is skipped without it) and cuts them as the ONNX benchmarks
+// run them: each document's first 510 tokens (doc512), and all of each
+// document in 126-token chunks (chunk128).
+func sciFactWorkloads(b *testing.B) (dir string, wls []workload) {
+	dir = os.Getenv("SYNAPSE_BENCH_MINILM")
 	if dir == "" {
 		b.Skip("SYNAPSE_BENCH_MINILM is not set (see docs/onnx-bench.md)")
 	}
@@ -46,18 +71,9 @@ func BenchmarkONNXvsLlama(b *testing.B) {
 		b.Fatal(err)
 	}
 	ids := benchTokenize(b, dir, docs)
-	for _, wl := range []struct {
-		name   string
-		window int // content tokens per sequence
-		all    bool
-	}{{"doc512", 510, false}, {"chunk128", 126, true}} {
-		seqs := windows(ids, wl.window, wl.all)
-		b.Run(wl.name, func(b *testing.B) {
-			cs := contenders(b, dir, wl.window+2)
-			for b.Loop() {
-				runRounds(b, cs, seqs, wl.window+2)
-			}
-		})
+	return dir, []workload{
+		{"doc512", 510, windows(ids, 510, false)},
+		{"chunk128", 126, windows(ids, 126, true)},
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/internal/parity"
 	"github.com/synapse-embed/synapse/internal/testenv"
 	"github.com/synapse-embed/synapse/internal/wire"
 )
@@ -27,23 +26,11 @@ import (
 //
 //	SYNAPSE_BENCH_MINILM=DIR go test ./internal/engine -run '^$' -bench ONNXPad -benchtime 1x
 func BenchmarkONNXPad(b *testing.B) {
-	dir := os.Getenv("SYNAPSE_BENCH_MINILM")
-	if dir == "" {
-		b.Skip("SYNAPSE_BENCH_MINILM is not set (see docs/onnx-bench.md)")
-	}
-	docs, err := parity.Corpus(testenv.Fixture(b, "corpora", "scifact", "corpus.jsonl"), envInt("SYNAPSE_BENCH_DOCS", 300))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := benchTokenize(b, dir, docs)
+	dir, workloads := sciFactWorkloads(b)
 	graph := filepath.Join(dir, "onnx", "model.onnx")
 	threads := envInt("SYNAPSE_BENCH_THREADS", 1)
-	for _, wl := range []struct {
-		name   string
-		window int
-		all    bool
-	}{{"doc512", 510, false}, {"chunk128", 126, true}} {
-		seqs := windows(ids, wl.window, wl.all)
+	for _, wl := range workloads {
+		seqs := wl.seqs
 		b.Run(wl.name, func(b *testing.B) {
 			reqs := sortedRequests(seqs, wl.window+2)
 			var cs []contender

@@ -4,7 +4,6 @@ package engine
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,9 +11,6 @@ import (
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
-
-	"github.com/synapse-embed/synapse/internal/parity"
-	"github.com/synapse-embed/synapse/internal/testenv"
 )
 
 // BenchmarkORTOptions measures, on ONNX Runtime called through the binding
@@ -29,24 +25,12 @@ import (
 //
 //	SYNAPSE_BENCH_MINILM=DIR go test ./internal/engine -run '^$' -bench ORTOptions -benchtime 1x
 func BenchmarkORTOptions(b *testing.B) {
-	dir := os.Getenv("SYNAPSE_BENCH_MINILM")
-	if dir == "" {
-		b.Skip("SYNAPSE_BENCH_MINILM is not set (see docs/onnx-bench.md)")
-	}
-	docs, err := parity.Corpus(testenv.Fixture(b, "corpora", "scifact", "corpus.jsonl"), envInt("SYNAPSE_BENCH_DOCS", 300))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := benchTokenize(b, dir, docs)
+	dir, workloads := sciFactWorkloads(b)
 	openONNX(b) // initializes ONNX Runtime
 	graph := filepath.Join(dir, "onnx", "model.onnx")
 	pad := envInt("SYNAPSE_BENCH_PAD", 8)
-	for _, wl := range []struct {
-		name   string
-		window int
-		all    bool
-	}{{"doc512", 510, false}, {"chunk128", 126, true}} {
-		seqs := windows(ids, wl.window, wl.all)
+	for _, wl := range workloads {
+		seqs := wl.seqs
 		b.Run(wl.name, func(b *testing.B) {
 			reqs := sortedRequests(seqs, wl.window+2)
 			var cs []ortContender
