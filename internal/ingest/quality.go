@@ -41,20 +41,11 @@ func (s *session) measure(ctx context.Context, src modelcache.Entry, out *artifa
 	}
 	batches, tokens := sampleBatches(out, q.Sample.Texts, n)
 	reps := (minTimedTokens + tokens - 1) / max(tokens, 1)
-	var vecs [2][][]float32
-	var times [2][]time.Duration
-	for r := range q.Rounds {
-		for k := range 2 {
-			i := k ^ r%2 // the source first in even rounds, the variant first in odd ones
-			v, took, err := s.embedAll(ctx, refs[i], batches, reps)
-			if err != nil {
-				return nil, err
-			}
-			if vecs[i] == nil {
-				vecs[i] = v
-			}
-			times[i] = append(times[i], took)
-		}
+	vecs, times, err := alternate(q.Rounds, func(i int) ([][]float32, time.Duration, error) {
+		return s.embedAll(ctx, refs[i], batches, reps)
+	})
+	if err != nil {
+		return nil, err
 	}
 	qa := &modelcache.Quality{Sample: q.Sample.Name, Texts: len(q.Sample.Texts), Tokens: tokens,
 		MinCosineRequired: q.MinCosine, Threads: s.o.threads(), Rounds: q.Rounds}
@@ -140,4 +131,24 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return max(s[len(s)/2], time.Microsecond)
+}
+
+// alternate runs the source (0) and the variant (1) rounds times each,
+// the source first in even rounds and the variant first in odd ones, and
+// returns each one's first result and all its times.
+func alternate[T any](rounds int, run func(i int) (T, time.Duration, error)) (first [2]T, times [2][]time.Duration, err error) {
+	for r := range rounds {
+		for k := range 2 {
+			i := k ^ r%2
+			v, took, err := run(i)
+			if err != nil {
+				return first, times, err
+			}
+			if len(times[i]) == 0 {
+				first[i] = v
+			}
+			times[i] = append(times[i], took)
+		}
+	}
+	return first, times, nil
 }

@@ -26,20 +26,11 @@ const sampleQueries = 4
 func (s *session) measureRerank(ctx context.Context, src modelcache.Entry, out *artifact.Artifact, q QuantizeOptions, n int, refs [2]string) (*modelcache.Quality, error) {
 	reqs, tokens := samplePairs(out, q.Sample.Texts, n)
 	reps := (minTimedTokens + tokens - 1) / max(tokens, 1)
-	var scores [2][][]float32
-	var times [2][]time.Duration
-	for r := range q.Rounds {
-		for k := range 2 {
-			i := k ^ r%2 // the source first in even rounds, the variant first in odd ones
-			sc, took, err := s.rerankAll(ctx, refs[i], reqs, reps)
-			if err != nil {
-				return nil, err
-			}
-			if scores[i] == nil {
-				scores[i] = sc
-			}
-			times[i] = append(times[i], took)
-		}
+	scores, times, err := alternate(q.Rounds, func(i int) ([][]float32, time.Duration, error) {
+		return s.rerankAll(ctx, refs[i], reqs, reps)
+	})
+	if err != nil {
+		return nil, err
 	}
 	qa := &modelcache.Quality{Sample: q.Sample.Name, Texts: len(q.Sample.Texts), Tokens: tokens, Measure: modelcache.MeasureScores,
 		MinCosineRequired: q.MinCosine, Threads: s.o.threads(), Rounds: q.Rounds}
