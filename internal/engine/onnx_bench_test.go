@@ -250,23 +250,7 @@ func runRounds(b *testing.B, cs []contender, seqs [][]int32, n int) {
 			}
 		}
 	}
-	wall := map[string][]float64{}
-	cpu := map[string][]float64{}
-	for r := range rounds {
-		for k := range cs {
-			c := cs[(k+r)%len(cs)]
-			var m cost
-			m.measure(b, 0, func() {
-				for i, q := range reqs {
-					if err := c.run(i, q); err != nil {
-						b.Fatalf("%s: %v", c.name, err)
-					}
-				}
-			})
-			wall[c.name] = append(wall[c.name], float64(total)/m.wall.Seconds())
-			cpu[c.name] = append(cpu[c.name], float64(total)/m.cpu.Seconds())
-		}
-	}
+	wall, cpu := measureRounds(b, cs, reqs, total, rounds)
 	var lines []string
 	for _, c := range cs {
 		b.ReportMetric(median(wall[c.name]), c.name+"-tok/s")
@@ -290,4 +274,27 @@ func spread(v []float64) string {
 	s := slices.Clone(v)
 	sort.Float64s(s)
 	return fmt.Sprintf("median %6.0f (%6.0f–%6.0f)", s[len(s)/2], s[0], s[len(s)-1])
+}
+
+// measureRounds runs every contender over all requests once a round, in
+// an order rotated each round, and returns each one's tokens per second
+// and per CPU-second of this process, a figure a round.
+func measureRounds(b *testing.B, cs []contender, reqs [][][]int32, total, rounds int) (wall, cpu map[string][]float64) {
+	wall, cpu = map[string][]float64{}, map[string][]float64{}
+	for r := range rounds {
+		for k := range cs {
+			c := cs[(k+r)%len(cs)]
+			var m cost
+			m.measure(b, 0, func() {
+				for i, q := range reqs {
+					if err := c.run(i, q); err != nil {
+						b.Fatalf("%s: %v", c.name, err)
+					}
+				}
+			})
+			wall[c.name] = append(wall[c.name], float64(total)/m.wall.Seconds())
+			cpu[c.name] = append(cpu[c.name], float64(total)/m.cpu.Seconds())
+		}
+	}
+	return wall, cpu
 }

@@ -119,22 +119,7 @@ func runPadRounds(b *testing.B, cs []contender, reqs [][][]int32) {
 		}
 	}
 	rounds := envInt("SYNAPSE_BENCH_ROUNDS", 3)
-	wall, cpu := map[string][]float64{}, map[string][]float64{}
-	for r := range rounds {
-		for k := range cs {
-			c := cs[(k+r)%len(cs)]
-			var m cost
-			m.measure(b, 0, func() {
-				for i, q := range reqs {
-					if err := c.run(i, q); err != nil {
-						b.Fatalf("%s: %v", c.name, err)
-					}
-				}
-			})
-			wall[c.name] = append(wall[c.name], float64(total)/m.wall.Seconds())
-			cpu[c.name] = append(cpu[c.name], float64(total)/m.cpu.Seconds())
-		}
-	}
+	wall, cpu := measureRounds(b, cs, reqs, total, rounds)
 	var lines []string
 	for _, c := range cs {
 		b.ReportMetric(median(wall[c.name]), c.name+"-tok/s")
