@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -139,22 +138,33 @@ func Run[R, I, O any](ctx context.Context, cfg Config, kind Kind[R, I, O], src S
 	c := &collector[R, I, O]{run: p, sink: sink, registered: make(chan rec[R, I], cfg.MaxGroup), pending: map[int64]*pending[R, I, O]{}}
 
 	g.Go(func() error { return p.readAll(ctx, src, read) })
-	var prepWG sync.WaitGroup
-	for range cfg.Preparers {
-		prepWG.Add(1)
-		g.Go(func() error { defer prepWG.Done(); return p.prepareAll(ctx, read, prepared) })
-	}
-	g.Go(func() error { prepWG.Wait(); close(prepared); return nil })
+	g.Go(func() error {
+		return fanOut(cfg.Preparers, prepared, func() error { return p.prepareAll(ctx, read, prepared) })
+	})
 	g.Go(func() error { return reorder(ctx, prepared, ordered) })
 	g.Go(func() error { return p.pack(ctx, ordered, c.registered, batches) })
-	var dispWG sync.WaitGroup
-	for range cfg.Workers {
-		dispWG.Add(1)
-		g.Go(func() error { defer dispWG.Done(); return p.dispatch(ctx, batches, answers) })
-	}
-	g.Go(func() error { dispWG.Wait(); close(answers); return nil })
+	g.Go(func() error {
+		return fanOut(cfg.Workers, answers, func() error { return p.dispatch(ctx, batches, answers) })
+	})
 	g.Go(func() error { return c.collect(ctx, answers) })
 	return g.Wait()
+}
+
+// fanOut runs n copies of stage and closes out once all have ended well.
+// After a failure it returns the first error and leaves out open: a stage
+// downstream must not see a clean end of input (and report records missing)
+// before the failure that ended the run is recorded; the cancellation that
+// follows the error ends it instead.
+func fanOut[T any](n int, out chan<- T, stage func() error) error {
+	var g errgroup.Group
+	for range n {
+		g.Go(stage)
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	close(out)
+	return nil
 }
 
 // readAll pulls records from src; each takes a slot until the sink has it.
@@ -229,7 +239,17 @@ func reorder[R, I any](ctx context.Context, in <-chan rec[R, I], out chan<- rec[
 	defer close(out)
 	held := map[int64]rec[R, I]{}
 	next := int64(0)
-	for x := range in {
+	for {
+		var x rec[R, I]
+		var ok bool
+		select {
+		case x, ok = <-in:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !ok {
+			break
+		}
 		held[x.seq] = x
 		for {
 			h, ok := held[next]
