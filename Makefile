@@ -36,7 +36,7 @@ HFTOK_STAMP      := $(HFTOK_DIR)/.installed-$(HFTOK_VERSION)
 # Test server only (never used by synapse): versitygw, an S3 gateway over a
 # POSIX directory, written in Go and built from the Go module proxy (its
 # go.sum checked against sum.golang.org), for the object-storage tests
-# (internal/s3test starts one per test on a 127.0.0.1 port). Built once.
+# (io/objstore/s3test starts one per test on a 127.0.0.1 port). Built once.
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW_DIR     := $(CURDIR)/.cache/versitygw/$(VERSITYGW_VERSION)
 VERSITYGW_STAMP   := $(VERSITYGW_DIR)/.installed-$(VERSITYGW_VERSION)
@@ -136,19 +136,19 @@ vet:
 	$(GO) vet ./...
 
 # Race detector on the concurrent packages; everything else plain. Tests run
-# through internal/testsummary, which shows package results and failed tests
+# through .ci/testsummary, which shows package results and failed tests
 # and ends the run with one line counting passed, failed and skipped tests,
 # with why they were skipped (a missing ../shared/fixtures, say).
-RACE_PKGS := ./internal/wire/... ./internal/supervise/... ./internal/pipeline/...
+RACE_PKGS := ./wire ./supervise ./pipeline
 TEST_EVENTS := $(CURDIR)/.cache/test-events.json
 TESTSUMMARY := $(CURDIR)/bin/testsummary
 # Tests keep the model cache's digest cache out of the user's home.
 test test-race: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test: setup hf-tokenizers vet
 	@mkdir -p .cache bin && rm -f $(TEST_EVENTS)
-	@$(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+	@$(GO) build -o $(TESTSUMMARY) ./.ci/testsummary
 	$(MAKE) --no-print-directory test-race
-	set -o pipefail; $(GO) test -json -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E '/internal/(wire|supervise|pipeline)($$|/)') | $(TESTSUMMARY) -log $(TEST_EVENTS)
+	set -o pipefail; $(GO) test -json -count=1 -timeout 30m $$($(GO) list ./... | grep -v -E 'synapse/(wire|supervise|pipeline)$$') ./.ci/testsummary | $(TESTSUMMARY) -log $(TEST_EVENTS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 	@$(TESTSUMMARY) -summary $(TEST_EVENTS)
 
@@ -156,7 +156,7 @@ test: setup hf-tokenizers vet
 # concurrent packages run without -race, and the run says so, then and in the
 # summary line.
 test-race:
-	@mkdir -p .cache bin && test -x $(TESTSUMMARY) || $(GO) build -o $(TESTSUMMARY) ./internal/testsummary
+	@mkdir -p .cache bin && test -x $(TESTSUMMARY) || $(GO) build -o $(TESTSUMMARY) ./.ci/testsummary
 	@set -o pipefail; cc=$$($(GO) env CC); race=-race; \
 	if [ "$$($(GO) env CGO_ENABLED)" != 1 ] || ! command -v $${cc%% *} >/dev/null 2>&1; then \
 	  race=; note="race detector skipped: it needs cgo and a C compiler (CC=$$cc, CGO_ENABLED=$$($(GO) env CGO_ENABLED))"; \
@@ -189,7 +189,7 @@ test-slurm: setup build
 S3_TESTS := '^TestS3'
 test-s3: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-s3: setup s3-server
-	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./internal/objstore ./internal/dataio ./cmd/synapse
+	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./io/objstore ./io/dataio ./cmd/synapse
 
 # Search recall at SciFact size (TestSearchRecallSciFactFull): the six-layer
 # MiniLM-shaped model embeds 1,000 SciFact titles as float32, int8 and binary,

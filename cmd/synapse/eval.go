@@ -13,9 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/eval"
-	"github.com/synapse-embed/synapse/internal/job"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/pipeline/eval"
+	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 func evalCommand() *cli.Command {

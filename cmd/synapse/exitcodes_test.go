@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // TestExitCodesEndToEnd runs one case per row of the README's exit code table, for

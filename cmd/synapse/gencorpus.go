@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/io/dataio"
 )
 
 func genCorpusCommand() *cli.Command {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
+	"github.com/synapse-embed/synapse/io/dataio"
 )
 
 // TestGenCorpus writes a small synthetic corpus, reads it back, and checks

@@ -7,9 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/grammar"
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/readlimit"
+	"github.com/synapse-embed/synapse/model/grammar"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 func generateCommand() *cli.Command {

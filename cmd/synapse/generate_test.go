@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/internal/grammar"
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/model/grammar"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // End-to-end tests of `synapse generate` on generated llama models

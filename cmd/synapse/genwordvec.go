@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/objstore"
-	"github.com/synapse-embed/synapse/internal/wordvec"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/model/wordvec"
 )
 
 // genWordVectors learns word vectors from the --train corpus and writes the
-// pass-through BERT that averages them (internal/wordvec).
+// pass-through BERT that averages them (model/wordvec).
 func genWordVectors(ctx context.Context, w io.Writer, cfg genModelConfig) error {
 	if cfg.train == "" {
 		return usagef("gen-model: --kind word-vectors needs --train CORPUS.jsonl")

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/internal/tokenize"
-	"github.com/synapse-embed/synapse/internal/wordvec"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/model/wordvec"
 )
 
 // TestWordVectorModel: the model gen-model learns from a corpus runs in
@@ -82,7 +82,7 @@ func sifMean(b *wordvec.Built, text string) []float32 {
 }
 
 // TestWordVectorTrainInput: gen-model --train reads its corpus as embed
-// does (internal/dataio): Parquet and .jsonl.gz give the model the JSON
+// does (io/dataio): Parquet and .jsonl.gz give the model the JSON
 // Lines file gives, and a bad record fails the command (exit 2) naming the
 // file, the line and the reason.
 func TestWordVectorTrainInput(t *testing.T) {

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
+	"github.com/synapse-embed/synapse/model/artifact"
 
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/pipeline"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/pipeline"
 )
 
 // TestHelpSaysEachDefaultOnce: no flag's help line names its default twice

@@ -27,12 +27,12 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/gguf"
-	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/model/gguf"
+	"github.com/synapse-embed/synapse/model/gguf/modelgen"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // Helpers shared by the end-to-end tests of this package: running the

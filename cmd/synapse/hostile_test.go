@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/internal/testmodels"
+	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
 // TestEndlessInputInterrupt: an input that never ends a line (/dev/zero)

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
-	"github.com/synapse-embed/synapse/internal/testmodels"
+	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
 // TestEmbedIDs: a row without an id field is named #INDEX, a real id of

@@ -10,10 +10,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/gguf"
-	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
-	"github.com/synapse-embed/synapse/internal/hfmodel"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/model/gguf"
+	"github.com/synapse-embed/synapse/model/gguf/modelgen"
+	"github.com/synapse-embed/synapse/model/hfmodel"
 )
 
 func inspectCommand() *cli.Command {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 )
 
 // TestInspectONNXKind: inspect says which kind an ONNX directory is; for a

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/hfmodel"
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/onnx"
-	"github.com/synapse-embed/synapse/internal/readlimit"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/model/hfmodel"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/model/onnx"
+	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // onnxModelInfo is what inspect reports for an ONNX model; it is also the

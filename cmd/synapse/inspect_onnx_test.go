@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // TestInspectONNX inspects a generated ONNX model directory, as JSON and as

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/testmodels"
+	"github.com/synapse-embed/synapse/model/gguf/modelgen"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
 func TestInspectFixtureJSON(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/engine"
-	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/engine/testenv"
 )
 
 // cleanEnv is the test's environment without the variables that would tell

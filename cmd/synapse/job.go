@@ -14,12 +14,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/objstore"
-	"github.com/synapse-embed/synapse/internal/pipeline"
-	"github.com/synapse-embed/synapse/internal/status"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/pipeline"
+	"github.com/synapse-embed/synapse/pipeline/status"
 )
 
 // The flags and the run loop every job command (embed, rerank, generate)

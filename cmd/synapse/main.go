@@ -14,11 +14,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/readlimit"
-	"github.com/synapse-embed/synapse/internal/search"
-	"github.com/synapse-embed/synapse/internal/supervise"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/pipeline/search"
+	"github.com/synapse-embed/synapse/supervise"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/objstore"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/objstore"
 )
 
 func mergeCommand() *cli.Command {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/testmodels"
+	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
 // idCorpus writes a.jsonl and b.jsonl, 60 documents each (a shard each of

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/testmodels"
+	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
 // End-to-end tests of cross-encoders in the model cache: an ONNX

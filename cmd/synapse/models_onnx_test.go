@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/engine/testenv"
 )
 
 // End-to-end tests of the model cache with ONNX models: `models add DIR`,

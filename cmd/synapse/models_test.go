@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
-	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/model/gguf/modelgen"
+	"github.com/synapse-embed/synapse/engine/testenv"
 )
 
 // End-to-end tests of `synapse models`: the real binary, real workers, a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/objstore"
+	"github.com/synapse-embed/synapse/io/objstore"
 )
 
 // Paths in object storage (s3://bucket/key) are accepted wherever a file

@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/internal/onnx"
-	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/model/onnx"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // `synapse embed` with ONNX models, run by ONNX Runtime workers with no

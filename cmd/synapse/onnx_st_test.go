@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/engine"
-	"github.com/synapse-embed/synapse/internal/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // `synapse embed -m DIR` on sentence-transformers model directories: the

@@ -11,8 +11,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/pipeline"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/pipeline"
 )
 
 // progress shows a job's progress: a bar on a terminal, a log line every

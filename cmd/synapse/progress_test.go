@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/pipeline"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/pipeline"
 )
 
 // lineWriter collects what is written and signals each write.

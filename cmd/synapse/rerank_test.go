@@ -20,9 +20,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // End-to-end tests of `synapse rerank`: the real binary and workers, the

@@ -22,10 +22,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/objstore"
-	"github.com/synapse-embed/synapse/internal/s3test"
-	"github.com/synapse-embed/synapse/internal/testenv"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/objstore/s3test"
+	"github.com/synapse-embed/synapse/engine/testenv"
 )
 
 // BenchmarkEmbedObjectStore measures `synapse embed` from and to a bucket

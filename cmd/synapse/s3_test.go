@@ -15,14 +15,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/s3test"
-	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/internal/vector"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/objstore/s3test"
+	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/io/vector"
 )
 
 // End-to-end tests of inputs and outputs in object storage, against a real
-// S3-compatible server (versitygw, internal/s3test) started per test.
+// S3-compatible server (versitygw, io/objstore/s3test) started per test.
 
 // fetchObject writes an object to a local file of the same base name.
 func fetchObject(t *testing.T, srv *s3test.Server, bucket, key string) string {

@@ -21,12 +21,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/synapse-embed/synapse/internal/dataio"
-	"github.com/synapse-embed/synapse/internal/gguf"
-	"github.com/synapse-embed/synapse/internal/gguf/modelgen"
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/internal/vector"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/model/gguf"
+	"github.com/synapse-embed/synapse/model/gguf/modelgen"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/io/vector"
 )
 
 // End-to-end tests of `embed --dtype` and `synapse search`: real embed

@@ -21,12 +21,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/job"
-	"github.com/synapse-embed/synapse/internal/promtest"
-	"github.com/synapse-embed/synapse/internal/status"
-	"github.com/synapse-embed/synapse/internal/supervise"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/pipeline/job"
+	"github.com/synapse-embed/synapse/pipeline/status/promtest"
+	"github.com/synapse-embed/synapse/pipeline/status"
+	"github.com/synapse-embed/synapse/supervise"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // End-to-end tests of --status-addr, --status-linger and --log-format json:

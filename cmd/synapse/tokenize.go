@@ -13,10 +13,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/hfmodel"
-	"github.com/synapse-embed/synapse/internal/readlimit"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/model/hfmodel"
+	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 func tokenizeCommand() *cli.Command {

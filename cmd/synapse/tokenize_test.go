@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/readlimit"
-	"github.com/synapse-embed/synapse/internal/testenv"
-	"github.com/synapse-embed/synapse/internal/testmodels"
-	"github.com/synapse-embed/synapse/internal/tokenize"
+	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 func TestTokenizeLines(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/internal/engine"
-	"github.com/synapse-embed/synapse/internal/wire"
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/wire"
 )
 
 // fakeLlamaLib is a directory that passes the library check (the files are

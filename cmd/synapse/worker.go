@@ -15,8 +15,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/engine"
-	"github.com/synapse-embed/synapse/internal/wire"
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/wire"
 )
 
 // handshakeTimeout bounds the wait for HELLO_ACK.

@@ -6,9 +6,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/internal/artifact"
-	"github.com/synapse-embed/synapse/internal/engine"
-	"github.com/synapse-embed/synapse/internal/libpath"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/engine/libpath"
 )
 
 // How this process starts workers, and the flags that say it: the worker

@@ -1,0 +1,88 @@
+package previous
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/vector"
+)
+
+// locate is the global batch holding global row and the row's place in it.
+func (s *Set) locate(row int64) (g, i int) {
+	g = sort.Search(len(s.batches), func(b int) bool { return s.starts[b+1] > row })
+	return g, int(row - s.starts[g])
+}
+
+// doc is the document whose first row is start: its id and doc_hash and the
+// row after its last. A document's rows are consecutive, with one id and
+// rising chunk numbers.
+func (s *Set) doc(start int64) (id string, hash [dataio.DocHashSize]byte, end int64, err error) {
+	end = start
+	lastChunk := int32(-1)
+	for end < s.Rows() {
+		g, i := s.locate(end)
+		rec, err := s.cache.get(g)
+		if err != nil {
+			return "", hash, 0, err
+		}
+		c := s.files[s.batches[g].file].cols
+		ids := rec.Column(c.id).(*array.String)
+		chunks := rec.Column(c.chunk).(*array.Int32)
+		if end == start {
+			id = strings.Clone(ids.Value(i)) // the mapping's bytes are not the string's to keep
+			copy(hash[:], rec.Column(c.hash).(*array.FixedSizeBinary).Value(i))
+			s.touch(int64(len(id) + dataio.DocHashSize))
+		}
+		for ; i < ids.Len(); i++ {
+			if ids.Value(i) != id || chunks.Value(i) <= lastChunk {
+				return id, hash, end, nil
+			}
+			lastChunk = chunks.Value(i)
+			end++
+		}
+	}
+	return id, hash, end, nil
+}
+
+// Copy returns rows [start, end) as embedding rows: vectors, offsets and
+// counts as the previous run wrote them, and their tokens.
+func (s *Set) Copy(start, end int64) (dataio.EmbedRows, int64, error) {
+	rows := make(dataio.EmbedRows, 0, end-start)
+	var tokens int64
+	for row := start; row < end; {
+		g, i := s.locate(row)
+		rec, err := s.cache.get(g)
+		if err != nil {
+			return nil, 0, err
+		}
+		c := s.files[s.batches[g].file].cols
+		i32 := func(col int) *array.Int32 { return rec.Column(col).(*array.Int32) }
+		ids, hashes := rec.Column(c.id).(*array.String), rec.Column(c.hash).(*array.FixedSizeBinary)
+		emb, err := vector.ColumnOf(rec.Column(c.emb), s.dtype, s.dims)
+		if err != nil {
+			return nil, 0, err
+		}
+		for ; i < int(rec.NumRows()) && row < end; i, row = i+1, row+1 {
+			r := dataio.EmbedRow{ID: strings.Clone(ids.Value(i)), Chunk: i32(c.chunk).Value(i),
+				TokenStart: i32(c.tokenStart).Value(i), TokenEnd: i32(c.tokenEnd).Value(i),
+				CharStart: i32(c.charStart).Value(i), CharEnd: i32(c.charEnd).Value(i), NTokens: i32(c.nTokens).Value(i)}
+			if s.dtype == vector.Float32 {
+				r.Embedding = vector.Decode(make([]float32, 0, s.dims), vector.Float32, s.dims, emb.Row(i), nil)
+			} else {
+				r.Vector = append([]byte(nil), emb.Row(i)...)
+			}
+			copy(r.DocHash[:], hashes.Value(i))
+			tokens += int64(r.NTokens)
+			rows = append(rows, r)
+			s.touch(int64(emb.Width + 64))
+		}
+	}
+	if int64(len(rows)) != end-start {
+		return nil, 0, fmt.Errorf("previous: rows %d to %d: only %d", start, end, len(rows))
+	}
+	return rows, tokens, nil
+}

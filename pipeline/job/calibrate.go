@@ -1,0 +1,274 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/record"
+	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/previous"
+	"github.com/synapse-embed/synapse/io/vector"
+)
+
+// DefaultCalibrationDocs is EmbedOptions.CalibrationDocs' default.
+const DefaultCalibrationDocs = 1000
+
+// quantization is how a run writes its vectors: the quantizer of its dtype
+// and, for int8 and uint8, the ranges and where they came from.
+type quantization struct {
+	q      *vector.Quantizer
+	ranges *vector.Ranges
+	source string
+}
+
+// checkDtype refuses, before the model loads, a dtype option that cannot
+// work: a calibration file that is no embedding output, or a calibration
+// that would have to read an input twice that can be read once. (A
+// calibration file that is also an output is refused by Options.Check:
+// --calibration is one of the Files.)
+func (o *EmbedOptions) checkDtype() error {
+	if o.Dtype == "" {
+		o.Dtype = vector.Float32
+	}
+	if !o.Dtype.Ranged() {
+		if len(o.Calibration) > 0 {
+			return configErrorf("--calibration: only int8 and uint8 have ranges, not --dtype %s", o.Dtype)
+		}
+		return nil
+	}
+	for _, p := range o.Calibration {
+		if err := statInput(p); err != nil {
+			return fmt.Errorf("--calibration: %w", err)
+		}
+		if _, err := dataio.FileSchema(context.Background(), p); err != nil {
+			return configErrorf("--calibration %s: not an Arrow IPC or Parquet embedding output: %w", p, err)
+		}
+	}
+	switch {
+	case o.CalibrationDocs < 0:
+		return configErrorf("--calibration-docs %d must not be negative", o.CalibrationDocs)
+	case o.CalibrationDocs == 0:
+		o.CalibrationDocs = DefaultCalibrationDocs
+	}
+	if len(o.Calibration) > 0 || len(o.Previous) > 0 {
+		return nil
+	}
+	for _, in := range o.Inputs {
+		if objstore.IsURL(in) {
+			continue // an object can be read twice
+		}
+		if st, err := os.Stat(in); in == "-" || (err == nil && !st.Mode().IsRegular()) {
+			return configErrorf("--dtype %s calibrates on the first documents of the input, read twice: %s is a stream (give --calibration FILE, an earlier output)", o.Dtype, in)
+		}
+	}
+	return nil
+}
+
+// quantization decides the run's quantization once the model is loaded;
+// cur are the run's vector settings without the dtype.
+func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind, s *embedSink, prev *previous.Set, cur VectorSettings) (*quantization, error) {
+	qz := &quantization{}
+	var err error
+	switch {
+	case !o.Dtype.Ranged():
+	case len(o.Calibration) > 0:
+		qz.ranges, qz.source, err = o.calibrationFiles(ctx, cur, s.dims)
+	case prev != nil && prev.Dtype() == o.Dtype:
+		qz.ranges, err = rangesOf(prev.Metadata(), s.dims)
+		qz.source = "the --previous output's ranges"
+	default:
+		qz.ranges, qz.source, err = o.calibrate(ctx, r, k, s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if qz.q, err = vector.NewQuantizer(o.Dtype, s.dims, qz.ranges); err != nil {
+		return nil, err
+	}
+	return qz, nil
+}
+
+func rangesOf(md arrow.Metadata, dims int) (*vector.Ranges, error) {
+	_, r, err := vector.FromMetadata(md.GetValue, dims)
+	if err != nil {
+		return nil, configErrorf("--previous: %w", err)
+	}
+	return r, nil
+}
+
+// calibrationFiles are the ranges of an earlier output of the same
+// settings: its own ranges if it is int8 or uint8, else the minimum and
+// maximum of its vectors.
+func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur VectorSettings, dims int) (*vector.Ranges, string, error) {
+	ranges := vector.NewRanges(dims)
+	var stored string
+	var rows int64
+	for _, p := range o.Calibration {
+		sc, err := dataio.FileSchema(ctx, p)
+		if err != nil {
+			return nil, "", configErrorf("--calibration %s: %w", p, err)
+		}
+		d, r, err := o.checkCalibration(p, sc, cur, dims)
+		if err != nil {
+			return nil, "", err
+		}
+		switch {
+		case r != nil && stored != "" && r.Digest() != stored:
+			return nil, "", configErrorf("--calibration %s: its ranges differ from %s's", p, o.Calibration[0])
+		case r != nil:
+			ranges, stored = r, r.Digest()
+			continue
+		case !d.Float():
+			return nil, "", configErrorf("--calibration %s: a %s output has no ranges: give a float32, float16, int8 or uint8 output", p, d)
+		}
+		n, err := observeFile(ctx, p, d, dims, ranges)
+		if err != nil {
+			return nil, "", configErrorf("--calibration %s: %w", p, err)
+		}
+		rows += n
+	}
+	if stored != "" {
+		return ranges, "the ranges of " + o.Calibration[0], nil
+	}
+	if ranges.Empty() {
+		return nil, "", configErrorf("--calibration %s: no vectors", o.Calibration[0])
+	}
+	return ranges, fmt.Sprintf("minimum and maximum of the %d vectors of %s", rows, o.Calibration[0]), nil
+}
+
+// checkCalibration refuses a calibration file of other vector settings
+// (dtype and ranges aside) and returns its dtype and stored ranges.
+func (o *EmbedOptions) checkCalibration(p string, sc *arrow.Schema, cur VectorSettings, dims int) (vector.Dtype, *vector.Ranges, error) {
+	md := sc.Metadata()
+	fs, err := SettingsFromMetadata(md.GetValue)
+	if err != nil {
+		return "", nil, configErrorf("--calibration %s: %w", p, err)
+	}
+	fs.Dtype, fs.Ranges, cur.Dtype, cur.Ranges = "", "", "", ""
+	if diff := cur.Diff(fs); diff != "" {
+		return "", nil, configErrorf("--calibration %s was made with other settings: %s", p, diff)
+	}
+	d, r, err := vector.FromMetadata(md.GetValue, dims)
+	if err != nil {
+		return "", nil, configErrorf("--calibration %s: %w", p, err)
+	}
+	return d, r, nil
+}
+
+// observeFile widens ranges by every vector of a float embedding output.
+func observeFile(ctx context.Context, p string, d vector.Dtype, dims int, ranges *vector.Ranges) (int64, error) {
+	var rows int64
+	buf := make([]float32, 0, dims)
+	err := dataio.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
+		idx := rec.Schema().FieldIndices(dataio.ColEmbedding)
+		if len(idx) != 1 {
+			return errors.New("no embedding column")
+		}
+		col, err := vector.ColumnOf(rec.Column(idx[0]), d, dims)
+		if err != nil {
+			return err
+		}
+		for i := range col.Rows {
+			ranges.Observe(vector.Decode(buf[:0], d, dims, col.Row(i), nil))
+		}
+		rows += int64(col.Rows)
+		return nil
+	})
+	return rows, err
+}
+
+// calibrate embeds the first CalibrationDocs documents of the whole input
+// (not of a shard: every shard, and a resumed run, reads the same ones and
+// makes the same requests, so their ranges are the single run's) and
+// returns the minimum and maximum of their vectors. Rows that are errors
+// are left out; they are reported by the run itself.
+func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s *embedSink) (*vector.Ranges, string, error) {
+	batches, docs, err := o.calibrationBatches(ctx, k)
+	if err != nil {
+		return nil, "", err
+	}
+	ranges := vector.NewRanges(s.dims)
+	var mu sync.Mutex
+	var chunks int
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, o.Workers))
+	for _, b := range batches {
+		g.Go(func() error {
+			out, err := k.Call(gctx, b)
+			if err != nil {
+				return fmt.Errorf("calibration: %w", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, v := range out {
+				if k.Check(b[i], v) == nil {
+					ranges.Observe(s.vector(v))
+					chunks++
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, "", err
+	}
+	if ranges.Empty() {
+		return nil, "", configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
+	}
+	return ranges, "minimum and maximum of the " + strconv.Itoa(chunks) + " chunks of the first " + strconv.Itoa(docs) + " documents of the input", nil
+}
+
+// calibrationBatches reads the first CalibrationDocs documents of the
+// inputs and packs their chunks, in order, into requests of at most
+// BatchTokens tokens.
+func (o *EmbedOptions) calibrationBatches(ctx context.Context, k *embedKind) ([][]Chunk, int, error) {
+	ro := o.Read
+	ro.Shard, ro.Shards, ro.Parts, ro.StartIndex, ro.Context = 0, 0, nil, 0, ctx
+	src, err := dataio.Open(o.Inputs, ro)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer src.Close()
+	var batches [][]Chunk
+	var cur []Chunk
+	tokens, docs := 0, 0
+	for docs < o.CalibrationDocs {
+		d, err := src.Next()
+		var re *record.RowError
+		var fe *record.FileError
+		switch {
+		case errors.Is(err, io.EOF):
+			return appendBatch(batches, cur), docs, nil
+		case errors.As(err, &re), errors.As(err, &fe):
+			continue
+		case err != nil:
+			return nil, 0, err
+		}
+		docs++
+		work, _ := k.Items(doc{Doc: d})
+		for _, w := range work {
+			if n := len(w.Item.IDs); tokens+n > o.BatchTokens && len(cur) > 0 {
+				batches, cur, tokens = append(batches, cur), nil, 0
+			}
+			cur = append(cur, w.Item)
+			tokens += len(w.Item.IDs)
+		}
+	}
+	return appendBatch(batches, cur), docs, nil
+}
+
+func appendBatch(batches [][]Chunk, b []Chunk) [][]Chunk {
+	if len(b) == 0 {
+		return batches
+	}
+	return append(batches, b)
+}

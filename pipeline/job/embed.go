@@ -1,0 +1,531 @@
+package job
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/record"
+	"github.com/synapse-embed/synapse/pipeline"
+	"github.com/synapse-embed/synapse/io/previous"
+	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/wire"
+)
+
+// EmbedOptions is one `synapse embed` job.
+type EmbedOptions struct {
+	Options
+	ChunkTokens int    // content tokens per chunk; 0 = the model's context minus its special tokens
+	Overlap     int    // tokens shared by consecutive chunks
+	Pooling     string // mean, cls, last; "" = the model's own
+	Normalize   bool
+	Dims        int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
+
+	// Previous are the outputs of an earlier run (one file, or the part
+	// files of a sharded run) whose unchanged documents are copied instead
+	// of embedded (see package previous). PreviousAny embeds everything
+	// when their settings differ instead of refusing them.
+	Previous    []string
+	PreviousAny bool
+	// Deleted, if set, receives the ids of the previous documents that are
+	// not in the input, one a line.
+	Deleted string
+	// Dedup embeds a text once per packing group (see incSource).
+	Dedup bool
+	// PromptName names a prompt of the model's
+	// config_sentence_transformers.json to put in front of every document;
+	// "" takes its default_prompt_name unless Read.Prefix is set.
+	PromptName string
+
+	// Dtype is the embedding column's dtype ("" = float32). int8 and
+	// uint8 code by ranges: those of the Calibration files (earlier
+	// outputs of the same settings), else of the Previous output when it
+	// has the same dtype, else of the first CalibrationDocs documents of
+	// the input (0 = DefaultCalibrationDocs), embedded first.
+	Dtype           vector.Dtype
+	Calibration     []string
+	CalibrationDocs int
+}
+
+// EmbedFormats are the output formats of an embedding job.
+var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
+
+// Check refuses, before anything starts, the job's options and outputs
+// that cannot work whatever the model (Options.Check, the incremental
+// options and the dtype's).
+func (o *EmbedOptions) Check() error {
+	if err := o.Options.Check(EmbedFormats); err != nil {
+		return err
+	}
+	if err := o.checkIncremental(); err != nil {
+		return err
+	}
+	return o.checkDtype()
+}
+
+// Embed runs an embedding job: it returns a summary even when it fails part
+// way, and an error for a fatal failure.
+func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
+	r, err := begin(&o.Options, "embed", o.Check)
+	if err != nil {
+		return Summary{Kind: "embed"}, err
+	}
+	return r.finish(o.run(ctx, r))
+}
+
+func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
+	st, err := o.sentenceTransformers(r.model)
+	if err != nil {
+		return err
+	}
+	ch, err := o.chunking(r.model)
+	if err != nil {
+		return err
+	}
+	ch.PoolFrom = st.poolFrom
+	if o.BatchTokens <= 0 {
+		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
+	}
+	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
+		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
+	}
+	prev, err := o.openPrevious()
+	if err != nil {
+		return err
+	}
+	if prev != nil {
+		r.closer = append(r.closer, prev.Close)
+	}
+	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
+	rc := wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true, STModules: r.model.Chain.String()}
+	if err := r.load(ctx, rc); err != nil {
+		return err
+	}
+	if err := st.checkWorkers(r); err != nil {
+		return err
+	}
+	dims := r.loaded.Dims
+	if o.Dims > 0 {
+		if o.Dims > dims {
+			return configErrorf("--dims %d is larger than the model's %d", o.Dims, dims)
+		}
+		dims = o.Dims
+	}
+	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
+	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
+	qz, err := o.quantization(ctx, r, k, sink, prev, o.settings(r.model, ch, dims, st, nil))
+	if err != nil {
+		return err
+	}
+	sink.q = qz.q
+	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
+	if prev != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st, qz)); err != nil {
+			return err
+		}
+	}
+	schema := dataio.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, st, qz))
+	r.extra = inc.counts
+	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
+		return err
+	}
+	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", ch.Window, dims, o.Dtype))
+	src, err := inc.source(ctx, r)
+	if err != nil {
+		r.w.Abort()
+		return err
+	}
+	sink.w, sink.inc = r.w, inc.counts
+	if o.Dedup {
+		sink.window = newWindow[seen]()
+	}
+	err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](k), src, sink)
+	if err == nil && prev != nil {
+		err = inc.finish(r)
+	}
+	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
+	if qz.source != "" {
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + qz.source})
+	}
+	return err
+}
+
+// checkIncremental refuses incremental options that cannot work.
+func (o *EmbedOptions) checkIncremental() error {
+	for _, p := range o.Previous {
+		if sameFile(p, o.Out) || sameObject(p, o.Out) {
+			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
+		}
+		if err := statInput(p); err != nil {
+			return fmt.Errorf("--previous: %w", err)
+		}
+	}
+	switch {
+	case o.Deleted != "" && len(o.Previous) == 0:
+		return configErrorf("--deleted needs --previous: the ids that disappeared since that output")
+	case o.Deleted != "" && o.Read.Shards > 0:
+		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
+	case o.Deleted != "":
+		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
+	}
+	return nil
+}
+
+// incGuard is what a resume must find unchanged for the incremental
+// decisions to be the interrupted run's: the previous files and dedup.
+func (o *EmbedOptions) incGuard() map[string]string {
+	g := map[string]string{"--dedup": strconv.FormatBool(o.Dedup), "--previous-any": strconv.FormatBool(o.PreviousAny)}
+	for k, v := range dataio.InputGuard(o.Previous) {
+		g["--previous "+strings.TrimPrefix(k, "input ")] = v
+	}
+	return g
+}
+
+// incRun is the incremental part of an embedding run.
+type incRun struct {
+	o      *EmbedOptions
+	prev   *previous.Set
+	reuse  bool
+	note   string
+	counts *Incremental
+}
+
+// source opens the inputs as documents with their incremental decisions;
+// a resumed run first looks up the documents it does not read again.
+func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
+	if inc.prev != nil {
+		if err := r.catchUp(ctx, inc.prev, r.resume.ReplayFrom); err != nil {
+			return nil, err
+		}
+	}
+	src, err := r.docs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse}
+	if inc.o.Dedup {
+		s.window = newWindow[struct{}]()
+	}
+	return s, nil
+}
+
+// finish writes --deleted and counts the deleted documents.
+func (inc *incRun) finish(r *runner) error {
+	if inc.o.Read.Shards > 0 {
+		inc.counts.Deleted = -1
+		return nil
+	}
+	n, err := writeDeleted(r.ctx, inc.prev, inc.o.Deleted)
+	inc.counts.Deleted = n
+	return err
+}
+
+func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
+	pre, suf := m.Tokenizer.Affixes()
+	room := m.ContextLength - len(pre) - len(suf)
+	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
+	if ch.Window <= 0 {
+		ch.Window = room
+		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
+			ch.Window = min(room, msl-len(pre)-len(suf))
+		}
+		if ch.Window <= 0 {
+			return ch, configErrorf("%s: max_seq_length %d leaves no room beside %d special tokens", m.Name, m.Chain.MaxSeqLength, len(pre)+len(suf))
+		}
+	}
+	if ch.Window > room {
+		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
+	}
+	if err := ch.Validate(); err != nil {
+		return ch, &ConfigError{err}
+	}
+	return ch, nil
+}
+
+// metadata is the output's schema metadata: what decides the vectors, and
+// what decides which rows a run covers (a resume with others is refused).
+func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) map[string]string {
+	meta := commonMetadata(&o.Options, m)
+	pooling := o.Pooling
+	if pooling == "" {
+		pooling = m.Pooling
+	}
+	for k, v := range o.settings(m, ch, dims, st, qz).Metadata() {
+		meta[k] = v
+	}
+	st.metadata(meta)
+	meta[vector.MetaDtype] = string(o.Dtype)
+	if qz.ranges != nil {
+		meta[vector.MetaRanges] = qz.ranges.JSON()
+		meta[vector.MetaCalibration] = qz.source
+	}
+	for k, v := range map[string]string{
+		"synapse.pooling":       pooling,
+		"synapse.normalize":     strconv.FormatBool(o.Normalize),
+		"synapse.dims":          strconv.Itoa(dims),
+		"synapse.chunk_tokens":  strconv.Itoa(ch.Window),
+		"synapse.chunk_overlap": strconv.Itoa(ch.Overlap),
+		"synapse.batch_tokens":  strconv.Itoa(o.BatchTokens),
+	} {
+		meta[k] = v
+	}
+	return meta
+}
+
+// settings are the run's VectorSettings (qz nil: without its dtype).
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) VectorSettings {
+	fields := o.Read.TextFields
+	if len(fields) == 0 {
+		fields = []string{"text"}
+	}
+	s := VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
+		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
+	if qz != nil && o.Dtype != vector.Float32 {
+		s.Dtype = string(o.Dtype)
+	}
+	if qz != nil && qz.ranges != nil {
+		s.Ranges = qz.ranges.Digest()
+	}
+	return s
+}
+
+// embedKind embeds documents chunk by chunk.
+type embedKind struct {
+	tok       tokenize.Tokenizer
+	ch        Chunking
+	req       *requester
+	pooling   string
+	normalize bool
+	dims      int // the width LOADED reported: answers of another width are refused
+}
+
+func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
+
+// Weight is the text and the rows copied from the previous output.
+func (k *embedKind) Weight(d doc) int64 {
+	if d.reuse != nil {
+		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+64))
+	}
+	return int64(len(d.Text))
+}
+
+// Items cuts a document into chunks; a reused or duplicate document has none.
+func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
+	if d.reuse != nil || d.dup {
+		return nil, nil
+	}
+	res := k.tok.Tokenize(d.Text, tokenize.Options{})
+	chunks := k.ch.Cut(res.Tokens)
+	work := make([]pipeline.Work[Chunk], len(chunks))
+	for i, c := range chunks {
+		work[i].Item = c
+	}
+	return work, nil
+}
+
+func (k *embedKind) Tokens(c Chunk) int { return len(c.IDs) }
+
+func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
+	req := &wire.EmbedBatch{ModelRef: k.req.modelRef, Pooling: k.pooling, Normalize: k.normalize,
+		Items: make([]wire.Item, len(chunks))}
+	tokens := 0
+	for i, c := range chunks {
+		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs), PoolFrom: c.PoolFrom}
+		tokens += len(c.IDs)
+	}
+	req.IDs = make([]int32, 0, tokens)
+	for _, c := range chunks {
+		req.IDs = append(req.IDs, c.IDs...)
+	}
+	resp, err := k.req.do(ctx, req, tokens)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := resp.(*wire.Vectors)
+	if !ok {
+		return nil, fmt.Errorf("job: EMBED_BATCH answered with %s", resp.Type())
+	}
+	if v.N != len(chunks) || v.Dims <= 0 || (k.dims > 0 && v.Dims != k.dims) || len(v.Data) != v.N*v.Dims {
+		return nil, fmt.Errorf("job: VECTORS n=%d dims=%d for %d chunks", v.N, v.Dims, len(chunks))
+	}
+	out := make([][]float32, v.N)
+	for i := range out {
+		out[i] = v.Data[i*v.Dims : (i+1)*v.Dims : (i+1)*v.Dims]
+	}
+	return out, nil
+}
+
+// Check refuses a vector with NaN or infinite values: never a silent value.
+func (k *embedKind) Check(_ Chunk, v []float32) error {
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return refuse(ReasonEngineError, "the engine returned %v at dimension %d", x, i)
+		}
+	}
+	return nil
+}
+
+// embedSink turns results into output rows.
+type embedSink struct {
+	w      *dataio.Writer
+	dims   int
+	renorm bool
+	q      *vector.Quantizer // the output's dtype
+	inc    *Incremental
+	window *window[seen]   // --dedup: the rows of the last distinct texts
+	stats  *pipeline.Stats // a duplicate of a failed document fails too: the sink recounts it
+}
+
+func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
+	if r.File != nil {
+		return s.w.PutFileError(r.File)
+	}
+	if r.RowErr != nil {
+		return s.w.Put(r.Index, r.Group, nil, []*record.RowError{r.RowErr})
+	}
+	d := r.Rec
+	if s.window != nil {
+		s.window.enter(d.Group)
+	}
+	rows, errs, tokens := s.rows(r)
+	switch d.status {
+	case previous.New:
+		s.inc.New += b2i(d.prev)
+	case previous.Changed:
+		s.inc.Changed++
+	case previous.Unchanged:
+		s.inc.Unchanged++
+	}
+	switch {
+	case d.reuse != nil:
+		s.inc.Reused++
+		s.inc.TokensSaved += d.tokens
+	case d.dup:
+		s.inc.Deduped++
+		s.inc.TokensSaved += tokens
+	default:
+		s.inc.Embedded++
+	}
+	s.inc.NotFinite += b2i(d.badPrev)
+	if s.window != nil {
+		if _, ok := s.window.get(d.hash); !ok {
+			s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+		}
+	}
+	return s.w.Put(r.Index, r.Group, rows, errs)
+}
+
+// Replay takes a record the interrupted run wrote, replayed by a resumed
+// run: its text joins the dedup window, as in the uninterrupted run.
+func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
+	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup {
+		return
+	}
+	d := r.Rec
+	s.window.enter(d.Group)
+	if _, ok := s.window.get(d.hash); !ok {
+		rows, errs, _ := s.rows(r)
+		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// rows are a document's output rows and error records: copied from the
+// previous output, from an identical text, or embedded; and their tokens.
+func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.EmbedRows, []*record.RowError, int64) {
+	d := r.Rec
+	if d.reuse != nil {
+		return d.reuse, nil, d.tokens
+	}
+	if d.dup {
+		return s.copyOf(d)
+	}
+	var hash [dataio.DocHashSize]byte // zeros: a document with a failed chunk is never reused
+	if len(r.Failed) == 0 {
+		hash = d.hash
+	}
+	rows := make(dataio.EmbedRows, len(r.Done))
+	var tokens int64
+	for i, dn := range r.Done {
+		c := dn.Item
+		rows[i] = dataio.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
+			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), DocHash: hash}
+		if v := s.vector(dn.Out); s.q == nil || s.q.Dtype == vector.Float32 {
+			rows[i].Embedding = v
+		} else {
+			rows[i].Vector = s.q.Append(make([]byte, 0, s.q.Dtype.Width(s.dims)), v)
+		}
+		tokens += int64(len(c.IDs))
+	}
+	return rows, itemErrors(r.Failed, func(f pipeline.Failed[Chunk]) *record.RowError {
+		reason, detail, log := describe(f.Err)
+		return d.ChunkError(int(f.Item.Index), reason, detail, log)
+	}), tokens
+}
+
+// copyOf is a duplicate's rows: those of the identical text in the window,
+// under its own id; or, when that document failed, the same failures.
+func (s *embedSink) copyOf(d doc) (dataio.EmbedRows, []*record.RowError, int64) {
+	orig, ok := s.window.get(d.hash)
+	if !ok { // the source and the sink update their windows alike: a bug
+		return nil, []*record.RowError{d.Error(ReasonEngineError, "internal: --dedup lost the identical text")}, 0
+	}
+	rows := slices.Clone(orig.rows)
+	var tokens int64
+	for i := range rows {
+		rows[i].ID = d.ID
+		tokens += int64(rows[i].NTokens)
+	}
+	var errs []*record.RowError
+	for _, e := range orig.failed {
+		detail := fmt.Sprintf("identical text to document %s, which failed: %s", orig.id, e.Detail)
+		if e.Chunk == nil {
+			errs = append(errs, d.Error(e.Reason, detail))
+		} else {
+			errs = append(errs, d.ChunkError(*e.Chunk, e.Reason, detail, e.WorkerLog))
+		}
+	}
+	if len(errs) > 0 { // the pipeline counted the duplicate, which had no items, as done
+		s.stats.OK.Add(-1)
+		s.stats.Failed.Add(1)
+		s.stats.ItemFailures.Add(int64(len(errs)))
+		if rows.Len() > 0 {
+			s.stats.Partial.Add(1)
+		}
+	}
+	return rows, errs, tokens
+}
+
+// vector truncates v to the output width, re-normalizing when asked.
+func (s *embedSink) vector(v []float32) []float32 {
+	v = v[:s.dims]
+	if !s.renorm {
+		return v
+	}
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	if sum == 0 {
+		return v
+	}
+	out := make([]float32, len(v))
+	inv := 1 / math.Sqrt(sum)
+	for i, x := range v {
+		out[i] = float32(float64(x) * inv)
+	}
+	return out
+}
