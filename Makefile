@@ -114,11 +114,11 @@ $(VERSITYGW_STAMP):
 	  touch "$@"; echo "setup: versitygw in $(VERSITYGW_DIR)"
 
 build:
-	$(GO) build -o bin/synapse ./cmd/synapse
+	$(GO) build -o bin/synapse .
 
 # The binary and both engines' libraries, laid out so that the binary finds
 # them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE
-# and PREFIX/lib/synapse/onnxruntime/RELEASE (cmd/synapse TestInstalledLayout).
+# and PREFIX/lib/synapse/onnxruntime/RELEASE (cli TestInstalledLayout).
 # DESTDIR stages the install for a package.
 PREFIX ?= /usr/local
 INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
@@ -179,7 +179,7 @@ test-slurm: setup build
 	  echo "test-slurm: installing $(SLURM_PKGS)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null; \
 	fi
-	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' ./cmd/synapse
+	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' .
 
 # Object storage for real: inputs, outputs, shards, merge, resume after a
 # server killed mid-upload, --previous, against versitygw (built once into
@@ -189,7 +189,7 @@ test-slurm: setup build
 S3_TESTS := '^TestS3'
 test-s3: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-s3: setup s3-server
-	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./io/objstore ./io/dataio ./cmd/synapse
+	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./io/objstore ./io/dataio .
 
 # Search recall at SciFact size (TestSearchRecallSciFactFull): the six-layer
 # MiniLM-shaped model embeds 1,000 SciFact titles as float32, int8 and binary,
@@ -200,7 +200,7 @@ test-s3: setup s3-server
 # Needs ../shared/fixtures.
 test-recall: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-recall: setup
-	SYNAPSE_RECALL_FULL=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 30m -v -run '^TestSearchRecallSciFactFull$$' ./cmd/synapse
+	SYNAPSE_RECALL_FULL=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 30m -v -run '^TestSearchRecallSciFactFull$$' .
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.

@@ -8,9 +8,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
-	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/wire"
 )
 

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
-	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/testmodels"
 	gotok "github.com/synapse-embed/synapse/model/tokenize"
 	"github.com/synapse-embed/synapse/wire"

@@ -16,9 +16,9 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
-	"github.com/synapse-embed/synapse/model/tokenize/parity"
 	"github.com/synapse-embed/synapse/engine/testenv"
 	tk "github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/model/tokenize/parity"
 	"github.com/synapse-embed/synapse/wire"
 )
 

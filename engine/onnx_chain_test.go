@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/wire"
 )
 

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 	"github.com/synapse-embed/synapse/wire"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/onnx"
 	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/wire"
 )
 

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 	"github.com/synapse-embed/synapse/wire"
 )
 

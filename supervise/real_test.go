@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/testmodels"
 	"github.com/synapse-embed/synapse/wire"
 )

@@ -161,7 +161,7 @@ func failBuild(t testing.TB, err error, out []byte) {
 }
 
 func goBuild(dir, out string) ([]byte, error) {
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/synapse")
+	cmd := exec.Command("go", "build", "-o", out, ".")
 	cmd.Dir = dir
 	return cmd.CombinedOutput()
 }

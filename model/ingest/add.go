@@ -12,8 +12,8 @@ import (
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/modelcache"
-	"github.com/synapse-embed/synapse/supervise"
 	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/supervise"
 	"github.com/synapse-embed/synapse/wire"
 )
 

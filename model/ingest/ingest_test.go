@@ -13,12 +13,12 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 	"github.com/synapse-embed/synapse/model/modelcache"
-	"github.com/synapse-embed/synapse/supervise"
-	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/testmodels"
+	"github.com/synapse-embed/synapse/supervise"
 )
 
 // Tests run real `synapse worker` processes (testenv.Binary) on models
@@ -219,7 +219,7 @@ func TestQuantizeRefuses(t *testing.T) {
 // every document of a query within a few thousandths, so Q8_0's rounding
 // reorders them and the correlation is low (0.6–0.8): the test checks the
 // report's shape and its degraded flag, not a level (the generated ONNX
-// cross-encoder in cmd/synapse, whose scores spread, checks a level).
+// cross-encoder in cli, whose scores spread, checks a level).
 func TestQuantizeReranker(t *testing.T) {
 	o := testOptions(t, "")
 	res, err := EnsureQuantized(context.Background(), writeModel(t, "rerank", modelgen.TinyReranker), QuantizeOptions{FType: "q8_0", Rounds: 1}, o)

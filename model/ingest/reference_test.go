@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/synapse-embed/synapse/model/modelcache"
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/modelcache"
 	"github.com/synapse-embed/synapse/wire"
 )
 

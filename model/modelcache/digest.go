@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/model/gguf"
 )
 
 // digestCacheFile holds the digests of files outside the store.

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 )
 
 var (

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
-	"github.com/synapse-embed/synapse/engine/testenv"
 )
 
 // genSPM names, for spTestVocab, the generated SentencePiece vocabulary:

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/gguf"
 )
 
 // spTestVocab loads a vocabulary GGUF from the shared fixtures.

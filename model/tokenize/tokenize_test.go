@@ -11,8 +11,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/gguf"
 )
 
 // spanTexts returns texts for the span tests: the vocabulary's test cases and

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
-	"github.com/synapse-embed/synapse/pipeline"
-	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/testmodels"
 	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/wire"
 )
 

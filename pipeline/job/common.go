@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/io/record"
+	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 )
 

@@ -9,13 +9,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/io/dataio"
-	"github.com/synapse-embed/synapse/io/record"
-	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/io/previous"
-	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/wire"
 )
 

@@ -11,13 +11,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/synapse-embed/synapse/model/chat"
 	"github.com/synapse-embed/synapse/io/dataio"
 	"github.com/synapse-embed/synapse/io/record"
+	"github.com/synapse-embed/synapse/model/chat"
 	"github.com/synapse-embed/synapse/model/grammar"
+	"github.com/synapse-embed/synapse/model/tokenize"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
-	"github.com/synapse-embed/synapse/model/tokenize"
 	"github.com/synapse-embed/synapse/wire"
 )
 

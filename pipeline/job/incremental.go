@@ -13,9 +13,9 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/io/dataio"
-	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/previous"
+	"github.com/synapse-embed/synapse/io/record"
 )
 
 // Dedup's rule (--dedup): a document whose text is that of an earlier

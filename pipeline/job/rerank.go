@@ -14,8 +14,8 @@ import (
 
 	"github.com/synapse-embed/synapse/io/dataio"
 	"github.com/synapse-embed/synapse/io/record"
-	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/wire"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/synapse-embed/synapse/io/dataio"
-	"github.com/synapse-embed/synapse/pipeline/job"
 	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // ErrInput marks an input that cannot be searched: not an embedding

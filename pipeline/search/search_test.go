@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/io/dataio"
-	"github.com/synapse-embed/synapse/pipeline/job"
 	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // doc is a test document: its id and its chunks' float32 vectors.

@@ -48,8 +48,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/synapse-embed/synapse/io/dataio"
-	"github.com/synapse-embed/synapse/pipeline/job"
 	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // ctx is the context of the dataio calls: randvec is not cancelled.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/gguf"
 )
 
 // bgeVocab is the bert-bge vocabulary of the shared fixtures.

@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/synapse-embed/synapse/supervise"
 	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/tokenize"
+	"github.com/synapse-embed/synapse/supervise"
 	"github.com/synapse-embed/synapse/wire"
 )
 

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/objstore"
+)
+
+func mergeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "merge",
+		Usage: "put the parts of a sharded run together: one output and one errors file, as a single run writes them",
+		Description: `synapse merge OUT.arrow reads the manifests OUT.shard-I-of-N.json of a run made with --shard I/N -o OUT.arrow,
+	checks that all N shards are done (exit 1 naming the missing ones: run them again), that they are parts of one job
+	(the same command, model, settings, inputs and N) and that their parts cover the inputs without gap or overlap
+	(exit 2 otherwise), that each manifest's counts agree with each other and with its part and errors file (rows
+	read = done + in errors = the records of its inputs; its output_rows and error_records are the part's; exit 2
+	naming the manifest and the numbers otherwise), then streams the parts in order into OUT.arrow (or -o, whose extension picks the format:
+	.arrow, .parquet, .jsonl, .trec) and their errors files into one, with the single run's row indexes and lines.
+	An id that two parts hold (an output row's id, rerank's query_id) is refused with exit 2 naming the id and both
+	manifests, before anything is published: a single run would have made the later document a duplicate_id row.
+	The ids are kept as hashes, at most 64 bytes each.
+	Parts can also be named explicitly: synapse merge PART... -o OUT.`,
+		ArgsUsage: "OUT.EXT | PART...",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the merged `FILE`", DefaultText: "OUT.EXT"},
+			&cli.StringFlag{Name: "errors", Usage: "the merged errors `FILE`", DefaultText: "OUTPUT.errors.jsonl"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no summary"},
+			&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the merged errors file are at most this share of the rows read"},
+		},
+		Action: func(c *cli.Context) error {
+			rate, err := maxErrorRate(c, "merge")
+			if err != nil {
+				return err
+			}
+			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors"), Context: c.Context}
+			switch args := c.Args().Slice(); {
+			case len(args) == 0:
+				return usagef("merge: give the sharded run's output (OUT.arrow) or its part files")
+			case len(args) == 1 && !shardPart.MatchString(args[0]):
+				o.Base = args[0]
+			default:
+				if o.Parts, err = expandObjects(c.Context, "merge", args); err != nil {
+					return err
+				}
+			}
+			for _, p := range []string{o.Out, o.Errors, o.Base} {
+				if err := checkObjectBucket(c.Context, "merge", p); err != nil {
+					return err
+				}
+			}
+			sum, err := dataio.Merge(o)
+			switch {
+			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrManifestMismatch), errors.Is(err, dataio.ErrIDInTwoShards),
+				errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
+				return usageError{fmt.Errorf("merge: %w", err)}
+			case err != nil:
+				return fmt.Errorf("merge: %w", err)
+			}
+			if !c.Bool("quiet") {
+				r := sum.Rows
+				fmt.Fprintf(c.App.Writer, "shards         %d\nrows read      %d = %d done + %d in errors", sum.Shards, r.Read, r.OK, r.Failed)
+				if r.Partial > 0 {
+					fmt.Fprintf(c.App.Writer, " (%d of them in part: %d items written, %d in errors)", r.Partial, r.Items, r.ItemFailures)
+				}
+				fmt.Fprintln(c.App.Writer)
+				fmt.Fprintf(c.App.Writer, "output         %s (%d rows)\nerrors         %s (%d records)\n", sum.Out, sum.OutputRows, sum.Errors, sum.ErrorRecords)
+			}
+			// The merged job exits as the single run would have: 3 with
+			// rows in errors, unless --max-error-rate tolerates them.
+			r := sum.Rows
+			switch {
+			case withinErrorRate(r.Read, r.Failed, r.FileErrors, rate):
+				fmt.Fprintf(c.App.ErrWriter, "synapse: %d of %d rows in the errors file (%s), within --max-error-rate %g\n", r.Failed, r.Read, sum.Errors, rate)
+			case r.Failed > 0 || r.FileErrors > 0:
+				return partialError{fmt.Sprintf("merge: %d of %d rows are in the errors file and %d input files failed; see %s", r.Failed, r.Read, r.FileErrors, sum.Errors)}
+			}
+			return nil
+		},
+	}
+}
+
+// shardPart matches a part file's name.
+var shardPart = regexp.MustCompile(`\.shard-\d+-of-\d+\.[a-z]+$`)

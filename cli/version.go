@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/synapse-embed/synapse/engine"
+	"github.com/synapse-embed/synapse/wire"
+)
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print synapse's version, its worker protocol version and the llama.cpp libraries it would use",
+		Flags: []cli.Flag{
+			llamaLibFlag(),
+		},
+		Action: func(c *cli.Context) error {
+			printVersion(c.App.Writer, c.String("llama-lib"))
+			return nil
+		},
+	}
+}
+
+// printVersion writes synapse's version, the protocol version and where the
+// llama.cpp libraries are (or why they were not found). flag is
+// --llama-lib's value.
+func printVersion(w io.Writer, flag string) {
+	fmt.Fprintf(w, "synapse %s\n", version)
+	fmt.Fprintf(w, "worker protocol v%d\n", wire.Version)
+	lib, err := findLib(engine.LlamaLib, flag)
+	if err != nil {
+		fmt.Fprintln(w, err) // the places searched and how to get the libraries
+		return
+	}
+	release, _ := engine.CheckLlamaLib(lib.Path)
+	if release == "" {
+		release = "release not recorded in the build (taken as " + engine.LlamaRelease + ")"
+	}
+	fmt.Fprintf(w, "llama.cpp %s in %s (%s)\n", release, lib.Path, lib.Source)
+}
+
+// rootAction runs when no command is given (help) or the first argument
+// names none: that is a usage error that lists the commands.
+func rootAction(c *cli.Context) error {
+	if !c.Args().Present() {
+		return cli.ShowAppHelp(c)
+	}
+	var names []string
+	for _, cmd := range c.App.VisibleCommands() {
+		if cmd.Name != "help" {
+			names = append(names, cmd.Name)
+		}
+	}
+	sort.Strings(names)
+	return usagef("unknown command %q; the commands are %s (synapse --help)", c.Args().First(), strings.Join(names, ", "))
+}
