@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/pipeline/job"
 )
@@ -47,7 +47,7 @@ func embedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "the embedding column's type: float32, float16, int8, uint8 (per-dimension ranges from a calibration), binary or ubinary (sign bits, 8 a byte), as sentence-transformers' quantize_embeddings"},
 		&cli.StringSliceFlag{Name: "calibration", Usage: "int8/uint8: take the ranges from this earlier output `FILE` of the same model and settings (its stored ranges, or the minimum and maximum of its float vectors; repeat it for the parts of a sharded run)", DefaultText: "the --previous output's ranges, else the first --calibration-docs documents of the input"},
 		&cli.IntFlag{Name: "calibration-docs", Value: job.DefaultCalibrationDocs, Usage: "int8/uint8 without --calibration: embed the first N documents of the whole input first (every shard the same ones) and fix the ranges from their vectors"},
-		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", dataio.GroupRecords)},
+		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", corpus.GroupRecords)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
 }

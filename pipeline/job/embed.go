@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -55,7 +56,7 @@ type EmbedOptions struct {
 }
 
 // EmbedFormats are the output formats of an embedding job.
-var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
+var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, output.FormatJSONL}
 
 // Check refuses, before anything starts, the job's options and outputs
 // that cannot work whatever the model (Options.Check, the incremental
@@ -131,9 +132,9 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
-	schema := dataio.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, st, qz))
+	schema := output.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, st, qz))
 	r.extra = inc.counts
-	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
+	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return err
 	}
 	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", ch.Window, dims, o.Dtype))
@@ -182,7 +183,7 @@ func (o *EmbedOptions) checkIncremental() error {
 // decisions to be the interrupted run's: the previous files and dedup.
 func (o *EmbedOptions) incGuard() map[string]string {
 	g := map[string]string{"--dedup": strconv.FormatBool(o.Dedup), "--previous-any": strconv.FormatBool(o.PreviousAny)}
-	for k, v := range dataio.InputGuard(o.Previous) {
+	for k, v := range files.InputGuard(o.Previous) {
 		g["--previous "+strings.TrimPrefix(k, "input ")] = v
 	}
 	return g
@@ -374,7 +375,7 @@ func (k *embedKind) Check(_ Chunk, v []float32) error {
 
 // embedSink turns results into output rows.
 type embedSink struct {
-	w      *dataio.Writer
+	w      *output.Writer
 	dims   int
 	renorm bool
 	q      *vector.Quantizer // the output's dtype
@@ -445,7 +446,7 @@ func b2i(b bool) int64 {
 
 // rows are a document's output rows and error records: copied from the
 // previous output, from an identical text, or embedded; and their tokens.
-func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.EmbedRows, []*record.RowError, int64) {
+func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (output.EmbedRows, []*record.RowError, int64) {
 	d := r.Rec
 	if d.reuse != nil {
 		return d.reuse, nil, d.tokens
@@ -453,15 +454,15 @@ func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.Embed
 	if d.dup {
 		return s.copyOf(d)
 	}
-	var hash [dataio.DocHashSize]byte // zeros: a document with a failed chunk is never reused
+	var hash [output.DocHashSize]byte // zeros: a document with a failed chunk is never reused
 	if len(r.Failed) == 0 {
 		hash = d.hash
 	}
-	rows := make(dataio.EmbedRows, len(r.Done))
+	rows := make(output.EmbedRows, len(r.Done))
 	var tokens int64
 	for i, dn := range r.Done {
 		c := dn.Item
-		rows[i] = dataio.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
+		rows[i] = output.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
 			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), DocHash: hash}
 		if v := s.vector(dn.Out); s.q == nil || s.q.Dtype == vector.Float32 {
 			rows[i].Embedding = v
@@ -478,7 +479,7 @@ func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.Embed
 
 // copyOf is a duplicate's rows: those of the identical text in the window,
 // under its own id; or, when that document failed, the same failures.
-func (s *embedSink) copyOf(d doc) (dataio.EmbedRows, []*record.RowError, int64) {
+func (s *embedSink) copyOf(d doc) (output.EmbedRows, []*record.RowError, int64) {
 	orig, ok := s.window.get(d.hash)
 	if !ok { // the source and the sink update their windows alike: a bug
 		return nil, []*record.RowError{d.Error(ReasonEngineError, "internal: --dedup lost the identical text")}, 0

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/pipeline/job"
 )
@@ -79,14 +79,14 @@ func writeVectors(t *testing.T, dir, name string, docs []doc, d vector.Dtype, r 
 		if p%2 == 1 {
 			path = strings.TrimSuffix(path, ".arrow") + ".parquet"
 		}
-		w, err := dataio.Create(path, dataio.WriterOptions{Schema: dataio.EmbedSchemaOf(dims, d, meta), BatchRows: 100})
+		w, err := output.Create(path, output.WriterOptions{Schema: output.EmbedSchemaOf(dims, d, meta), BatchRows: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, dc := range docs[p*per : min(len(docs), (p+1)*per)] {
-			var rows dataio.EmbedRows
+			var rows output.EmbedRows
 			for c, v := range dc.vecs {
-				row := dataio.EmbedRow{ID: dc.id, Chunk: int32(c)}
+				row := output.EmbedRow{ID: dc.id, Chunk: int32(c)}
 				if d == vector.Float32 {
 					row.Embedding = v
 				} else {
