@@ -76,7 +76,7 @@ func (o *EmbedOptions) checkDtype() error {
 
 // quantization decides the run's quantization once the model is loaded;
 // cur are the run's vector settings without the dtype.
-func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind, s *embedSink, prev *previous.Set, cur VectorSettings) (*quantization, error) {
+func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind, s *embedSink, prev *previous.Set, cur vector.Settings) (*quantization, error) {
 	qz := &quantization{}
 	var err error
 	switch {
@@ -109,7 +109,7 @@ func rangesOf(md arrow.Metadata, dims int) (*vector.Ranges, error) {
 // calibrationFiles are the ranges of an earlier output of the same
 // settings: its own ranges if it is int8 or uint8, else the minimum and
 // maximum of its vectors.
-func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur VectorSettings, dims int) (*vector.Ranges, string, error) {
+func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur vector.Settings, dims int) (*vector.Ranges, string, error) {
 	ranges := vector.NewRanges(dims)
 	var stored string
 	var rows int64
@@ -148,9 +148,9 @@ func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur VectorSettings,
 
 // checkCalibration refuses a calibration file of other vector settings
 // (dtype and ranges aside) and returns its dtype and stored ranges.
-func (o *EmbedOptions) checkCalibration(p string, sc *arrow.Schema, cur VectorSettings, dims int) (vector.Dtype, *vector.Ranges, error) {
+func (o *EmbedOptions) checkCalibration(p string, sc *arrow.Schema, cur vector.Settings, dims int) (vector.Dtype, *vector.Ranges, error) {
 	md := sc.Metadata()
-	fs, err := SettingsFromMetadata(md.GetValue)
+	fs, err := vector.SettingsFromMetadata(md.GetValue)
 	if err != nil {
 		return "", nil, configErrorf("--calibration %s: %w", p, err)
 	}

@@ -81,79 +81,147 @@ func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
 	return r.finish(o.run(ctx, r))
 }
 
+// run is an embedding job's steps after begin: plan what the model and
+// options decide, load the workers, open what the run reads and writes,
+// then embed.
 func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
-	st, err := o.sentenceTransformers(r.model)
+	p, err := o.plan(r)
 	if err != nil {
 		return err
 	}
-	ch, err := o.chunking(r.model)
+	if p.prev != nil {
+		r.closer = append(r.closer, p.prev.Close)
+	}
+	if err := o.load(ctx, r, p); err != nil {
+		return err
+	}
+	e, err := o.open(ctx, r, p)
 	if err != nil {
 		return err
+	}
+	return o.embed(ctx, r, p, e)
+}
+
+// embedPlan is what the model and the options decide before any worker
+// starts: the sentence-transformers modules, the chunking, the --previous
+// output; and, once the workers have loaded the model, the output's width.
+type embedPlan struct {
+	st   stRun
+	ch   Chunking
+	prev *previous.Set
+	dims int
+}
+
+// plan reads the model's modules and chunking, checks --dims against the
+// width the model's metadata states (when it states one) and opens
+// --previous.
+func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
+	st, err := o.sentenceTransformers(r.model)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := o.chunking(r.model)
+	if err != nil {
+		return nil, err
 	}
 	ch.PoolFrom = st.poolFrom
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
-	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
-		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
+	if r.model.Dims > 0 {
+		if _, err := o.outDims(r.model.Dims); err != nil {
+			return nil, err
+		}
 	}
 	prev, err := o.openPrevious()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if prev != nil {
-		r.closer = append(r.closer, prev.Close)
+	return &embedPlan{st: st, ch: ch, prev: prev}, nil
+}
+
+// outDims is the width of the output's vectors for a model of width
+// model: the model's, or --dims when it truncates them. A --dims wider
+// than the model is refused.
+func (o *EmbedOptions) outDims(model int) (int, error) {
+	if o.Dims <= 0 {
+		return model, nil
 	}
-	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
+	if o.Dims > model {
+		return 0, configErrorf("--dims %d is larger than the model's %d", o.Dims, model)
+	}
+	return o.Dims, nil
+}
+
+// load starts the workers on the model, one window a sequence, and takes
+// the output's width from what they loaded.
+func (o *EmbedOptions) load(ctx context.Context, r *runner, p *embedPlan) error {
+	n := p.ch.Window + len(p.ch.Prefix) + len(p.ch.Suffix)
 	rc := wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true, STModules: r.model.Chain.String()}
 	if err := r.load(ctx, rc); err != nil {
 		return err
 	}
-	if err := st.checkWorkers(r); err != nil {
+	if err := p.st.checkWorkers(r); err != nil {
 		return err
 	}
-	dims := r.loaded.Dims
-	if o.Dims > 0 {
-		if o.Dims > dims {
-			return configErrorf("--dims %d is larger than the model's %d", o.Dims, dims)
-		}
-		dims = o.Dims
-	}
-	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
-	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
-	qz, err := o.quantization(ctx, r, k, sink, prev, o.settings(r.model, ch, dims, st, nil))
+	var err error
+	p.dims, err = o.outDims(r.loaded.Dims)
+	return err
+}
+
+// embedRun is what an embedding run writes through: the job kind, the
+// sink, the quantization, the incremental part and the records' source.
+type embedRun struct {
+	kind *embedKind
+	sink *embedSink
+	qz   *quantization
+	inc  *incRun
+	src  pipeline.Source[doc]
+}
+
+// open calibrates the dtype, decides what --previous may give, opens the
+// checkpointed output and the records' source.
+func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embedRun, error) {
+	k := &embedKind{tok: r.model.Tokenizer, ch: p.ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
+	sink := &embedSink{w: r.w, dims: p.dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
+	qz, err := o.quantization(ctx, r, k, sink, p.prev, o.settings(r.model, p.ch, p.dims, p.st, nil))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sink.q = qz.q
-	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
-	if prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st, qz)); err != nil {
-			return err
+	inc := &incRun{o: o, prev: p.prev, counts: &Incremental{}}
+	if p.prev != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(p.prev, o.settings(r.model, p.ch, p.dims, p.st, qz)); err != nil {
+			return nil, err
 		}
 	}
-	schema := output.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, st, qz))
-	r.extra = inc.counts
+	schema := output.EmbedSchemaOf(p.dims, o.Dtype, o.metadata(r.model, p.ch, p.dims, p.st, qz))
+	r.kindState = inc.counts
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
-		return err
+		return nil, err
 	}
-	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", ch.Window, dims, o.Dtype))
+	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", p.ch.Window, p.dims, o.Dtype))
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
-		return err
+		return nil, err
 	}
 	sink.w, sink.inc = r.w, inc.counts
 	if o.Dedup {
 		sink.window = newWindow[seen]()
 	}
-	err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](k), src, sink)
-	if err == nil && prev != nil {
-		err = inc.finish(r)
+	return &embedRun{kind: k, sink: sink, qz: qz, inc: inc, src: src}, nil
+}
+
+// embed runs the pipeline and writes the summary's lines.
+func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
+	err := execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+	if err == nil && p.prev != nil {
+		err = e.inc.finish(r)
 	}
-	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
-	if qz.source != "" {
-		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + qz.source})
+	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(o.Previous, e.inc.note, o.Dedup)...)
+	if e.qz.source != "" {
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
 	return err
 }
@@ -174,7 +242,7 @@ func (o *EmbedOptions) checkIncremental() error {
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
+		return CheckWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
 	}
 	return nil
 }
@@ -280,13 +348,13 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 	return meta
 }
 
-// settings are the run's VectorSettings (qz nil: without its dtype).
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) VectorSettings {
+// settings are the run's vector.Settings (qz nil: without its dtype).
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) vector.Settings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
-	s := VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
+	s := vector.Settings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
 		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)

@@ -18,6 +18,7 @@ import (
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
+	"github.com/synapse-embed/synapse/io/vector"
 )
 
 // Dedup's rule (--dedup): a document whose text is that of an earlier
@@ -168,8 +169,8 @@ func (o *EmbedOptions) openPrevious() (*previous.Set, error) {
 // checkPrevious compares the previous output's settings with this run's:
 // another digest is refused, naming the first difference, unless
 // PreviousAny, which embeds everything (and says so).
-func (o *EmbedOptions) checkPrevious(prev *previous.Set, cur VectorSettings) (reuse bool, note string, err error) {
-	ps, err := SettingsFromMetadata(prev.Metadata().GetValue)
+func (o *EmbedOptions) checkPrevious(prev *previous.Set, cur vector.Settings) (reuse bool, note string, err error) {
+	ps, err := vector.SettingsFromMetadata(prev.Metadata().GetValue)
 	if err != nil {
 		return false, "", configErrorf("--previous %s: %w", o.Previous[0], err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
-	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // ErrInput marks an input that cannot be searched: not an embedding
@@ -26,7 +25,7 @@ type Vectors struct {
 	Dtype    vector.Dtype
 	Dims     int
 	Ranges   *vector.Ranges // int8, uint8
-	Settings job.VectorSettings
+	Settings vector.Settings
 	Model    string // the model's name, for the run's tag
 }
 
@@ -62,7 +61,7 @@ func OpenVectors(ctx context.Context, what string, paths []string) (*Vectors, er
 // vectorsOf checks an embedding output's schema.
 func vectorsOf(sc *arrow.Schema) (*Vectors, error) {
 	md := sc.Metadata()
-	s, err := job.SettingsFromMetadata(md.GetValue)
+	s, err := vector.SettingsFromMetadata(md.GetValue)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
-	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // doc is a test document: its id and its chunks' float32 vectors.
@@ -49,7 +48,7 @@ func randomDocs(rng *rand.Rand, n, maxChunks, dims int) []doc {
 	return docs
 }
 
-var testSettings = job.VectorSettings{ModelDigest: "sha256:test", TextFields: []string{"text"}, ChunkTokens: 64, Pooling: "mean", Normalize: true}
+var testSettings = vector.Settings{ModelDigest: "sha256:test", TextFields: []string{"text"}, ChunkTokens: 64, Pooling: "mean", Normalize: true}
 
 // writeVectors writes docs as an embedding output of dtype d (ranges for
 // int8/uint8), parts files of about equal size when parts > 1.

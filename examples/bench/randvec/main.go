@@ -120,7 +120,7 @@ type outFile struct {
 }
 
 func gen(tmpl arrow.Metadata, n, nq int, seed uint64, dir string) error {
-	settings, err := job.SettingsFromMetadata(tmpl.GetValue)
+	settings, err := vector.SettingsFromMetadata(tmpl.GetValue)
 	if err != nil {
 		return fmt.Errorf("gen: -like: %w", err)
 	}
@@ -186,7 +186,7 @@ func gen(tmpl arrow.Metadata, n, nq int, seed uint64, dir string) error {
 
 // create starts an embedding output of dtype d with the template's
 // metadata, its vector settings and dtype keys set as embed sets them.
-func create(path string, tmpl arrow.Metadata, s job.VectorSettings, d vector.Dtype, r *vector.Ranges, inputs string) (*outFile, error) {
+func create(path string, tmpl arrow.Metadata, s vector.Settings, d vector.Dtype, r *vector.Ranges, inputs string) (*outFile, error) {
 	meta := make(map[string]string, tmpl.Len()+4)
 	for i, k := range tmpl.Keys() {
 		meta[k] = tmpl.Values()[i]
@@ -258,7 +258,7 @@ func raw(path, prefix string) error {
 	if err != nil {
 		return err
 	}
-	s, err := job.SettingsFromMetadata(sc.Metadata().GetValue)
+	s, err := vector.SettingsFromMetadata(sc.Metadata().GetValue)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

@@ -1,4 +1,4 @@
-package job
+package vector
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 // back, a record that does not match its digest is refused, and Diff names
 // the first setting that differs.
 func TestVectorSettings(t *testing.T) {
-	s := VectorSettings{ModelDigest: "sha256:aa", TextFields: []string{"title", "text"}, Prefix: "p: ", ChunkTokens: 64,
+	s := Settings{ModelDigest: "sha256:aa", TextFields: []string{"title", "text"}, Prefix: "p: ", ChunkTokens: 64,
 		Overlap: 8, Pooling: "mean", Normalize: true, Dims: 32}
 	meta := s.Metadata()
 	get := func(k string) (string, bool) { v, ok := meta[k]; return v, ok }
@@ -18,17 +18,17 @@ func TestVectorSettings(t *testing.T) {
 		t.Fatalf("read back %+v, %v; want %+v", back, err, s)
 	}
 	for _, tc := range []struct {
-		change func(*VectorSettings)
+		change func(*Settings)
 		diff   string
 	}{
-		{func(v *VectorSettings) { v.ModelDigest = "sha256:bb" }, `model_digest: previous "sha256:aa", this run "sha256:bb"`},
-		{func(v *VectorSettings) { v.TextFields = []string{"text"} }, `text_fields: previous ["title","text"], this run ["text"]`},
-		{func(v *VectorSettings) { v.Prefix = "" }, `prefix: previous "p: ", this run ""`},
-		{func(v *VectorSettings) { v.ChunkTokens = 32 }, "chunk_tokens: previous 64, this run 32"},
-		{func(v *VectorSettings) { v.Overlap = 0 }, "chunk_overlap: previous 8, this run 0"},
-		{func(v *VectorSettings) { v.Pooling = "cls" }, `pooling: previous "mean", this run "cls"`},
-		{func(v *VectorSettings) { v.Normalize = false }, "normalize: previous true, this run false"},
-		{func(v *VectorSettings) { v.Dims = 16 }, "dims: previous 32, this run 16"},
+		{func(v *Settings) { v.ModelDigest = "sha256:bb" }, `model_digest: previous "sha256:aa", this run "sha256:bb"`},
+		{func(v *Settings) { v.TextFields = []string{"text"} }, `text_fields: previous ["title","text"], this run ["text"]`},
+		{func(v *Settings) { v.Prefix = "" }, `prefix: previous "p: ", this run ""`},
+		{func(v *Settings) { v.ChunkTokens = 32 }, "chunk_tokens: previous 64, this run 32"},
+		{func(v *Settings) { v.Overlap = 0 }, "chunk_overlap: previous 8, this run 0"},
+		{func(v *Settings) { v.Pooling = "cls" }, `pooling: previous "mean", this run "cls"`},
+		{func(v *Settings) { v.Normalize = false }, "normalize: previous true, this run false"},
+		{func(v *Settings) { v.Dims = 16 }, "dims: previous 32, this run 16"},
 	} {
 		v := s
 		v.TextFields = append([]string(nil), s.TextFields...)

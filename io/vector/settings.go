@@ -1,4 +1,4 @@
-package job
+package vector
 
 import (
 	"cmp"
@@ -14,15 +14,15 @@ import (
 // Metadata keys of the vector settings in an embedding output.
 const (
 	MetaSettingsDigest = "synapse.settings_digest" // "sha256:HEX" of MetaSettings' value
-	MetaSettings       = "synapse.settings"        // VectorSettings as JSON
+	MetaSettings       = "synapse.settings"        // Settings as JSON
 )
 
-// VectorSettings are what decides a document's vectors besides its text:
+// Settings are what decides a document's vectors besides its text:
 // two outputs with the same settings digest give a document of the same
 // text the same chunks and (to the engine's rounding) the same vectors, so
 // an incremental run may copy them. The batch size, worker count, ids and
 // inputs are not in it: they do not change a vector.
-type VectorSettings struct {
+type Settings struct {
 	ModelDigest string   `json:"model_digest"`
 	TextFields  []string `json:"text_fields"`
 	Prefix      string   `json:"prefix"`
@@ -44,27 +44,27 @@ type VectorSettings struct {
 }
 
 // JSON is the settings' canonical JSON (fields in declaration order).
-func (s VectorSettings) JSON() string {
+func (s Settings) JSON() string {
 	b, _ := json.Marshal(s) // plain strings, ints and bools: cannot fail
 	return string(b)
 }
 
 // Digest is "sha256:" and the hex SHA-256 of JSON.
-func (s VectorSettings) Digest() string {
+func (s Settings) Digest() string {
 	sum := sha256.Sum256([]byte(s.JSON()))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Metadata is the settings' schema metadata: the digest and the readable record.
-func (s VectorSettings) Metadata() map[string]string {
+func (s Settings) Metadata() map[string]string {
 	return map[string]string{MetaSettingsDigest: s.Digest(), MetaSettings: s.JSON()}
 }
 
 // SettingsFromMetadata reads the settings an embedding output recorded; an
 // output without them (from a synapse before doc hashes) or whose record
 // does not match its digest is an error.
-func SettingsFromMetadata(get func(key string) (string, bool)) (VectorSettings, error) {
-	var s VectorSettings
+func SettingsFromMetadata(get func(key string) (string, bool)) (Settings, error) {
+	var s Settings
 	raw, ok := get(MetaSettings)
 	digest, ok2 := get(MetaSettingsDigest)
 	if !ok || !ok2 {
@@ -83,7 +83,7 @@ func SettingsFromMetadata(get func(key string) (string, bool)) (VectorSettings, 
 
 // Diff names the first setting that differs between s (this run) and
 // prev, "" when none does.
-func (s VectorSettings) Diff(prev VectorSettings) string {
+func (s Settings) Diff(prev Settings) string {
 	a, b := reflect.ValueOf(s), reflect.ValueOf(prev)
 	t := a.Type()
 	for i := range t.NumField() {
