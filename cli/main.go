@@ -49,7 +49,7 @@ func commands() []*cli.Command {
 		searchCommand(),
 		tokenizeCommand(),
 		versionCommand(),
-		workerCmd(),
+		workerCommand(),
 	}
 }
 

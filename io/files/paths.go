@@ -56,21 +56,23 @@ func CheckPaths(paths []PathUse) error {
 				continue
 			}
 			if keys[i].clashes(keys[j]) {
-				return fmt.Errorf("%w: %s %s %s %s %s: %s", ErrPathClash, a.Flag, a.Path, is(a, b), b.Flag, b.Path, harm(a, b))
+				return fmt.Errorf("%w: %s %s %s %s %s: %s", ErrPathClash, a.Flag, a.Path, relation(a, b), b.Flag, b.Path, consequence(a, b))
 			}
 		}
 	}
 	return nil
 }
 
-func is(a, b PathUse) string {
+// relation says how a and b, two uses that name one file, relate.
+func relation(a, b PathUse) string {
 	if a.Path == b.Path {
 		return "is also"
 	}
 	return "is the same file as"
 }
 
-func harm(a, b PathUse) string {
+// consequence says what running with a and b on one file would do.
+func consequence(a, b PathUse) string {
 	switch {
 	case a.Write && b.Write:
 		return "the two outputs would overwrite each other; give them different paths"
