@@ -160,20 +160,20 @@ func DefaultParallelism(cores int) (workers, threads int) {
 
 // runner holds a job's common parts while it runs.
 type runner struct {
-	o      *Options
-	kind   string
-	start  time.Time
-	model  *artifact.Artifact
-	pool   *supervise.Pool
-	loaded wire.Loaded
-	req    *requester
-	w      *output.Writer
-	resume output.ResumeState
-	sum    Summary
-	extra  any // the kind's counters, kept in the checkpoint beside the pipeline's
-	closer []func()
-	ctx    context.Context // the run's, from load: bounds the uploads of outputs in a bucket
-	docsR  *corpus.Reader  // the documents (embed, generate): their id counts go in the summary
+	o         *Options
+	kind      string
+	start     time.Time
+	model     *artifact.Artifact
+	pool      *supervise.Pool
+	loaded    wire.Loaded
+	req       *requester
+	w         *output.Writer
+	resume    output.ResumeState
+	sum       Summary
+	kindState any // the kind's counters (a pointer JSON fills in place), kept in the checkpoint beside the pipeline's
+	closer    []func()
+	ctx       context.Context // the run's, from load: bounds the uploads of outputs in a bucket
+	docsR     *corpus.Reader  // the documents (embed, generate): their id counts go in the summary
 }
 
 // begin checks the options and the outputs with the kind's Check
@@ -285,27 +285,8 @@ func CheckOutputs(o *Options, formats []output.Format) error {
 		return configErrorf("output %s: this command writes %s, not .%s", o.Out, strings.Join(names, ", "), f)
 	}
 	for _, p := range []string{o.Out, errorsPath} {
-		if err := objstore.CheckScheme(p); err != nil {
-			return &ConfigError{err}
-		}
-		if objstore.IsURL(p) {
-			if err := checkObjectOutput("output", p, o.CheckpointDir); err != nil {
-				return err
-			}
-			continue
-		}
-		dir := filepath.Dir(p)
-		st, err := os.Stat(dir)
-		switch {
-		case err != nil:
-			return configErrorf("output %s: its directory: %w", p, err)
-		case !st.IsDir():
-			return configErrorf("output %s: %s is not a directory", p, dir)
-		case syscall.Access(dir, 2 /* W_OK */) != nil:
-			return configErrorf("output %s: directory %s is not writable", p, dir)
-		}
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return configErrorf("output %s is a directory", p)
+		if err := checkOutputPath("output", p, o.CheckpointDir); err != nil {
+			return err
 		}
 	}
 	if err := files.CheckPaths(o.paths(errorsPath)); err != nil {
@@ -376,23 +357,38 @@ func forceShard(o *Options) error {
 	return nil
 }
 
-// CheckWritable refuses, before anything starts, an output file flag that
-// cannot be written or would overwrite one of inputs (a ConfigError).
-func CheckWritable(flag, p string, inputs []string) error { return checkWritable(flag, p, inputs) }
-
-// checkWritable refuses, before anything starts, a file option the job
-// cannot write, or one that would overwrite an input.
-func checkWritable(flag, p string, inputs []string) error {
-	if err := objstore.CheckScheme(p); err != nil {
-		return &ConfigError{fmt.Errorf("%s: %w", flag, err)}
-	}
+// CheckWritable refuses, before anything starts, a file option the job
+// cannot write (checkOutputPath), or one that would overwrite one of inputs
+// (a ConfigError).
+func CheckWritable(flag, p string, inputs []string) error {
 	if objstore.IsURL(p) {
 		for _, in := range inputs {
 			if in == p {
 				return configErrorf("%s %s would overwrite %s", flag, p, in)
 			}
 		}
-		return checkObjectOutput(flag, p, "")
+	}
+	if err := checkOutputPath(flag, p, ""); err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		if !objstore.IsURL(p) && in != "-" && (sameFile(in, p) || filepath.Clean(in) == filepath.Clean(p)) {
+			return configErrorf("%s %s would overwrite %s", flag, p, in)
+		}
+	}
+	return nil
+}
+
+// checkOutputPath is the one check of a file a job writes, named by flag
+// in its errors: an s3:// object the run can write (checkObjectOutput, its
+// resume files in checkpointDir), or a local path whose directory exists
+// and is writable and which is not itself a directory.
+func checkOutputPath(flag, p, checkpointDir string) error {
+	if err := objstore.CheckScheme(p); err != nil {
+		return &ConfigError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	if objstore.IsURL(p) {
+		return checkObjectOutput(flag, p, checkpointDir)
 	}
 	dir := filepath.Dir(p)
 	st, err := os.Stat(dir)
@@ -406,11 +402,6 @@ func checkWritable(flag, p string, inputs []string) error {
 	}
 	if st, err := os.Stat(p); err == nil && st.IsDir() {
 		return configErrorf("%s %s is a directory", flag, p)
-	}
-	for _, in := range inputs {
-		if in != "-" && (sameFile(in, p) || filepath.Clean(in) == filepath.Clean(p)) {
-			return configErrorf("%s %s would overwrite %s", flag, p, in)
-		}
 	}
 	return nil
 }
@@ -527,8 +518,8 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 		}
 	}
 	opts.State = func() any {
-		if r.extra != nil {
-			return checkpointState{o.Stats.Snapshot(), r.extra}
+		if r.kindState != nil {
+			return checkpointState{o.Stats.Snapshot(), r.kindState}
 		}
 		return o.Stats.Snapshot()
 	}
@@ -557,9 +548,9 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 			return damaged(fmt.Errorf("%w: counters: %v", output.ErrCheckpointCorrupt, err))
 		}
 		o.Stats.Restore(c)
-		if r.extra != nil {
+		if r.kindState != nil {
 			var x checkpointState
-			x.Kind = r.extra
+			x.Kind = r.kindState
 			if err := json.Unmarshal(st.State, &x); err != nil {
 				w.Abort()
 				return damaged(fmt.Errorf("%w: counters: %v", output.ErrCheckpointCorrupt, err))
