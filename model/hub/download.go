@@ -1,0 +1,246 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrChecksum marks a downloaded file whose size or digest is not what the
+// Hub announced for it.
+var ErrChecksum = errors.New("checksum mismatch")
+
+// errStalled cuts a download that delivers no byte for Client.Stall.
+var errStalled = errors.New("stalled")
+
+// Progress is told how far a download has come: done of size bytes of the
+// file name are on disk (done == size at the end).
+type Progress func(name string, done, size int64)
+
+// Download fetches f of repository id at commit into dst: into dst.part
+// first, resumed with a Range request where an earlier attempt (or an
+// earlier run) left it, checked against f's size and sha256 (LFS files) or
+// git blob id, then renamed to dst. A transient failure is tried again
+// Client.Attempts times; a file that fails its check after a download from
+// the first byte is ErrChecksum (one that fails after a resumed download is
+// fetched once more from the start first).
+func (c *Client) Download(ctx context.Context, id, commit string, f File, dst string, progress Progress) error {
+	part := dst + ".part"
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	u := c.ResolveURL(id, commit, f.Name)
+	resumed, restarted := false, false
+	for n := 1; ; {
+		have := partSize(part, f.Size)
+		resumed = resumed || have > 0
+		var err error
+		if have < f.Size {
+			if have > 0 {
+				c.log("%s: resuming at %s of %s", f.Name, Bytes(have), Bytes(f.Size))
+			}
+			err = c.fetch(ctx, u, part, have, f, progress)
+		}
+		if err == nil {
+			if err = verify(part, f); errors.Is(err, ErrChecksum) && resumed && !restarted {
+				c.log("%v; fetching it again from the start", err)
+				os.Remove(part)
+				resumed, restarted = false, true
+				continue
+			}
+			if err != nil {
+				os.Remove(part) // its bytes are wrong: the next run starts over
+				return err
+			}
+			if err := os.Rename(part, dst); err != nil {
+				return fmt.Errorf("hub: %w", err)
+			}
+			return nil
+		}
+		var te transientError
+		if !errors.As(err, &te) || ctx.Err() != nil {
+			if errors.Is(err, ErrChecksum) {
+				os.Remove(part)
+			}
+			return err
+		}
+		if n == c.attempts() {
+			return fmt.Errorf("%w (after %d attempts; run again to resume from %s)", err, n, part)
+		}
+		n++
+		c.log("%v; trying again (attempt %d of %d)", err, n, c.attempts())
+		if err := c.wait(ctx, n-1); err != nil {
+			return err
+		}
+	}
+}
+
+// partSize is the size of a partial download, 0 when there is none or it
+// is longer than the file (it is then removed).
+func partSize(part string, size int64) int64 {
+	st, err := os.Stat(part)
+	if err != nil {
+		return 0
+	}
+	if st.Size() > size {
+		os.Remove(part)
+		return 0
+	}
+	return st.Size()
+}
+
+// fetch appends to part the bytes of f from offset have on, in one request.
+func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, progress Progress) error {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var header map[string]string
+	if have > 0 {
+		header = map[string]string{"Range": fmt.Sprintf("bytes=%d-", have)}
+	}
+	resp, err := c.get(actx, u, header)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return transientError{fmt.Errorf("hub: %s: %w", f.Name, err)}
+	}
+	defer resp.Body.Close()
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	switch resp.StatusCode {
+	case http.StatusOK:
+		have, flags = 0, flags|os.O_TRUNC // the whole file, from the first byte
+	case http.StatusPartialContent:
+		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
+			os.Remove(part)
+			return transientError{fmt.Errorf("hub: %s: asked for bytes %d on, got Content-Range %q; starting over", f.Name, have, resp.Header.Get("Content-Range"))}
+		}
+	case http.StatusRequestedRangeNotSatisfiable:
+		os.Remove(part)
+		return transientError{fmt.Errorf("hub: %s: the server cannot resume at byte %d; starting over", f.Name, have)}
+	default:
+		return c.statusError(resp, "file "+f.Name)
+	}
+	fh, err := os.OpenFile(part, flags, 0o644)
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	stall := c.Stall
+	if stall <= 0 {
+		stall = time.Minute
+	}
+	timer := time.AfterFunc(stall, func() { cancel(errStalled) })
+	defer timer.Stop()
+	w := &progressWriter{w: fh, name: f.Name, done: have, size: f.Size, progress: progress}
+	n, err := io.Copy(w, &stallReader{r: resp.Body, timer: timer, stall: stall})
+	if cerr := fh.Close(); err == nil && cerr != nil {
+		return fmt.Errorf("hub: %w", cerr)
+	}
+	return c.fetchOutcome(ctx, actx, err, f, have+n, stall)
+}
+
+// fetchOutcome says what a download that ended with err at got bytes of
+// f's means.
+func (c *Client) fetchOutcome(ctx, actx context.Context, err error, f File, got int64, stall time.Duration) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, ErrChecksum):
+		return err
+	case errors.Is(context.Cause(actx), errStalled):
+		return transientError{fmt.Errorf("hub: %s: no byte for %v at %d of %d bytes; cut", f.Name, stall, got, f.Size)}
+	case err != nil:
+		return transientError{fmt.Errorf("hub: %s: connection dropped at %d of %d bytes: %w", f.Name, got, f.Size, err)}
+	case got < f.Size:
+		return transientError{fmt.Errorf("hub: %s: connection closed at %d of %d bytes", f.Name, got, f.Size)}
+	}
+	return nil
+}
+
+// rangeStart reads the first byte of a Content-Range: "bytes START-END/SIZE".
+func rangeStart(cr string) (int64, bool) {
+	s, ok := strings.CutPrefix(cr, "bytes ")
+	if !ok {
+		return 0, false
+	}
+	s, _, ok = strings.Cut(s, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// stallReader pushes the stall deadline back whenever bytes arrive.
+type stallReader struct {
+	r     io.Reader
+	timer *time.Timer
+	stall time.Duration
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.timer.Reset(s.stall)
+	}
+	return n, err
+}
+
+// progressWriter writes to w, refusing bytes past size (the file is then
+// not the one announced), and reports each write.
+type progressWriter struct {
+	w          io.Writer
+	name       string
+	done, size int64
+	progress   Progress
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	if p.done+int64(len(b)) > p.size {
+		return 0, fmt.Errorf("hub: %s: %w: more than the %d bytes announced", p.name, ErrChecksum, p.size)
+	}
+	n, err := p.w.Write(b)
+	p.done += int64(n)
+	if p.progress != nil {
+		p.progress(p.name, p.done, p.size)
+	}
+	return n, err
+}
+
+// verify checks the file at path against f: its size, and its sha256 (an
+// LFS file) or its git blob id (sha1 of "blob SIZE\x00" and the bytes).
+func verify(path string, f File) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	defer fh.Close()
+	var h hash.Hash
+	want, kind := f.BlobID, "git blob id"
+	if f.LFS != nil {
+		h, want, kind = sha256.New(), f.LFS.SHA256, "sha256"
+	} else {
+		h = sha1.New()
+		fmt.Fprintf(h, "blob %d\x00", f.Size)
+	}
+	n, err := io.Copy(h, fh)
+	if err != nil {
+		return fmt.Errorf("hub: %s: %w", f.Name, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if n != f.Size || !strings.EqualFold(got, want) {
+		return fmt.Errorf("hub: %s: %w: got %d bytes with %s %s; the Hub announced %d bytes with %s %s",
+			f.Name, ErrChecksum, n, kind, got, f.Size, kind, strings.ToLower(want))
+	}
+	return nil
+}
