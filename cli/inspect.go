@@ -87,6 +87,11 @@ type specialToken struct {
 // inspect describes the model at path (a GGUF file or an ONNX model) on w,
 // as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
+	if !isONNXModel(path) {
+		if p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true}); err == nil && isONNXModel(p) {
+			path = p // a hub id's snapshot, a cached ONNX model
+		}
+	}
 	if isONNXModel(path) {
 		info, err := describeONNX(path)
 		return report(w, info, err, asJSON, printONNXInfo)

@@ -85,18 +85,22 @@ func Open(ref string) (*Artifact, error) { return OpenWith(ref, Options{}) }
 // OpenWith reads the model ref names: a file, or else a name or digest
 // prefix in the model cache (o.Store).
 func OpenWith(ref string, o Options) (*Artifact, error) {
-	path, digest, err := o.resolve(ref)
+	r, err := o.resolve(ref)
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(path)
+	st, err := os.Stat(r.path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	if st.IsDir() || strings.EqualFold(filepath.Ext(path), ".onnx") {
-		return openONNX(path)
+	if !st.IsDir() && !strings.EqualFold(filepath.Ext(r.path), ".onnx") {
+		return openGGUF(r.path, r.digest)
 	}
-	return openGGUF(path, digest)
+	a, err := openONNX(r.path)
+	if err == nil && r.name != "" && a.Entry == nil {
+		a.Name = r.name // a hub id: its snapshot directory is named for the commit
+	}
+	return a, err
 }
 
 func openGGUF(path string, digest digestFunc) (*Artifact, error) {

@@ -30,7 +30,7 @@ func CacheDir() (dir, from string, err error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", "", fmt.Errorf("hub: no home directory for the Hugging Face cache (set HF_HUB_CACHE): %w", err)
+		return "", "", fmt.Errorf("no home directory for the Hugging Face cache (set HF_HUB_CACHE): %w", err)
 	}
 	return filepath.Join(home, ".cache", "huggingface", "hub"), "default", nil
 }
@@ -49,26 +49,26 @@ func StoreDir(s *modelcache.Store) string { return filepath.Join(s.Root, "hub") 
 func Snapshot(dir string, r Ref) (string, error) {
 	repo := filepath.Join(dir, r.Folder())
 	if _, err := os.Stat(repo); err != nil {
-		return "", fmt.Errorf("hub: %s: %w (no %s)", r, ErrNotCached, repo)
+		return "", fmt.Errorf("%s: %w (no %s)", r, ErrNotCached, repo)
 	}
 	commit := r.Rev()
 	if !IsCommit(commit) {
 		ref := filepath.Join(repo, "refs", filepath.FromSlash(commit))
 		b, err := readlimit.ReadFile(ref, readlimit.Config)
 		if err != nil {
-			return "", fmt.Errorf("hub: %s: %w (no %s%s)", r, ErrNotCached, ref, snapshotsHint(repo, r))
+			return "", fmt.Errorf("%s: %w (no %s%s)", r, ErrNotCached, ref, snapshotsHint(repo, r))
 		}
 		commit = strings.TrimSpace(string(b))
 		if !IsCommit(commit) {
-			return "", fmt.Errorf("hub: %s: %w: %s holds %.50q, not a commit id", r, ErrNotCached, ref, commit)
+			return "", fmt.Errorf("%s: %w: %s holds %.50q, not a commit id", r, ErrNotCached, ref, commit)
 		}
 	}
 	snap := filepath.Join(repo, "snapshots", commit)
 	if st, err := os.Stat(snap); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("hub: %s: %w (no snapshot %s)", r, ErrNotCached, snap)
+		return "", fmt.Errorf("%s: %w (no snapshot %s)", r, ErrNotCached, snap)
 	}
 	if err := checkLinks(repo, snap); err != nil {
-		return "", fmt.Errorf("hub: %s: %w", r, err)
+		return "", fmt.Errorf("%s: %w", r, err)
 	}
 	return snap, nil
 }

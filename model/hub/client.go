@@ -66,7 +66,7 @@ func NewClient(endpoint string) (*Client, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("hub: endpoint %q (HF_ENDPOINT): want an http:// or https:// URL with a host and no query", endpoint)
+		return nil, fmt.Errorf("endpoint %q (HF_ENDPOINT): want an http:// or https:// URL with a host and no query", endpoint)
 	}
 	c := &Client{Endpoint: strings.TrimRight(endpoint, "/"), Token: strings.TrimSpace(os.Getenv("HF_TOKEN"))}
 	c.http = &http.Client{CheckRedirect: c.redirect}
@@ -79,7 +79,7 @@ func NewClient(endpoint string) (*Client, error) {
 // token. (net/http keeps it for another port of the same host.)
 func (c *Client) redirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
-		return fmt.Errorf("hub: more than 10 redirects")
+		return fmt.Errorf("more than 10 redirects")
 	}
 	base, _ := url.Parse(c.Endpoint)
 	for _, r := range append(via, req) {
@@ -128,7 +128,7 @@ func (c *Client) wait(ctx context.Context, n int) error {
 func (c *Client) get(ctx context.Context, u string, header map[string]string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("hub: %w", err)
+		return nil, err
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -155,17 +155,17 @@ func (c *Client) statusError(resp *http.Response, what string) error {
 	msg := serverMessage(resp)
 	switch code := resp.StatusCode; {
 	case code == http.StatusUnauthorized && c.Token == "":
-		return fmt.Errorf("hub: %s: %w (401%s): the model is gated or private, or does not exist; set HF_TOKEN to an access token of an account that may read it", what, ErrAuth, msg)
+		return fmt.Errorf("%s: %w (401%s): the model is gated or private, or does not exist; set HF_TOKEN to an access token of an account that may read it", what, ErrAuth, msg)
 	case code == http.StatusUnauthorized:
-		return fmt.Errorf("hub: %s: %w (401%s): HF_TOKEN was not accepted (invalid or expired?)", what, ErrAuth, msg)
+		return fmt.Errorf("%s: %w (401%s): HF_TOKEN was not accepted (invalid or expired?)", what, ErrAuth, msg)
 	case code == http.StatusForbidden:
-		return fmt.Errorf("hub: %s: %w (403%s): the account of HF_TOKEN may not read it; a gated model's conditions are accepted on its page", what, ErrAuth, msg)
+		return fmt.Errorf("%s: %w (403%s): the account of HF_TOKEN may not read it; a gated model's conditions are accepted on its page", what, ErrAuth, msg)
 	case code == http.StatusNotFound:
-		return fmt.Errorf("hub: %s: %w (404%s)", what, ErrRemoteNotFound, msg)
+		return fmt.Errorf("%s: %w (404%s)", what, ErrRemoteNotFound, msg)
 	case code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500:
-		return transientError{fmt.Errorf("hub: %s: the server answered %s%s", what, resp.Status, msg)}
+		return transientError{fmt.Errorf("%s: the server answered %s%s", what, resp.Status, msg)}
 	}
-	return fmt.Errorf("hub: %s: %w: %s%s", what, ErrProtocol, resp.Status, msg)
+	return fmt.Errorf("%s: %w: %s%s", what, ErrProtocol, resp.Status, msg)
 }
 
 // serverMessage is the Hub's error text (its JSON "error", else the
@@ -225,6 +225,8 @@ func (c *Client) Info(ctx context.Context, r Ref) (Repo, error) {
 		if !errors.As(err, &te) || n == c.attempts() || ctx.Err() != nil {
 			if err == nil {
 				err = checkRepo(repo, what)
+			} else if errors.As(err, &te) && ctx.Err() == nil {
+				err = fmt.Errorf("%w (after %d attempts)", err, n)
 			}
 			return repo, err
 		}
@@ -241,7 +243,7 @@ func (c *Client) info(ctx context.Context, u, what string, repo *Repo) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return transientError{fmt.Errorf("hub: %s: %w", what, err)}
+		return transientError{fmt.Errorf("%s: %w", what, err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -249,13 +251,13 @@ func (c *Client) info(ctx context.Context, u, what string, repo *Repo) error {
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, readlimit.Config+1))
 	if err != nil {
-		return transientError{fmt.Errorf("hub: %s: reading the file list: %w", what, err)}
+		return transientError{fmt.Errorf("%s: reading the file list: %w", what, err)}
 	}
 	if len(b) > readlimit.Config {
-		return fmt.Errorf("hub: %s: %w: the file list is over %d bytes", what, ErrProtocol, readlimit.Config)
+		return fmt.Errorf("%s: %w: the file list is over %d bytes", what, ErrProtocol, readlimit.Config)
 	}
 	if err := json.Unmarshal(b, repo); err != nil {
-		return fmt.Errorf("hub: %s: %w: the file list is not the API's JSON: %w", what, ErrProtocol, err)
+		return fmt.Errorf("%s: %w: the file list is not the API's JSON: %w", what, ErrProtocol, err)
 	}
 	return nil
 }
@@ -264,17 +266,17 @@ func (c *Client) info(ctx context.Context, u, what string, repo *Repo) error {
 // local path with a size and, for LFS files, a sha256.
 func checkRepo(repo Repo, what string) error {
 	if !IsCommit(repo.SHA) {
-		return fmt.Errorf("hub: %s: %w: sha %.50q is not a commit id", what, ErrProtocol, repo.SHA)
+		return fmt.Errorf("%s: %w: sha %.50q is not a commit id", what, ErrProtocol, repo.SHA)
 	}
 	for _, f := range repo.Siblings {
 		if !filepath.IsLocal(f.Name) || path.Clean(f.Name) != f.Name || strings.Contains(f.Name, "\\") {
-			return fmt.Errorf("hub: %s: %w: file name %q is not a path inside the repository", what, ErrProtocol, f.Name)
+			return fmt.Errorf("%s: %w: file name %q is not a path inside the repository", what, ErrProtocol, f.Name)
 		}
 		if f.Size < 0 || (f.LFS != nil && (f.LFS.Size != f.Size || !isHex(f.LFS.SHA256, 64))) {
-			return fmt.Errorf("hub: %s: %w: %s: size %d, LFS pointer %+v", what, ErrProtocol, f.Name, f.Size, f.LFS)
+			return fmt.Errorf("%s: %w: %s: size %d, LFS pointer %+v", what, ErrProtocol, f.Name, f.Size, f.LFS)
 		}
 		if f.LFS == nil && !isHex(f.BlobID, 40) {
-			return fmt.Errorf("hub: %s: %w: %s has neither an LFS sha256 nor a blob id to check it by", what, ErrProtocol, f.Name)
+			return fmt.Errorf("%s: %w: %s has neither an LFS sha256 nor a blob id to check it by", what, ErrProtocol, f.Name)
 		}
 	}
 	return nil

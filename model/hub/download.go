@@ -38,7 +38,7 @@ type Progress func(name string, done, size int64)
 func (c *Client) Download(ctx context.Context, id, commit string, f File, dst string, progress Progress) error {
 	part := dst + ".part"
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return err
 	}
 	u := c.ResolveURL(id, commit, f.Name)
 	resumed, restarted := false, false
@@ -64,7 +64,7 @@ func (c *Client) Download(ctx context.Context, id, commit string, f File, dst st
 				return err
 			}
 			if err := os.Rename(part, dst); err != nil {
-				return fmt.Errorf("hub: %w", err)
+				return err
 			}
 			return nil
 		}
@@ -113,7 +113,7 @@ func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return transientError{fmt.Errorf("hub: %s: %w", f.Name, err)}
+		return transientError{fmt.Errorf("%s: %w", f.Name, err)}
 	}
 	defer resp.Body.Close()
 	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
@@ -123,17 +123,17 @@ func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, 
 	case http.StatusPartialContent:
 		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
 			os.Remove(part)
-			return transientError{fmt.Errorf("hub: %s: asked for bytes %d on, got Content-Range %q; starting over", f.Name, have, resp.Header.Get("Content-Range"))}
+			return transientError{fmt.Errorf("%s: asked for bytes %d on, got Content-Range %q; starting over", f.Name, have, resp.Header.Get("Content-Range"))}
 		}
 	case http.StatusRequestedRangeNotSatisfiable:
 		os.Remove(part)
-		return transientError{fmt.Errorf("hub: %s: the server cannot resume at byte %d; starting over", f.Name, have)}
+		return transientError{fmt.Errorf("%s: the server cannot resume at byte %d; starting over", f.Name, have)}
 	default:
 		return c.statusError(resp, "file "+f.Name)
 	}
 	fh, err := os.OpenFile(part, flags, 0o644)
 	if err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return err
 	}
 	stall := c.Stall
 	if stall <= 0 {
@@ -144,7 +144,7 @@ func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, 
 	w := &progressWriter{w: fh, name: f.Name, done: have, size: f.Size, progress: progress}
 	n, err := io.Copy(w, &stallReader{r: resp.Body, timer: timer, stall: stall})
 	if cerr := fh.Close(); err == nil && cerr != nil {
-		return fmt.Errorf("hub: %w", cerr)
+		return cerr
 	}
 	return c.fetchOutcome(ctx, actx, err, f, have+n, stall)
 }
@@ -158,11 +158,11 @@ func (c *Client) fetchOutcome(ctx, actx context.Context, err error, f File, got 
 	case errors.Is(err, ErrChecksum):
 		return err
 	case errors.Is(context.Cause(actx), errStalled):
-		return transientError{fmt.Errorf("hub: %s: no byte for %v at %d of %d bytes; cut", f.Name, stall, got, f.Size)}
+		return transientError{fmt.Errorf("%s: no byte for %v at %d of %d bytes; cut", f.Name, stall, got, f.Size)}
 	case err != nil:
-		return transientError{fmt.Errorf("hub: %s: connection dropped at %d of %d bytes: %w", f.Name, got, f.Size, err)}
+		return transientError{fmt.Errorf("%s: connection dropped at %d of %d bytes: %w", f.Name, got, f.Size, err)}
 	case got < f.Size:
-		return transientError{fmt.Errorf("hub: %s: connection closed at %d of %d bytes", f.Name, got, f.Size)}
+		return transientError{fmt.Errorf("%s: connection closed at %d of %d bytes", f.Name, got, f.Size)}
 	}
 	return nil
 }
@@ -207,7 +207,7 @@ type progressWriter struct {
 
 func (p *progressWriter) Write(b []byte) (int, error) {
 	if p.done+int64(len(b)) > p.size {
-		return 0, fmt.Errorf("hub: %s: %w: more than the %d bytes announced", p.name, ErrChecksum, p.size)
+		return 0, fmt.Errorf("%s: %w: more than the %d bytes announced", p.name, ErrChecksum, p.size)
 	}
 	n, err := p.w.Write(b)
 	p.done += int64(n)
@@ -222,7 +222,7 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func verify(path string, f File) error {
 	fh, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return err
 	}
 	defer fh.Close()
 	var h hash.Hash
@@ -235,11 +235,11 @@ func verify(path string, f File) error {
 	}
 	n, err := io.Copy(h, fh)
 	if err != nil {
-		return fmt.Errorf("hub: %s: %w", f.Name, err)
+		return fmt.Errorf("%s: %w", f.Name, err)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
 	if n != f.Size || !strings.EqualFold(got, want) {
-		return fmt.Errorf("hub: %s: %w: got %d bytes with %s %s; the Hub announced %d bytes with %s %s",
+		return fmt.Errorf("%s: %w: got %d bytes with %s %s; the Hub announced %d bytes with %s %s",
 			f.Name, ErrChecksum, n, kind, got, f.Size, kind, strings.ToLower(want))
 	}
 	return nil

@@ -70,20 +70,20 @@ func (r Ref) Folder() string { return "models--" + strings.ReplaceAll(r.ID, "/",
 func ParseRef(s string) (Ref, error) {
 	id, rev, hasRev := strings.Cut(s, "@")
 	if hasRev && rev == "" {
-		return Ref{}, fmt.Errorf("hub: %q: %w: nothing after '@' (want ID@REVISION)", s, ErrBadRef)
+		return Ref{}, fmt.Errorf("%q: %w: nothing after '@' (want ID@REVISION)", s, ErrBadRef)
 	}
 	parts := strings.Split(id, "/")
 	if len(parts) > 2 {
-		return Ref{}, fmt.Errorf("hub: %q: %w: want ORG/NAME or NAME", s, ErrBadRef)
+		return Ref{}, fmt.Errorf("%q: %w: want ORG/NAME or NAME", s, ErrBadRef)
 	}
 	for _, p := range parts {
 		if err := checkName(p); err != nil {
-			return Ref{}, fmt.Errorf("hub: %q: %w: %s", s, ErrBadRef, err)
+			return Ref{}, fmt.Errorf("%q: %w: %s", s, ErrBadRef, err)
 		}
 	}
 	if hasRev {
 		if err := checkRevision(rev); err != nil {
-			return Ref{}, fmt.Errorf("hub: %q: %w: revision %s", s, ErrBadRef, err)
+			return Ref{}, fmt.Errorf("%q: %w: revision %s", s, ErrBadRef, err)
 		}
 	}
 	return Ref{ID: id, Revision: rev}, nil

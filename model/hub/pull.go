@@ -102,7 +102,7 @@ func (c *Client) choose(ctx context.Context, repo Repo, snap, partial string, o 
 		}
 		b, err := readlimit.ReadFile(path, readlimit.Config)
 		if err != nil {
-			return nil, fmt.Errorf("hub: %w", err)
+			return nil, err
 		}
 		if modules, err = Modules(b); err != nil {
 			return nil, fmt.Errorf("%w (of %s@%s)", err, repo.ID, repo.SHA)
@@ -145,7 +145,7 @@ func publish(root, partial string, p Pulled) error {
 		chosen[filepath.FromSlash(f.Name)] = true
 	}
 	if err := os.MkdirAll(filepath.Dir(p.Dir), 0o755); err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return err
 	}
 	_, statErr := os.Stat(p.Dir)
 	fresh := errors.Is(statErr, fs.ErrNotExist)
@@ -175,7 +175,7 @@ func publish(root, partial string, p Pulled) error {
 		err = os.RemoveAll(partial)
 	}
 	if err != nil {
-		return fmt.Errorf("hub: publishing %s: %w", p.Dir, err)
+		return fmt.Errorf("publishing %s: %w", p.Dir, err)
 	}
 	os.Remove(filepath.Dir(partial)) // partial/, when no other commit is in progress
 	return syncDir(filepath.Dir(p.Dir))
@@ -192,11 +192,11 @@ func writeRef(root string, r Ref, commit string) error {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(ref), ".ref-")
 	if err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return err
 	}
 	_, err = tmp.WriteString(commit)
 	if cerr := tmp.Close(); err == nil {
@@ -207,7 +207,7 @@ func writeRef(root string, r Ref, commit string) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("hub: writing %s: %w", ref, err)
+		return fmt.Errorf("writing %s: %w", ref, err)
 	}
 	return nil
 }
@@ -216,11 +216,11 @@ func writeRef(root string, r Ref, commit string) error {
 func syncDir(dir string) error {
 	fh, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return err
 	}
 	defer fh.Close()
 	if err := fh.Sync(); err != nil {
-		return fmt.Errorf("hub: sync %s: %w", dir, err)
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

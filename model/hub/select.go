@@ -34,7 +34,7 @@ func Modules(b []byte) ([]string, error) {
 		Path string `json:"path"`
 	}
 	if err := json.Unmarshal(b, &mods); err != nil {
-		return nil, fmt.Errorf("hub: %s: %w", ModulesFile, err)
+		return nil, fmt.Errorf("%s: %w", ModulesFile, err)
 	}
 	var dirs []string
 	for _, m := range mods {
@@ -43,7 +43,7 @@ func Modules(b []byte) ([]string, error) {
 			continue
 		}
 		if path.Clean(p) != p || strings.HasPrefix(p, "../") || p == ".." {
-			return nil, fmt.Errorf("hub: %s: module path %q is not a directory inside the repository", ModulesFile, m.Path)
+			return nil, fmt.Errorf("%s: module path %q is not a directory inside the repository", ModulesFile, m.Path)
 		}
 		dirs = append(dirs, p)
 	}
@@ -95,7 +95,7 @@ func moduleFiles(repo Repo, dir string, byName map[string]File) ([]File, error) 
 	}
 	if _, bin := byName[dir+"/"+pickle]; bin {
 		if _, st := byName[dir+"/model.safetensors"]; !st {
-			return nil, fmt.Errorf("hub: %s@%s: %w: module %s has its weights only as %s/%s, a pickle, which synapse does not load",
+			return nil, fmt.Errorf("%s@%s: %w: module %s has its weights only as %s/%s, a pickle, which synapse does not load",
 				repo.ID, repo.SHA, ErrNothingToLoad, dir, dir, pickle)
 		}
 	}
@@ -119,7 +119,7 @@ func chooseWeights(repo Repo, byName map[string]File, onnx bool) ([]File, error)
 			if has("model.safetensors") {
 				hint = "; pull it without --onnx for its model.safetensors"
 			}
-			return nil, fmt.Errorf("hub: %s: %w: no ONNX export (onnx/model.onnx nor model.onnx)%s", at, ErrNothingToLoad, hint)
+			return nil, fmt.Errorf("%s: %w: no ONNX export (onnx/model.onnx nor model.onnx)%s", at, ErrNothingToLoad, hint)
 		}
 		out := []File{byName[graph]}
 		for _, data := range []string{graph + "_data", graph + ".data"} {
@@ -151,7 +151,7 @@ func noWeights(repo Repo, at, graph string, has func(string) bool) error {
 		hint = "; pull its ONNX export with --onnx"
 	}
 	if has(pickle) || has(pickle+".index.json") {
-		return fmt.Errorf("hub: %s: %w: its weights are only %s, a pickle, which synapse does not load (unpickling runs code)%s",
+		return fmt.Errorf("%s: %w: its weights are only %s, a pickle, which synapse does not load (unpickling runs code)%s",
 			at, ErrNothingToLoad, pickle, hint)
 	}
 	var ggufs []string
@@ -162,11 +162,11 @@ func noWeights(repo Repo, at, graph string, has func(string) bool) error {
 	}
 	if len(ggufs) > 0 {
 		sort.Strings(ggufs)
-		return fmt.Errorf("hub: %s: %w: no model.safetensors; its GGUF files (%s) are run as they are: download one and pass -m FILE.gguf",
+		return fmt.Errorf("%s: %w: no model.safetensors; its GGUF files (%s) are run as they are: download one and pass -m FILE.gguf",
 			at, ErrNothingToLoad, strings.Join(ggufs[:min(len(ggufs), 5)], ", "))
 	}
 	if graph != "" {
-		return fmt.Errorf("hub: %s: %w: no model.safetensors%s", at, ErrNothingToLoad, hint)
+		return fmt.Errorf("%s: %w: no model.safetensors%s", at, ErrNothingToLoad, hint)
 	}
-	return fmt.Errorf("hub: %s: %w: no model.safetensors, onnx/model.onnx nor %s among its %d files", at, ErrNothingToLoad, pickle, len(repo.Siblings))
+	return fmt.Errorf("%s: %w: no model.safetensors, onnx/model.onnx nor %s among its %d files", at, ErrNothingToLoad, pickle, len(repo.Siblings))
 }
