@@ -20,16 +20,20 @@ import (
 )
 
 func modelsCommand() *cli.Command {
-	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsRmCommand(), modelsVerifyCommand()}
+	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsPullCommand(), modelsRmCommand(), modelsVerifyCommand()}
 	for _, c := range subs {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 	}
 	return &cli.Command{
 		Name:  "models",
-		Usage: "the model cache: add (and quantize) models once, list, verify and remove them",
+		Usage: "the model cache: add (and quantize) models once, pull them from the Hugging Face Hub, list, verify and remove them",
 		Description: `Models are kept once, under their SHA-256, in $SYNAPSE_MODELS, else
-$XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); -m in every command
-takes a file, a cached model's name or a digest prefix.`,
+$XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); models pulled from
+the Hub are kept in its hub/ directory. -m in every command takes, in this
+order: a file or directory that exists; a cached model's name or digest
+prefix; a Hugging Face hub id (ORG/NAME[@REVISION]) pulled into the model
+cache, else found in the Hugging Face cache ($HF_HUB_CACHE, else
+$HF_HOME/hub, else ~/.cache/huggingface/hub).`,
 		Subcommands: subs,
 	}
 }

@@ -43,8 +43,9 @@ type Client struct {
 	// Backoff is the wait before attempt n+1 (n from 1); nil: 1s, 2s, 4s, …
 	// up to 30s.
 	Backoff func(n int) time.Duration
-	// Stall is how long a download may deliver no byte before its
-	// connection is cut and the download resumed; 0: one minute.
+	// Stall is how long a request may wait for an answer, or a download
+	// for its next byte, before its connection is cut (and the download
+	// resumed); 0: one minute.
 	Stall time.Duration
 	// Log receives a line for each thing the client waits on.
 	Log func(string)
@@ -96,6 +97,13 @@ func (c *Client) attempts() int {
 		return c.Attempts
 	}
 	return 5
+}
+
+func (c *Client) stall() time.Duration {
+	if c.Stall > 0 {
+		return c.Stall
+	}
+	return time.Minute
 }
 
 func (c *Client) backoff(n int) time.Duration {
@@ -238,10 +246,15 @@ func (c *Client) Info(ctx context.Context, r Ref) (Repo, error) {
 }
 
 func (c *Client) info(ctx context.Context, u, what string, repo *Repo) error {
-	resp, err := c.get(ctx, u, nil)
+	actx, cancel := context.WithTimeoutCause(ctx, c.stall(), errStalled) // the file list is small
+	defer cancel()
+	resp, err := c.get(actx, u, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(context.Cause(actx), errStalled) {
+			return transientError{fmt.Errorf("%s: no answer from %s in %v", what, c.Endpoint, c.stall())}
 		}
 		return transientError{fmt.Errorf("%s: %w", what, err)}
 	}

@@ -108,12 +108,12 @@ func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, 
 	if have > 0 {
 		header = map[string]string{"Range": fmt.Sprintf("bytes=%d-", have)}
 	}
+	stall := c.stall()
+	timer := time.AfterFunc(stall, func() { cancel(errStalled) }) // from the request on: an answer that never comes is cut too
+	defer timer.Stop()
 	resp, err := c.get(actx, u, header)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return transientError{fmt.Errorf("%s: %w", f.Name, err)}
+		return c.fetchOutcome(ctx, actx, err, f, have, stall)
 	}
 	defer resp.Body.Close()
 	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
@@ -135,12 +135,6 @@ func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, 
 	if err != nil {
 		return err
 	}
-	stall := c.Stall
-	if stall <= 0 {
-		stall = time.Minute
-	}
-	timer := time.AfterFunc(stall, func() { cancel(errStalled) })
-	defer timer.Stop()
 	w := &progressWriter{w: fh, name: f.Name, done: have, size: f.Size, progress: progress}
 	n, err := io.Copy(w, &stallReader{r: resp.Body, timer: timer, stall: stall})
 	if cerr := fh.Close(); err == nil && cerr != nil {
@@ -158,7 +152,7 @@ func (c *Client) fetchOutcome(ctx, actx context.Context, err error, f File, got 
 	case errors.Is(err, ErrChecksum):
 		return err
 	case errors.Is(context.Cause(actx), errStalled):
-		return transientError{fmt.Errorf("%s: no byte for %v at %d of %d bytes; cut", f.Name, stall, got, f.Size)}
+		return transientError{fmt.Errorf("%s: nothing came for %v at %d of %d bytes; cut", f.Name, stall, got, f.Size)}
 	case err != nil:
 		return transientError{fmt.Errorf("%s: connection dropped at %d of %d bytes: %w", f.Name, got, f.Size, err)}
 	case got < f.Size:

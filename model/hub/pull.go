@@ -52,6 +52,7 @@ func (c *Client) Pull(ctx context.Context, s *modelcache.Store, r Ref, o PullOpt
 		return Pulled{}, err
 	}
 	repo.ID = r.ID // the name the cache files it under (the API may give the canonical spelling)
+	c.log("%s is commit %s", r, repo.SHA)
 	root := filepath.Join(StoreDir(s), r.Folder())
 	unlock, err := s.LockKey(ctx, "hub-"+r.Folder(), func() {
 		c.log("waiting for another synapse that is pulling %s", r.ID)
@@ -68,7 +69,7 @@ func (c *Client) Pull(ctx context.Context, s *modelcache.Store, r Ref, o PullOpt
 	for _, f := range p.Files {
 		p.Bytes += f.Size
 	}
-	c.log("%s is commit %s: %d files, %s", r, repo.SHA, len(p.Files), Bytes(p.Bytes))
+	c.log("taking %d of its %d files, %s", len(p.Files), len(repo.Siblings), Bytes(p.Bytes))
 	for _, f := range p.Files {
 		fetched, err := c.ensure(ctx, repo, f, p.Dir, partial, o.Progress)
 		if err != nil {

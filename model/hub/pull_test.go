@@ -209,7 +209,7 @@ func TestPullResumesInTheNextRun(t *testing.T) {
 func TestPullRefusesAWrongChecksum(t *testing.T) {
 	srv := hubtest.New(t)
 	srv.Add(t, "org/m", stRepo(t, 10_000, 4), "main")
-	srv.WrongChecksum("model.safetensors")
+	srv.WrongChecksum("org/m", "model.safetensors")
 	s := newStore(t)
 	_, err := client(t, srv, "").Pull(context.Background(), s, hub.Ref{ID: "org/m"}, hub.PullOptions{})
 	if !errors.Is(err, hub.ErrChecksum) || !strings.Contains(err.Error(), "model.safetensors") {
@@ -330,5 +330,33 @@ func TestPullRefusesWhatItCannotLoad(t *testing.T) {
 				t.Errorf("%s: fetched %s before refusing; want no weights fetched", tt.id, r.Path)
 			}
 		}
+	}
+}
+
+func TestPullCutsAStalledDownload(t *testing.T) {
+	srv := hubtest.New(t)
+	dir := stRepo(t, 200_000, 10)
+	srv.Add(t, "org/m", dir, "main")
+	srv.DropFile("model.safetensors", hubtest.Drop{After: 70_000, Times: 1, Hang: true}) // sends 70,000 bytes, then nothing
+	c := client(t, srv, "")
+	c.Stall = 50 * time.Millisecond
+	var lines []string
+	c.Log = func(l string) { lines = append(lines, l) }
+	p, err := c.Pull(context.Background(), newStore(t), hub.Ref{ID: "org/m"}, hub.PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, p, dir)
+	var ranges []string
+	for _, r := range srv.Requests() {
+		if r.Server == "cdn" {
+			ranges = append(ranges, r.Range)
+		}
+	}
+	if want := []string{"", "bytes=70000-"}; !slices.Equal(ranges, want) {
+		t.Errorf("downloads asked Range %q; want %q", ranges, want)
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "nothing came for 50ms at 70000 of 200000 bytes") }) {
+		t.Errorf("log %q; want it to say the download stalled and was cut", lines)
 	}
 }

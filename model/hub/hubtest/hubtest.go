@@ -34,10 +34,12 @@ type Request struct {
 }
 
 // Drop cuts the connection serving a file after After bytes of the body,
-// Times times (-1: every time).
+// Times times (-1: every time); with Hang it stops sending there instead,
+// until the client gives up on the request.
 type Drop struct {
 	After int64
 	Times int
+	Hang  bool
 }
 
 // Server is a fake Hub and its CDN.
@@ -50,7 +52,7 @@ type Server struct {
 	blobs    map[string]file // by sha256, what the CDN serves
 	requests []Request
 	drops    map[string]*Drop // by file name
-	wrong    map[string]bool  // file names announced with a wrong sha256
+	wrong    map[string]bool  // "ID/NAME" of files announced with a wrong sha256
 }
 
 type repo struct {
@@ -112,7 +114,8 @@ func (s *Server) Add(t testing.TB, id, dir string, refs ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit := hex.EncodeToString(h.Sum([]byte(id)))[:40]
+	fmt.Fprintf(h, "repository %s\n", id)
+	commit := hex.EncodeToString(h.Sum(nil))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repos[id]
@@ -139,18 +142,20 @@ func (s *Server) Gate(id, token string) {
 	s.repos[id].token = token
 }
 
-// DropFile cuts the downloads of the file name as d says.
+// DropFile cuts the downloads of the file name (of any repository) as d
+// says.
 func (s *Server) DropFile(name string, d Drop) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drops[name] = &d
 }
 
-// WrongChecksum makes the API announce a wrong sha256 for the file name.
-func (s *Server) WrongChecksum(name string) {
+// WrongChecksum makes the API announce a wrong sha256 for the file name
+// of repository id.
+func (s *Server) WrongChecksum(id, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.wrong[name] = true
+	s.wrong[id+"/"+name] = true
 }
 
 // Requests returns the requests received so far.
@@ -257,7 +262,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
 			sb.BlobID, sb.Size = f.blobID, &n
 			if f.lfs {
 				sum := f.sha256
-				if s.wrongChecksum(f.name) {
+				if s.wrongChecksum(id + "/" + f.name) {
 					sum = strings.Repeat("0", 64)
 				}
 				sb.LFS = &lfs{SHA256: sum, Size: n, PointerSize: 134}
@@ -308,24 +313,27 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, f file) {
 	if start > 0 {
 		w.WriteHeader(http.StatusPartialContent)
 	}
-	if cut, ok := s.takeDrop(f.name); ok && cut < int64(len(body)) {
-		w.Write(body[:cut])
+	if d, ok := s.takeDrop(f.name); ok && d.After < int64(len(body)) {
+		w.Write(body[:d.After])
 		w.(http.Flusher).Flush()
+		if d.Hang {
+			<-r.Context().Done() // the client cut the connection
+		}
 		panic(http.ErrAbortHandler) // the connection closes short of Content-Length
 	}
 	w.Write(body)
 }
 
-// takeDrop reports whether this download of name is to be cut, and where.
-func (s *Server) takeDrop(name string) (int64, bool) {
+// takeDrop reports whether this download of name is to be cut, and how.
+func (s *Server) takeDrop(name string) (Drop, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.drops[name]
 	if d == nil || d.Times == 0 {
-		return 0, false
+		return Drop{}, false
 	}
 	if d.Times > 0 {
 		d.Times--
 	}
-	return d.After, true
+	return *d, true
 }
