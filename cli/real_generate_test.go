@@ -15,7 +15,7 @@ import (
 )
 
 // smolLM2 is SmolLM2-135M-Instruct (Q4_1), as `make real-models` fetches it.
-const smolLM2 = "SmolLM2-135M-Instruct-Q4_1.gguf"
+const smolLM2 = "SmolLM2-135M-Instruct-Q4_1/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 // realGenerateRows is how many SciFact titles the real-model generate
 // checks prompt with.

@@ -59,7 +59,7 @@ func targets(t testing.TB) []target {
 
 // realModelVocabs are the real models (`make real-models`) whose
 // vocabularies the parity checks cover too, loaded vocab_only.
-var realModelVocabs = []string{"SmolLM2-135M-Instruct-Q4_1.gguf"}
+var realModelVocabs = []string{"SmolLM2-135M-Instruct-Q4_1/SmolLM2-135M-Instruct.Q4_1.gguf"}
 
 // realTargets are the real models' vocabularies that are fetched; a
 // missing one is no target, unless SYNAPSE_REQUIRE_REAL=1 (`make
