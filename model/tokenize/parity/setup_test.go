@@ -75,7 +75,7 @@ func realTargets(t testing.TB) []target {
 			}
 			continue
 		}
-		out = append(out, target{name, p, wire.RuntimeConfig{VocabOnly: true}})
+		out = append(out, target{filepath.Base(name), p, wire.RuntimeConfig{VocabOnly: true}})
 	}
 	return out
 }
