@@ -87,12 +87,12 @@ type specialToken struct {
 // inspect describes the model at path (a GGUF file or an ONNX model) on w,
 // as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
-	if !isONNXModel(path) {
-		if p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true}); err == nil && isONNXModel(p) {
-			path = p // a hub id's snapshot, a cached ONNX model
-		}
+	onnx := isONNXModel(path)
+	if !onnx {
+		p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true})
+		onnx = err == nil && isONNXModel(p) // a hub id's snapshot, a cached ONNX model
 	}
-	if isONNXModel(path) {
+	if onnx {
 		info, err := describeONNX(path)
 		return report(w, info, err, asJSON, printONNXInfo)
 	}

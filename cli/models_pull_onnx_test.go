@@ -50,6 +50,9 @@ func TestModelsPullThenEmbed(t *testing.T) {
 	if code, stdout, _ = runCLI(t, "models", "pull", "org/tiny-st", "--onnx"); code != exitOK || !strings.HasPrefix(stdout, "cached") {
 		t.Errorf("second pull: exit %d, stdout %q; want cached, nothing fetched", code, stdout)
 	}
+	if code, stdout, stderr := runCLI(t, "inspect", "org/tiny-st"); code != exitOK || !strings.Contains(stdout, "org/tiny-st") {
+		t.Errorf("inspect org/tiny-st: exit %d, stdout %q; want the pulled model described by its id\nstderr: %s", code, stdout, stderr)
+	}
 	in := filepath.Join(work, "in.jsonl")
 	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "Hello world"}, {"id": "b", "text": "protein, gene and cells!"}})
 	want := filepath.Join(work, "want.arrow")
