@@ -83,6 +83,9 @@ func modelsPull(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(hub.StoreDir(s), 0o755); err != nil { // before the network: a cache it cannot write to
+		return usageError{fmt.Errorf("models pull: the model cache: %w", err)}
+	}
 	stderr := c.App.ErrWriter
 	prog := newPullProgress(stderr)
 	cl.Log = prog.log

@@ -71,6 +71,7 @@ func TestModelsPullExitCodes(t *testing.T) {
 		{"no such model", srv.URL, "", []string{"org/none"}, exitUsage, []string{"404", "Repository not found"}, false},
 		{"no such revision", srv.URL, "", []string{"org/ok@v9"}, exitUsage, []string{"404", "v9"}, false},
 		{"pickle only", srv.URL, "", []string{"org/pickle"}, exitUsage, []string{"pytorch_model.bin, a pickle"}, false},
+		{"unwritable cache", srv.URL, "", []string{"--models-dir", "/dev/null/models", "org/ok"}, exitUsage, []string{"the model cache"}, true},
 		{"dropped every time", flaky.URL, "", []string{"--attempts", "1", "org/flaky"}, exitFatal, []string{"connection dropped", "run again to resume"}, false},
 	}
 	for _, tt := range tests {

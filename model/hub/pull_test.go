@@ -360,3 +360,32 @@ func TestPullCutsAStalledDownload(t *testing.T) {
 		t.Errorf("log %q; want it to say the download stalled and was cut", lines)
 	}
 }
+
+func TestPullRefetchesAResumedFileThatFailsItsCheck(t *testing.T) {
+	srv := hubtest.New(t)
+	dir := stRepo(t, 40_000, 11)
+	commit := srv.Add(t, "org/m", dir, "main")
+	s := newStore(t)
+	// An earlier run left 1,000 bytes that are not the file's (a disk that lost them, another tool's file).
+	part := filepath.Join(hub.StoreDir(s), "models--org--m", "partial", commit, "model.safetensors.part")
+	if err := os.MkdirAll(filepath.Dir(part), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(part, bytes.Repeat([]byte{'x'}, 1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client(t, srv, "").Pull(context.Background(), s, hub.Ref{ID: "org/m"}, hub.PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, p, dir)
+	var ranges []string
+	for _, r := range srv.Requests() {
+		if r.Server == "cdn" {
+			ranges = append(ranges, r.Range)
+		}
+	}
+	if want := []string{"bytes=1000-", ""}; !slices.Equal(ranges, want) {
+		t.Errorf("downloads asked Range %q; want the resume, then the whole file once it failed its check: %q", ranges, want)
+	}
+}
