@@ -243,8 +243,8 @@ func printVariant(w, stderr io.Writer, res ingest.Result) {
 func modelsLsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "ls",
-		Usage: "list the cached models",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array of entries"}, modelsDirFlag()},
+		Usage: "list the cached models, and the models pulled from the Hugging Face Hub",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array of entries (pulled models are not among them)"}, modelsDirFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return usagef("models ls: unexpected arguments %q", c.Args().Slice())
@@ -256,8 +256,8 @@ func modelsLsCommand() *cli.Command {
 			entries, listErr := s.Entries()
 			if c.Bool("json") {
 				err = printEntriesJSON(c.App.Writer, entries)
-			} else {
-				err = printEntries(c.App.Writer, s, entries)
+			} else if err = printEntries(c.App.Writer, s, entries); err == nil {
+				err = printPulled(c.App.Writer, s) // models_pull.go
 			}
 			if listErr != nil {
 				return fmt.Errorf("models ls: %w", listErr)
@@ -320,8 +320,8 @@ func qualityColumn(e modelcache.Entry) string {
 func modelsRmCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "rm",
-		Usage:     "remove cached models (a hard-linked model's original file stays)",
-		ArgsUsage: "NAME|DIGEST-PREFIX...",
+		Usage:     "remove cached models (a hard-linked model's original file stays), or pulled ones by their hub id",
+		ArgsUsage: "NAME|DIGEST-PREFIX|ORG/NAME...",
 		Flags:     []cli.Flag{modelsDirFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
@@ -333,6 +333,12 @@ func modelsRmCommand() *cli.Command {
 			}
 			for _, ref := range c.Args().Slice() {
 				e, err := s.Lookup(ref)
+				if removed, perr := removePulled(c, s, ref, err); removed || perr != nil { // models_pull.go
+					if perr != nil {
+						return perr
+					}
+					continue
+				}
 				if err != nil {
 					return lookupError("models rm", err)
 				}

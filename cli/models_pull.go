@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -13,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/synapse-embed/synapse/model/hub"
+	"github.com/synapse-embed/synapse/model/modelcache"
 )
 
 func modelsPullCommand() *cli.Command {
@@ -176,4 +180,57 @@ func (p *pullProgress) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.endBar()
+}
+
+// printPulled lists the models pulled into the model cache (hub/), after
+// its entries.
+func printPulled(w io.Writer, s *modelcache.Store) error {
+	pulled, err := hub.List(hub.StoreDir(s))
+	if err != nil {
+		return fmt.Errorf("models ls: %w", err)
+	}
+	if len(pulled) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\npulled from the Hugging Face Hub (%s):\n", hub.StoreDir(s))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCOMMIT\tREFS\tFILES\tSIZE")
+	for _, p := range pulled {
+		refs := strings.Join(p.Refs, ",")
+		if refs == "" {
+			refs = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.ID, p.Commit[:12], refs, p.Files, hub.Bytes(p.Bytes))
+	}
+	return tw.Flush()
+}
+
+// removePulled removes the pulled model ref names (every commit of it),
+// when ref is a hub id the model cache has no entry for (lookupErr is
+// ErrNotFound) or holds a '/'; removed says it did.
+func removePulled(c *cli.Context, s *modelcache.Store, ref string, lookupErr error) (removed bool, err error) {
+	r, perr := hub.ParseRef(ref)
+	if perr != nil || r.Revision != "" || (lookupErr == nil && !strings.Contains(ref, "/")) ||
+		(lookupErr != nil && !errors.Is(lookupErr, modelcache.ErrNotFound)) {
+		return false, nil
+	}
+	folder := filepath.Join(hub.StoreDir(s), r.Folder())
+	if _, err := os.Lstat(folder); err != nil {
+		if strings.Contains(ref, "/") {
+			return false, usagef("models rm: %s: not pulled into %s", ref, hub.StoreDir(s))
+		}
+		return false, nil
+	}
+	unlock, err := s.LockKey(c.Context, "hub-"+r.Folder(), func() {
+		fmt.Fprintf(c.App.ErrWriter, "synapse: waiting for another synapse that is pulling %s\n", r.ID)
+	})
+	if err != nil {
+		return false, fmt.Errorf("models rm: %w", err)
+	}
+	defer unlock()
+	if err := hub.Remove(hub.StoreDir(s), r); err != nil {
+		return false, fmt.Errorf("models rm: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "removed %s (pulled, from %s)\n", r.ID, folder)
+	return true, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -99,5 +100,36 @@ func TestModelsPullExitCodes(t *testing.T) {
 				t.Errorf("stdout %q; want it to start with pulled", stdout)
 			}
 		})
+	}
+}
+
+// TestModelsLsAndRmPulled: ls lists a pulled model by its id with the refs
+// naming its commit; rm ORG/NAME removes it, and a second rm is refused.
+func TestModelsLsAndRmPulled(t *testing.T) {
+	srv := hubtest.New(t)
+	commit := srv.Add(t, "org/listed", servedModel(t, false), "main")
+	models := filepath.Join(t.TempDir(), "models")
+	t.Setenv("SYNAPSE_MODELS", models)
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_TOKEN", "")
+	if code, _, stderr := runCLI(t, "models", "pull", "org/listed"); code != exitOK {
+		t.Fatalf("pull: exit %d\n%s", code, stderr)
+	}
+	code, stdout, _ := runCLI(t, "models", "ls")
+	row := regexp.MustCompile(`(?m)^org/listed\s+` + commit[:12] + `\s+main\s+5\s+`)
+	if code != exitOK || !row.MatchString(stdout) {
+		t.Errorf("ls: exit %d, stdout %q; want a row org/listed %s main 5 files", code, stdout, commit[:12])
+	}
+	if code, stdout, stderr := runCLI(t, "models", "rm", "org/listed"); code != exitOK || !strings.HasPrefix(stdout, "removed org/listed") {
+		t.Errorf("rm: exit %d, stdout %q, stderr %q; want removed", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(models, "hub", "models--org--listed")); err == nil {
+		t.Errorf("the pulled folder is still there after rm")
+	}
+	if _, stdout, _ := runCLI(t, "models", "ls"); strings.Contains(stdout, "org/listed") {
+		t.Errorf("ls after rm: %q; want org/listed gone", stdout)
+	}
+	if code, _, stderr := runCLI(t, "models", "rm", "org/listed"); code != exitUsage || !strings.Contains(stderr, "not pulled") {
+		t.Errorf("second rm: exit %d, stderr %q; want exit 2 saying it is not pulled", code, stderr)
 	}
 }

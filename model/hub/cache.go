@@ -140,3 +140,97 @@ func Find(r Ref, dirs ...string) (string, error) {
 	}
 	return "", errors.Join(missing...)
 }
+
+// Cached is one snapshot in a cache, as List finds it.
+type Cached struct {
+	ID     string   // ORG/NAME
+	Commit string   // the snapshot's commit
+	Refs   []string // the branches and tags naming it, sorted
+	Files  int
+	Bytes  int64 // the files' size (links followed)
+	Dir    string
+}
+
+// List returns the snapshots of the cache at dir, by id then commit; a
+// cache that does not exist is empty.
+func List(dir string) ([]Cached, error) {
+	repos, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Cached
+	for _, de := range repos {
+		rest, ok := strings.CutPrefix(de.Name(), "models--")
+		if !ok || !de.IsDir() {
+			continue
+		}
+		id := strings.Replace(rest, "--", "/", 1) // names hold no "--": the first one is the slash
+		repo := filepath.Join(dir, de.Name())
+		refs := refsOf(repo)
+		snaps, _ := os.ReadDir(filepath.Join(repo, "snapshots"))
+		for _, sn := range snaps {
+			if !sn.IsDir() || !IsCommit(sn.Name()) {
+				continue
+			}
+			p := Cached{ID: id, Commit: sn.Name(), Refs: refs[sn.Name()], Dir: filepath.Join(repo, "snapshots", sn.Name())}
+			filepath.WalkDir(p.Dir, func(path string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					if st, err := os.Stat(path); err == nil {
+						p.Files++
+						p.Bytes += st.Size()
+					}
+				}
+				return nil
+			})
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].ID < out[j].ID || out[i].ID == out[j].ID && out[i].Commit < out[j].Commit
+	})
+	return out, nil
+}
+
+// refsOf maps each commit of a repository folder to the refs naming it.
+func refsOf(repo string) map[string][]string {
+	out := map[string][]string{}
+	root := filepath.Join(repo, "refs")
+	filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, err := readlimit.ReadFile(path, readlimit.Config)
+		rel, relErr := filepath.Rel(root, path)
+		if c := strings.TrimSpace(string(b)); err == nil && relErr == nil && IsCommit(c) {
+			out[c] = append(out[c], filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	for _, refs := range out {
+		sort.Strings(refs)
+	}
+	return out
+}
+
+// Remove deletes repository r's folder from the cache at dir (every
+// snapshot and download in progress of it); a folder that is not there is
+// ErrNotCached. The folder is renamed away first, so that a reader sees
+// it whole or not at all.
+func Remove(dir string, r Ref) error {
+	repo := filepath.Join(dir, r.Folder())
+	if _, err := os.Lstat(repo); err != nil {
+		return fmt.Errorf("%s: %w (no %s)", r.ID, ErrNotCached, repo)
+	}
+	trash, err := os.MkdirTemp(dir, ".rm-")
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(repo, filepath.Join(trash, r.Folder())); err != nil {
+		os.Remove(trash)
+		return err
+	}
+	return os.RemoveAll(trash)
+}

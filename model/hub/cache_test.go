@@ -193,3 +193,35 @@ func TestCacheDir(t *testing.T) {
 		}
 	}
 }
+
+func TestListAndRemove(t *testing.T) {
+	cache := t.TempDir()
+	c1, c2 := strings.Repeat("1", 40), strings.Repeat("2", 40)
+	hfLayout(t, cache, "models--org--name", c1, map[string]string{"config.json": "{}", "onnx/model.onnx": "graph"}, "main", "v1")
+	hfLayout(t, cache, "models--org--name", c2, map[string]string{"config.json": "{}"})
+	hfLayout(t, cache, "models--bert-base", c1, map[string]string{"config.json": "{}"}, "main")
+	got, err := List(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, p := range got {
+		rows = append(rows, p.ID+" "+p.Commit[:1]+" "+strings.Join(p.Refs, ",")+" "+string(rune('0'+p.Files)))
+	}
+	want := []string{"bert-base 1 main 1", "org/name 1 main,v1 2", "org/name 2  1"}
+	if strings.Join(rows, "; ") != strings.Join(want, "; ") {
+		t.Errorf("List: got %q; want %q", rows, want)
+	}
+	if err := Remove(cache, Ref{ID: "org/name"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Snapshot(cache, Ref{ID: "org/name"}); !errors.Is(err, ErrNotCached) {
+		t.Errorf("Snapshot after Remove: got %v; want ErrNotCached", err)
+	}
+	if err := Remove(cache, Ref{ID: "org/name"}); !errors.Is(err, ErrNotCached) {
+		t.Errorf("a second Remove: got %v; want ErrNotCached", err)
+	}
+	if got, _ := List(cache); len(got) != 1 || got[0].ID != "bert-base" {
+		t.Errorf("List after Remove: got %+v; want only bert-base", got)
+	}
+}
