@@ -97,8 +97,11 @@ func OpenWith(ref string, o Options) (*Artifact, error) {
 		return openGGUF(r.path, r.digest)
 	}
 	a, err := openONNX(r.path)
-	if err == nil && r.name != "" && a.Entry == nil {
+	switch {
+	case err == nil && r.name != "" && a.Entry == nil:
 		a.Name = r.name // a hub id: its snapshot directory is named for the commit
+	case err != nil && r.name != "" && errors.Is(err, hfmodel.ErrLayout):
+		err = fmt.Errorf("%w; `synapse models pull %s --onnx` fetches its ONNX export, where the repository has one", err, r.name)
 	}
 	return a, err
 }

@@ -109,11 +109,27 @@ func TestOpenHubIDsNotFound(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(escaping, "config.json")); err != nil {
 		t.Fatal(err)
 	}
+	safetensorsOnly := filepath.Join(hub.StoreDir(s), "models--org--st-only", "snapshots", strings.Repeat("3", 40))
+	if err := os.MkdirAll(safetensorsOnly, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		if err := os.WriteFile(filepath.Join(safetensorsOnly, f), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(filepath.Dir(filepath.Dir(safetensorsOnly)), "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(filepath.Dir(safetensorsOnly)), "refs", "main"), []byte(strings.Repeat("3", 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		ref     string
 		want    error
 		wantMsg []string
 	}{
+		{"org/st-only", ErrInvalid, []string{"synapse models pull org/st-only --onnx"}},
 		{"org/none", fs.ErrNotExist, []string{"file does not exist as a path", s.Root, hf + ", from HF_HUB_CACHE", "synapse models pull org/none"}},
 		{"org/other-rev", fs.ErrNotExist, []string{"name one as org/other-rev@" + strings.Repeat("1", 40)}},
 		{"org/escaping", ErrInvalid, []string{"outside"}},
