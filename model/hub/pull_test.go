@@ -389,3 +389,43 @@ func TestPullRefetchesAResumedFileThatFailsItsCheck(t *testing.T) {
 		t.Errorf("downloads asked Range %q; want the resume, then the whole file once it failed its check: %q", ranges, want)
 	}
 }
+
+func TestConcurrentPullsTakeTurns(t *testing.T) {
+	srv := hubtest.New(t)
+	dir := stRepo(t, 100_000, 12)
+	srv.Add(t, "org/m", dir, "main")
+	s := newStore(t)
+	c := client(t, srv, "")
+	type result struct {
+		p   hub.Pulled
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			p, err := c.Pull(context.Background(), s, hub.Ref{ID: "org/m"}, hub.PullOptions{})
+			results <- result{p, err}
+		}()
+	}
+	fetched := 0
+	for range 2 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		sameFiles(t, r.p, dir)
+		fetched += r.p.Fetched
+	}
+	if want := 7; fetched != want { // the 7 files a load needs, once
+		t.Errorf("two concurrent pulls fetched %d files between them; want %d (the second finds the first's)", fetched, want)
+	}
+	downloads := 0
+	for _, r := range srv.Requests() {
+		if strings.Contains(r.Path, "/resolve/") {
+			downloads++
+		}
+	}
+	if downloads != 7 {
+		t.Errorf("%d downloads from the resolve endpoint; want 7, one per file", downloads)
+	}
+}
