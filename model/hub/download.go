@@ -46,14 +46,20 @@ func (c *Client) Download(ctx context.Context, id, commit string, f File, dst st
 		have := partSize(part, f.Size)
 		resumed = resumed || have > 0
 		var err error
+		var sum *digest // what fetch wrote, hashed as it was written
 		if have < f.Size {
 			if have > 0 {
 				c.log("%s: resuming at %s of %s", f.Name, Bytes(have), Bytes(f.Size))
 			}
-			err = c.fetch(ctx, u, part, have, f, progress)
+			sum, err = c.fetch(ctx, u, part, have, f, progress)
 		}
 		if err == nil {
-			if err = verify(part, f); errors.Is(err, ErrChecksum) && resumed && !restarted {
+			if sum != nil {
+				err = sum.check(f)
+			} else {
+				err = verify(part, f) // an earlier attempt's complete file
+			}
+			if errors.Is(err, ErrChecksum) && resumed && !restarted {
 				c.log("%v; fetching it again from the start", err)
 				os.Remove(part)
 				resumed, restarted = false, true
@@ -100,8 +106,10 @@ func partSize(part string, size int64) int64 {
 	return st.Size()
 }
 
-// fetch appends to part the bytes of f from offset have on, in one request.
-func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, progress Progress) error {
+// fetch appends to part the bytes of f from offset have on, in one
+// request, and returns the digest of the whole file as written (the bytes
+// before have read back from part).
+func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, progress Progress) (*digest, error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var header map[string]string
@@ -113,7 +121,7 @@ func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, 
 	defer timer.Stop()
 	resp, err := c.get(actx, u, header)
 	if err != nil {
-		return c.fetchOutcome(ctx, actx, err, f, have, stall)
+		return nil, c.fetchOutcome(ctx, actx, err, f, have, stall)
 	}
 	defer resp.Body.Close()
 	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
@@ -123,24 +131,28 @@ func (c *Client) fetch(ctx context.Context, u, part string, have int64, f File, 
 	case http.StatusPartialContent:
 		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
 			os.Remove(part)
-			return transientError{fmt.Errorf("%s: asked for bytes %d on, got Content-Range %q; starting over", f.Name, have, resp.Header.Get("Content-Range"))}
+			return nil, transientError{fmt.Errorf("%s: asked for bytes %d on, got Content-Range %q; starting over", f.Name, have, resp.Header.Get("Content-Range"))}
 		}
 	case http.StatusRequestedRangeNotSatisfiable:
 		os.Remove(part)
-		return transientError{fmt.Errorf("%s: the server cannot resume at byte %d; starting over", f.Name, have)}
+		return nil, transientError{fmt.Errorf("%s: the server cannot resume at byte %d; starting over", f.Name, have)}
 	default:
-		return c.statusError(resp, "file "+f.Name)
+		return nil, c.statusError(resp, "file "+f.Name)
+	}
+	sum, err := newDigest(f, part, have)
+	if err != nil {
+		return nil, err
 	}
 	fh, err := os.OpenFile(part, flags, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	w := &progressWriter{w: fh, name: f.Name, done: have, size: f.Size, progress: progress}
+	w := &progressWriter{w: io.MultiWriter(fh, sum), name: f.Name, done: have, size: f.Size, progress: progress}
 	n, err := io.Copy(w, &stallReader{r: resp.Body, timer: timer, stall: stall})
 	if cerr := fh.Close(); err == nil && cerr != nil {
-		return cerr
+		return nil, cerr
 	}
-	return c.fetchOutcome(ctx, actx, err, f, have+n, stall)
+	return sum, c.fetchOutcome(ctx, actx, err, f, have+n, stall)
 }
 
 // fetchOutcome says what a download that ended with err at got bytes of
@@ -211,30 +223,64 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// verify checks the file at path against f: its size, and its sha256 (an
-// LFS file) or its git blob id (sha1 of "blob SIZE\x00" and the bytes).
-func verify(path string, f File) error {
+// digest hashes a file as f is checked: sha256 for an LFS file, else its
+// git blob id (sha1 of "blob SIZE\x00" and the bytes).
+type digest struct {
+	hash.Hash
+	n int64
+}
+
+func (d *digest) Write(b []byte) (int, error) {
+	d.n += int64(len(b))
+	return d.Hash.Write(b)
+}
+
+// newDigest starts f's digest over the first have bytes of the file at
+// path (none when have is 0).
+func newDigest(f File, path string, have int64) (*digest, error) {
+	d := &digest{Hash: sha1.New()}
+	if f.LFS != nil {
+		d.Hash = sha256.New()
+	} else {
+		fmt.Fprintf(d.Hash, "blob %d\x00", f.Size)
+	}
+	if have == 0 {
+		return d, nil
+	}
 	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	if _, err := io.CopyN(d, fh, have); err != nil {
+		return nil, fmt.Errorf("%s: reading back the partial download: %w", f.Name, err)
+	}
+	return d, nil
+}
+
+// check compares the digest with what the Hub announced for f.
+func (d *digest) check(f File) error {
+	want, kind := f.BlobID, "git blob id"
+	if f.LFS != nil {
+		want, kind = f.LFS.SHA256, "sha256"
+	}
+	got := hex.EncodeToString(d.Sum(nil))
+	if d.n != f.Size || !strings.EqualFold(got, want) {
+		return fmt.Errorf("%s: %w: got %d bytes with %s %s; the Hub announced %d bytes with %s %s",
+			f.Name, ErrChecksum, d.n, kind, got, f.Size, kind, strings.ToLower(want))
+	}
+	return nil
+}
+
+// verify checks the file at path against f.
+func verify(path string, f File) error {
+	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	defer fh.Close()
-	var h hash.Hash
-	want, kind := f.BlobID, "git blob id"
-	if f.LFS != nil {
-		h, want, kind = sha256.New(), f.LFS.SHA256, "sha256"
-	} else {
-		h = sha1.New()
-		fmt.Fprintf(h, "blob %d\x00", f.Size)
-	}
-	n, err := io.Copy(h, fh)
+	d, err := newDigest(f, path, st.Size())
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.Name, err)
+		return err
 	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if n != f.Size || !strings.EqualFold(got, want) {
-		return fmt.Errorf("%s: %w: got %d bytes with %s %s; the Hub announced %d bytes with %s %s",
-			f.Name, ErrChecksum, n, kind, got, f.Size, kind, strings.ToLower(want))
-	}
-	return nil
+	return d.check(f)
 }

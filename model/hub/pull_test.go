@@ -58,7 +58,7 @@ func stRepo(t *testing.T, size int, seed uint64) string {
 	return dir
 }
 
-func newStore(t *testing.T) *modelcache.Store {
+func newStore(t testing.TB) *modelcache.Store {
 	t.Helper()
 	s, err := modelcache.Open(filepath.Join(t.TempDir(), "models"))
 	if err != nil {
