@@ -429,3 +429,38 @@ func TestConcurrentPullsTakeTurns(t *testing.T) {
 		t.Errorf("%d downloads from the resolve endpoint; want 7, one per file", downloads)
 	}
 }
+
+func TestPullInterruptedKeepsWhatItHas(t *testing.T) {
+	srv := hubtest.New(t)
+	dir := stRepo(t, 200_000, 13)
+	srv.Add(t, "org/m", dir, "main")
+	srv.DropFile("model.safetensors", hubtest.Drop{After: 70_000, Times: 1, Hang: true})
+	s := newStore(t)
+	c := client(t, srv, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	progress := func(name string, done, size int64) {
+		if name == "model.safetensors" && done == 70_000 {
+			cancel() // the user's Ctrl-C, while the server holds the rest back
+		}
+	}
+	_, err := c.Pull(ctx, s, hub.Ref{ID: "org/m"}, hub.PullOptions{Progress: progress})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v; want context.Canceled", err)
+	}
+	before := len(srv.Requests())
+	p, err := c.Pull(context.Background(), s, hub.Ref{ID: "org/m"}, hub.PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, p, dir)
+	var ranges []string
+	for _, r := range srv.Requests()[before:] {
+		if r.Server == "cdn" {
+			ranges = append(ranges, r.Range)
+		}
+	}
+	if want := []string{"bytes=70000-"}; !slices.Equal(ranges, want) {
+		t.Errorf("the pull after the interrupted one asked Range %q; want %q", ranges, want)
+	}
+}
