@@ -333,10 +333,11 @@ func modelsRmCommand() *cli.Command {
 			}
 			for _, ref := range c.Args().Slice() {
 				e, err := s.Lookup(ref)
-				if removed, perr := removePulled(c, s, ref, err); removed || perr != nil { // models_pull.go
-					if perr != nil {
-						return perr
-					}
+				removed, rmErr := removePulled(c, s, ref, err) // models_pull.go
+				if rmErr != nil {
+					return rmErr
+				}
+				if removed {
 					continue
 				}
 				if err != nil {
