@@ -130,21 +130,18 @@ fetch_one() {
 }
 
 [ -f "$pins" ] || die "no pins file $pins"
+for n in "${names[@]}"; do
+  grep -qxF -- "$n" < <(pin_rows | cut -f1) || die "no model $n in $pins (fetch.sh --list names them)"
+done
 mkdir -p "$dest"
 # The one model being fetched unpacks here; removed however the script ends.
 tmp=
 trap 'rm -rf "${tmp:-}"' EXIT
-found=()
 while IFS=$'\t' read -r -u 3 name client pkg ver sum files; do
   if [ ${#names[@]} -gt 0 ]; then
     want=0
     for n in "${names[@]}"; do [ "$n" = "$name" ] && want=1; done
     [ "$want" = 1 ] || continue
   fi
-  found+=("$name")
   fetch_one "$name" "$client" "$pkg" "$ver" "$sum" "$files"
 done 3< <(pin_rows)
-
-for n in "${names[@]}"; do
-  [[ " ${found[*]} " == *" $n "* ]] || die "no model $n in $pins (fetch.sh --list names them)"
-done
