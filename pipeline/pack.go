@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"slices"
 )
 
@@ -12,6 +13,7 @@ type unit[I any] struct {
 	ord    int
 	item   I
 	tokens int
+	replay bool // its record is below Config.Replay
 }
 
 // Packer groups items of similar cost into batches of at most Budget tokens
@@ -77,15 +79,37 @@ func (p *run[R, I, O]) pack(ctx context.Context, in <-chan rec[R, I], registered
 		for _, b := range bs {
 			select {
 			case out <- b:
+			case <-p.cfg.Drain:
+				return errDraining
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
 		return nil
 	}
+	err := p.packAll(ctx, in, registered, pk, send)
+	if errors.Is(err, errDraining) {
+		// No new work: what pk holds is never sent, and the records still
+		// coming are dropped (the reader has stopped).
+		for range in {
+			p.cfg.Stats.Dropped.Add(1)
+		}
+		return nil
+	}
+	return err
+}
+
+// errDraining ends pack when the drain begins.
+var errDraining = errors.New("pipeline: draining")
+
+// packAll is pack's loop over the records.
+func (p *run[R, I, O]) packAll(ctx context.Context, in <-chan rec[R, I], registered chan<- rec[R, I], pk *Packer[I], send func([][]unit[I]) error) error {
 	group := int64(-1)
 	var heldBytes int64 // text of the records with items in pk
 	for x := range in {
+		if p.draining() {
+			return errDraining
+		}
 		if x.group != group {
 			if err := send(pk.Flush()); err != nil {
 				return err
@@ -101,7 +125,7 @@ func (p *run[R, I, O]) pack(ctx context.Context, in <-chan rec[R, I], registered
 			if w.Err != nil {
 				continue // the collector fails it
 			}
-			bs := pk.Add(unit[I]{seq: x.seq, ord: ord, item: w.Item, tokens: p.kind.Tokens(w.Item)})
+			bs := pk.Add(unit[I]{seq: x.seq, ord: ord, item: w.Item, tokens: p.kind.Tokens(w.Item), replay: x.index < p.cfg.Replay})
 			if len(bs) > 0 { // pk sent everything it held
 				heldBytes = 0
 			}
