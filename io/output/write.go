@@ -216,6 +216,10 @@ func (w *Writer) Schema() *arrow.Schema { return w.schema }
 // Rows returns the number of rows put so far (with a resumed run's).
 func (w *Writer) Rows() int64 { return w.rows }
 
+// NextIndex is the Index after the last record Put: where a resume of
+// the last checkpoint starts after a Checkpoint.
+func (w *Writer) NextIndex() int64 { return w.last + 1 }
+
 // CheckpointedRows returns the rows the last checkpoint holds (with a
 // resumed run's): what a resume keeps if the run stops now.
 func (w *Writer) CheckpointedRows() int64 { return w.savedRows }

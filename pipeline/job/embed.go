@@ -215,7 +215,9 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 
 // embed runs the pipeline and writes the summary's lines.
 func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
-	err := execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+	cfg := r.config(o.BatchTokens, 0)
+	cfg.SkipReplayed = !o.Dedup // the dedup window takes the replayed records' vectors
+	err := execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
 	if err == nil && p.prev != nil {
 		err = e.inc.finish(r)
 	}

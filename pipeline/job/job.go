@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,6 +61,16 @@ type Options struct {
 	// DefaultDeadlineStretch; 1 = never).
 	DeadlineStretch int
 	Resume          bool
+	// CheckpointEvery also takes a checkpoint when this long has passed
+	// since the last one (output.WriterOptions.CheckpointEvery; 0 =
+	// DefaultCheckpointEvery, negative = every 1,024 rows only).
+	CheckpointEvery time.Duration
+	// Drain, when closed, drains the run (pipeline.Config.Drain): no new
+	// requests, those in flight get DrainTimeout (0 = DefaultDrain) to
+	// finish, every finished row is checkpointed, and the job returns an
+	// *InterruptedError. ctx still stops it at once.
+	Drain        <-chan struct{}
+	DrainTimeout time.Duration
 	// CheckpointDir holds the resume files of outputs in a bucket
 	// (output.WriterOptions.CheckpointDir; "" = output.DefaultCheckpointDir).
 	CheckpointDir string
@@ -139,6 +150,11 @@ type Summary struct {
 	Elapsed         time.Duration
 	Out, Errors     string
 	Resumable       bool   // the run stopped with its resume files kept
+	// Interrupt says what an interrupted run kept (nil: not interrupted).
+	Interrupt *Interrupt
+	// ResumedRows are the rows an interrupted run had written, kept by
+	// this resumed run.
+	ResumedRows int64
 	Chaos           string // the drills that were armed
 	// Lines are what the kind adds to the summary (embed: what an
 	// incremental run reused).
@@ -264,6 +280,15 @@ func (r *runner) defaults() {
 	}
 	if o.DeadlineStretch <= 0 {
 		o.DeadlineStretch = DefaultDeadlineStretch
+	}
+	switch {
+	case o.CheckpointEvery == 0:
+		o.CheckpointEvery = DefaultCheckpointEvery
+	case o.CheckpointEvery < 0:
+		o.CheckpointEvery = 0
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = DefaultDrain
 	}
 }
 
@@ -510,7 +535,7 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 	o := r.o
 	opts := *schema
 	opts.ErrorsPath = o.Errors
-	opts.CheckpointDir, opts.Context = o.CheckpointDir, r.ctx
+	opts.CheckpointDir, opts.Context, opts.CheckpointEvery = o.CheckpointDir, r.ctx, o.CheckpointEvery
 	opts.ResumeGuard = files.InputGuard(o.Inputs)
 	for _, guard := range guards {
 		for k, v := range guard {
@@ -558,6 +583,7 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 		}
 	}
 	r.w, r.resume = w, st
+	r.sum.ResumedRows = st.Rows
 	r.sum.Resumable = true // from here on, an interrupted run leaves resume files
 	return nil
 }
@@ -596,13 +622,32 @@ func (r *runner) info(settings string) Info {
 func (r *runner) readOptions(ctx context.Context) corpus.ReadOptions {
 	ro := r.o.Read
 	ro.StartIndex = r.resume.ReplayFrom
-	ro.Context = ctx
+	ro.Context = r.drainContext(ctx) // a drain stops the reading
 	if ro.Stdin == nil && slices.Contains(r.o.Inputs, "-") {
-		stdinCtx, stop := context.WithCancel(ctx)
+		stdinCtx, stop := context.WithCancel(ro.Context)
 		r.closer = append(r.closer, stop)
 		ro.Stdin = files.CancelableReader(stdinCtx, os.Stdin) // Ctrl-C must not wait for the producer
 	}
 	return ro
+}
+
+// drainContext is ctx, also cancelled when Options.Drain fires (until the
+// job finishes).
+func (r *runner) drainContext(ctx context.Context) context.Context {
+	if r.o.Drain == nil {
+		return ctx
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-r.o.Drain:
+			cancel()
+		case <-dctx.Done():
+		}
+	})
+	r.closer = append(r.closer, func() { cancel(); wg.Wait() })
+	return dctx
 }
 
 // docs opens the inputs as documents, from where a resumed run replays.
@@ -643,13 +688,25 @@ func idLines(s corpus.IDStats, shard bool) []SummaryLine {
 func (r *runner) config(batchTokens, maxItems int) pipeline.Config {
 	return pipeline.Config{BatchTokens: batchTokens, MaxItems: maxItems, MaxGroup: corpus.GroupRecords,
 		Replay: r.resume.NextIndex, Workers: r.o.Workers, Stats: r.o.Stats, InFlightBytes: r.o.BufferBytes,
-		Classify: classify}
+		Classify: classify, SkipReplayed: true}
 }
 
-// execute runs the pipeline into the writer and commits the output.
+// execute runs the pipeline into the writer and commits the output. A run
+// drained (Options.Drain) keeps every row it finished and returns an
+// *InterruptedError; one stopped by ctx keeps its last checkpoint.
 func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k pipeline.Kind[R, I, O], src pipeline.Source[R], sink pipeline.Sink[R, I, O]) error {
 	r.sum.Started = true
-	if err := pipeline.Run(ctx, cfg, k, src, sink); err != nil {
+	err, took, timedOut := runDrained(ctx, r, cfg, k, src, sink)
+	switch {
+	case err != nil && ctx.Err() == nil && (errors.Is(err, pipeline.ErrDrained) || timedOut):
+		if err := r.interrupted(true, timedOut, took); err != nil {
+			return err
+		}
+		return &InterruptedError{*r.sum.Interrupt}
+	case err != nil:
+		if ctx.Err() != nil {
+			return errors.Join(err, r.interrupted(false, false, took))
+		}
 		r.w.Abort() // the resume files stay for --resume
 		return err
 	}
