@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
@@ -29,6 +29,9 @@ type quantization struct {
 	q      *vector.Quantizer
 	ranges *vector.Ranges
 	source string
+	// cost says what calibrating on the input cost ("" when the ranges
+	// came from a file): those documents are embedded twice.
+	cost string
 }
 
 // checkDtype refuses, before the model loads, a dtype option that cannot
@@ -87,7 +90,10 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 		qz.ranges, err = rangesOf(prev.Metadata(), s.dims)
 		qz.source = "the --previous output's ranges"
 	default:
+		began := time.Now()
 		qz.ranges, qz.source, err = o.calibrate(ctx, r, k, s)
+		qz.cost = fmt.Sprintf("%s: embedded twice to calibrate %s (%.1fs; --calibration FILE saves it)",
+			qz.source, o.Dtype, time.Since(began).Seconds())
 	}
 	if err != nil {
 		return nil, err
@@ -199,7 +205,7 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 	}
 	ranges := vector.NewRanges(s.dims)
 	var mu sync.Mutex
-	var chunks int
+	var chunks, tokens int
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, o.Workers))
 	for _, b := range batches {
@@ -214,6 +220,7 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 				if k.Check(b[i], v) == nil {
 					ranges.Observe(s.vector(v))
 					chunks++
+					tokens += k.Tokens(b[i])
 				}
 			}
 			return nil
@@ -225,7 +232,7 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 	if ranges.Empty() {
 		return nil, "", configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
 	}
-	return ranges, "minimum and maximum of the " + strconv.Itoa(chunks) + " chunks of the first " + strconv.Itoa(docs) + " documents of the input", nil
+	return ranges, fmt.Sprintf("minimum and maximum of the %d chunks (%d tokens) of the first %d documents of the input", chunks, tokens, docs), nil
 }
 
 // calibrationBatches reads the first CalibrationDocs documents of the

@@ -200,7 +200,11 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
-	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", p.ch.Window, p.dims, o.Dtype))
+	settings := fmt.Sprintf("chunks of %d tokens, %d dims, %s", p.ch.Window, p.dims, o.Dtype)
+	if qz.cost != "" {
+		settings += "; ranges from the " + qz.cost
+	}
+	r.started(settings)
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
@@ -222,7 +226,10 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 		err = e.inc.finish(r)
 	}
 	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(o.Previous, e.inc.note, o.Dedup)...)
-	if e.qz.source != "" {
+	switch {
+	case e.qz.cost != "":
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.cost})
+	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
 	return err

@@ -149,13 +149,13 @@ type Summary struct {
 	DeadlineStretch int // the largest deadline factor used after timeouts; 0 or 1: none
 	Elapsed         time.Duration
 	Out, Errors     string
-	Resumable       bool   // the run stopped with its resume files kept
+	Resumable       bool // the run stopped with its resume files kept
 	// Interrupt says what an interrupted run kept (nil: not interrupted).
 	Interrupt *Interrupt
 	// ResumedRows are the rows an interrupted run had written, kept by
 	// this resumed run.
 	ResumedRows int64
-	Chaos           string // the drills that were armed
+	Chaos       string // the drills that were armed
 	// Lines are what the kind adds to the summary (embed: what an
 	// incremental run reused).
 	Lines []SummaryLine
