@@ -2,10 +2,15 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
+
+	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // interrupts are the signals that stop a command (SIGINT, SIGTERM, and
@@ -98,4 +103,55 @@ func interrupted(ctx context.Context) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.n > 0
+}
+
+// drainOnInterrupt makes the first signal drain the job o runs once its
+// pipeline has started (job.Options.Started); before that the signal
+// stops it at once, as there is nothing to keep. release ends it.
+func drainOnInterrupt(ctx context.Context, o *job.Options, log jobLog) (release func()) {
+	drain := make(chan struct{})
+	o.Drain = drain
+	var mu sync.Mutex
+	rel := func() {}
+	started := o.Started
+	o.Started = func(info job.Info) {
+		if started != nil {
+			started(info)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rel = onInterrupt(ctx, func() {
+			close(drain)
+			log.note(slog.LevelWarn, fmt.Sprintf("interrupted: sending no new requests; those in flight get --drain %s to finish, then every finished row is kept (a second signal stops at once)",
+				o.DrainTimeout.Round(time.Millisecond)))
+		})
+	}
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		rel()
+	}
+}
+
+// interruptNote tells the user what an interrupted run kept.
+func interruptNote(log jobLog, in job.Interrupt, o *job.Options) {
+	log.note(slog.LevelWarn, fmt.Sprintf("%s; run again with --resume (%s)", interruptLine(in), o.Out),
+		"rows_kept", in.Kept, "rows_in_checkpoint", in.Rows, "rows_lost", in.Lost, "drained", in.Drained,
+		"drain_timed_out", in.TimedOut, "requests_finished_in_drain", in.InFlight, "records_dropped", in.Dropped)
+}
+
+// interruptLine says what an interrupted run kept, in one line.
+func interruptLine(in job.Interrupt) string {
+	if !in.Drained {
+		return fmt.Sprintf("stopped at once by a second signal: nothing kept beyond the last checkpoint (%d rows; %d rows written after it are lost)", in.Rows, in.Lost)
+	}
+	s := fmt.Sprintf("interrupted: %d rows kept, %d in the checkpoint (resume at record %d); %d requests in flight finished in %.1fs",
+		in.Kept, in.Rows, in.NextRecord, in.InFlight, in.Drain.Seconds())
+	if in.TimedOut {
+		s += ", the rest abandoned after --drain"
+	}
+	if in.Dropped > 0 {
+		s += fmt.Sprintf(", %d records after them to do again", in.Dropped)
+	}
+	return s
 }

@@ -125,6 +125,7 @@ type Info struct {
 	Resumed          bool
 	ResumeAsked      bool  // --resume was given (Resumed is false when there was nothing to resume)
 	ResumeFrom       int64 // records with a smaller index were done by an earlier run
+	ResumeRows       int64 // the output rows the earlier run wrote, kept
 	Estimate         corpus.Estimate
 	Out, Errors      string
 	Chaos            string // the drills armed, "" for none
@@ -155,6 +156,10 @@ type Summary struct {
 	// ResumedRows are the rows an interrupted run had written, kept by
 	// this resumed run.
 	ResumedRows int64
+	// This run's requests (pipeline.Stats): sent, their items, the
+	// replayed items (of records an interrupted run had written) and those
+	// of them not sent, and the answered items a drain dropped.
+	Requests, RequestItems, ReplayItems, SkippedReplay, DroppedItems int64
 	Chaos       string // the drills that were armed
 	// Lines are what the kind adds to the summary (embed: what an
 	// incremental run reused).
@@ -606,7 +611,7 @@ func (r *runner) started(settings string) {
 func (r *runner) info(settings string) Info {
 	o := r.o
 	in := Info{Kind: r.kind, Model: r.model, Workers: o.Workers, Threads: o.Threads, Resumed: r.resume.Resumed,
-		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
+		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, ResumeRows: r.resume.Rows, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
 	in.Estimate, _ = corpus.Count(o.Inputs) // errors surface again, per file, while reading
 	if o.Read.Shards > 0 {
 		in.Estimate, _ = corpus.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)
@@ -774,6 +779,8 @@ func (r *runner) finish(err error) (Summary, error) {
 	s.Job = st.Snapshot()
 	s.Run = st.Snapshot().Minus(st.Restored())
 	s.DeadlineStretch = int(st.DeadlineStretch.Load())
+	s.Requests, s.RequestItems, s.ReplayItems = st.Requests.Load(), st.RequestItems.Load(), st.ReplayItems.Load()
+	s.SkippedReplay, s.DroppedItems = st.SkippedReplay.Load(), st.DroppedItems.Load()
 	if r.docsR != nil {
 		s.Lines = append(s.Lines, idLines(r.docsR.IDStats(), r.o.Read.Shards > 0)...)
 	}
