@@ -48,8 +48,12 @@ func (p *Packer[I]) Flush() [][]unit[I] {
 	p.held, p.tokens = nil, 0
 	// Similar lengths together: fewer wasted positions in the engine's
 	// ubatches. Stable on (length, record, item) so batches are
-	// deterministic.
-	slices.SortStableFunc(held, func(a, b unit[I]) int { return a.tokens - b.tokens })
+	// deterministic. A request of one item gains nothing from it: those
+	// go in input order, so that records complete in order (a drain
+	// keeps more of them).
+	if p.MaxItems != 1 {
+		slices.SortStableFunc(held, func(a, b unit[I]) int { return a.tokens - b.tokens })
+	}
 	var out [][]unit[I]
 	var cur []unit[I]
 	tokens := 0
