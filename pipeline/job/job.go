@@ -160,7 +160,8 @@ type Summary struct {
 	// replayed items (of records an interrupted run had written) and those
 	// of them not sent, and the answered items a drain dropped.
 	Requests, RequestItems, ReplayItems, SkippedReplay, DroppedItems int64
-	Chaos                                                            string // the drills that were armed
+
+	Chaos string // the drills that were armed
 	// Lines are what the kind adds to the summary (embed: what an
 	// incremental run reused).
 	Lines []SummaryLine
