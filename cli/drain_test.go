@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
@@ -252,4 +256,122 @@ func drainOnce(t *testing.T, k drainKind, out string, at time.Duration, refItems
 			at, twice, dropped, replayed)
 	}
 	return twice, true
+}
+
+// TestDrainSecondSignal: a second SIGTERM during the drain stops the run at
+// once (its requests take seconds; the drain would wait for them), and it
+// says that nothing is kept beyond the last checkpoint; --resume from that
+// checkpoint still gives the uninterrupted run's bytes.
+func TestDrainSecondSignal(t *testing.T) {
+	k := drainKinds(t)[0]
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "ref.arrow")
+	runSynapse(t, nil, append(k.args(ref), drainFlags...)...).wantCode(t, exitOK)
+	out := filepath.Join(dir, "out.arrow")
+	slow := append(k.args(out), "--workers", "2", "--threads", "1", "--log-format", "json", "--chaos", "delay=3s", "--drain", "1m", "--progress-every", "100ms")
+	j := startJob(t, slow)
+	j.waitFor(t, "started")
+	j.waitFor(t, "progress") // its first requests are in flight for seconds
+	j.cmd.Process.Signal(syscall.SIGTERM)
+	j.waitFor(t, "interrupted: sending no new requests")
+	j.cmd.Process.Signal(syscall.SIGTERM)
+	code, _ := j.wait(t)
+	log := j.stderr.String()
+	if code != exitInterrupted || !strings.Contains(log, "stopped at once by a second signal: nothing kept beyond the last checkpoint") {
+		t.Fatalf("after a second SIGTERM: exit %d; want %d and a note that nothing is kept beyond the last checkpoint\n%s", code, exitInterrupted, log)
+	}
+	if strings.Contains(log, "requests in flight finished") {
+		t.Errorf("the run waited for its requests in flight after the second signal:\n%s", log)
+	}
+	runSynapse(t, nil, append(k.args(out), append(drainFlags, "--resume")...)...).wantCode(t, exitOK)
+	want, _ := os.ReadFile(ref)
+	if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("resumed after a second signal: %d bytes (%v); want the uninterrupted run's %d", len(got), err, len(want))
+	}
+}
+
+// TestSearchInterrupt: search is one pass, read-only, with nothing to
+// resume: SIGTERM stops it promptly (a minute is the hang guard) with exit
+// 130, and no run file, partial or temporary, is left behind.
+func TestSearchInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	small := filepath.Join(dir, "one.arrow")
+	writeJSONL(t, filepath.Join(dir, "one.jsonl"), []map[string]any{{"id": "a", "text": "hello world"}})
+	runSynapse(t, nil, "embed", filepath.Join(dir, "one.jsonl"), "-m", tinyModel(t), "-o", small, "-q").wantCode(t, exitOK)
+	sc, err := output.FileSchema(context.Background(), small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dims, _ := strconv.Atoi(mustMeta(t, sc, "synapse.dims"))
+	queries, corpus := filepath.Join(dir, "q.arrow"), filepath.Join(dir, "c.arrow")
+	writeVectors(t, queries, sc, dims, 4000, 1)
+	writeVectors(t, corpus, sc, dims, 40000, 2) // 1.6·10⁸ similarities: seconds of work
+	run := filepath.Join(dir, "run.trec")
+	cmd := synapseCmd(context.Background(), t, nil, "search", "--queries", queries, "--corpus", corpus, "-o", run, "--threads", "1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-time.After(300 * time.Millisecond): // a moment into the search, not an event waited for
+	case <-exited:
+		t.Fatalf("search ended before the signal; give it more work:\n%s", stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("search still running a minute after SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("search after SIGTERM: exit %d; want %d\n%s", code, exitInterrupted, stderr.String())
+	}
+	left, _ := filepath.Glob(run + "*")
+	if len(left) != 0 {
+		t.Errorf("search after SIGTERM left %v; want no run file", left)
+	}
+}
+
+func mustMeta(t *testing.T, sc *arrow.Schema, key string) string {
+	t.Helper()
+	v, ok := sc.Metadata().GetValue(key)
+	if !ok {
+		t.Fatalf("no %s in the embed output's metadata", key)
+	}
+	return v
+}
+
+// writeVectors writes an embed output of n random unit vectors with the
+// schema (and so the settings) of sc.
+func writeVectors(t *testing.T, path string, sc *arrow.Schema, dims, n int, seed uint64) {
+	t.Helper()
+	w, err := output.Create(path, output.WriterOptions{Schema: sc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for i := range n {
+		v := make([]float32, dims)
+		var s float64
+		for k := range v {
+			v[k] = float32(rng.NormFloat64())
+			s += float64(v[k]) * float64(v[k])
+		}
+		for k := range v {
+			v[k] /= float32(math.Sqrt(s))
+		}
+		id := fmt.Sprint("v", i)
+		rows := output.EmbedRows{{ID: id, NTokens: 3, TokenEnd: 3, Embedding: v}}
+		if err := w.Put(int64(i), int64(i), rows, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
 }
