@@ -808,3 +808,41 @@ func watchHWM(pid int) int64 {
 	}
 	return last
 }
+
+// TestEmbedTruncate: --truncate gives every document one row, the first
+// chunk of the windowed run bit for bit, and the summary counts the
+// documents it cut; --overlap with it is refused before any work.
+func TestEmbedTruncate(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, testCorpus(30))
+	common := []string{"-m", tinyModel(t), "--text-field", "title", "--text-field", "text", "--chunk-tokens", "48", "--workers", "1", "--threads", "1"}
+	windows := filepath.Join(dir, "windows.arrow")
+	runSynapse(t, nil, append([]string{"embed", in, "-o", windows, "-q"}, common...)...).wantCode(t, exitOK)
+	trunc := filepath.Join(dir, "trunc.arrow")
+	res := runSynapse(t, nil, append([]string{"embed", in, "-o", trunc, "--truncate"}, common...)...)
+	res.wantCode(t, exitOK)
+	_, all := readOutput(t, windows)
+	_, got := readOutput(t, trunc)
+	var firsts []outRow
+	long := 0
+	for i, r := range all {
+		if r.Chunk == 0 {
+			firsts = append(firsts, r)
+		} else if all[i-1].Chunk == 0 {
+			long++
+		}
+	}
+	if long == 0 {
+		t.Fatal("no document of the corpus is longer than one chunk; make chunks smaller")
+	}
+	sameRows(t, "--truncate vs the windowed run's first chunks", got, firsts)
+	if want := fmt.Sprintf("%d documents of this run longer than 48 tokens", long); !strings.Contains(res.stdout, want) {
+		t.Errorf("summary:\n%s\nwant it to say %q", res.stdout, want)
+	}
+	res = runSynapse(t, nil, append([]string{"embed", in, "-o", filepath.Join(dir, "o.arrow"), "--truncate", "--overlap", "8"}, common...)...)
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "--overlap with --truncate") {
+		t.Errorf("stderr %q; want it to refuse --overlap with --truncate", res.stderr)
+	}
+}

@@ -28,9 +28,12 @@ type Settings struct {
 	Prefix      string   `json:"prefix"`
 	ChunkTokens int      `json:"chunk_tokens"`
 	Overlap     int      `json:"chunk_overlap"`
-	Pooling     string   `json:"pooling"`
-	Normalize   bool     `json:"normalize"`
-	Dims        int      `json:"dims"`
+	// Truncate: one chunk a document, its first window (omitempty keeps
+	// the digests of outputs before it).
+	Truncate  bool   `json:"truncate,omitempty"`
+	Pooling   string `json:"pooling"`
+	Normalize bool   `json:"normalize"`
+	Dims      int    `json:"dims"`
 	// Dtype is the embedding column's dtype, "" for float32 (so that the
 	// settings of float32 outputs are those of synapse before dtypes);
 	// Ranges the digest of the int8/uint8 ranges (vector.Ranges.Digest).

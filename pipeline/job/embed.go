@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/output"
@@ -25,6 +26,7 @@ type EmbedOptions struct {
 	Options
 	ChunkTokens int    // content tokens per chunk; 0 = the model's context minus its special tokens
 	Overlap     int    // tokens shared by consecutive chunks
+	Truncate    bool   // one chunk a document: its first window (the rest is not embedded)
 	Pooling     string // mean, cls, last; "" = the model's own
 	Normalize   bool
 	Dims        int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
@@ -232,6 +234,9 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
+	if o.Truncate {
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"truncate", fmt.Sprintf("%d documents of this run longer than %d tokens: their first window embedded, the rest not", e.kind.cut.Load(), p.ch.Window)})
+	}
 	return err
 }
 
@@ -308,7 +313,7 @@ func (inc *incRun) finish(r *runner) error {
 func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 	pre, suf := m.Tokenizer.Affixes()
 	room := m.ContextLength - len(pre) - len(suf)
-	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
+	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf, Truncate: o.Truncate}
 	if ch.Window <= 0 {
 		ch.Window = room
 		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
@@ -364,7 +369,7 @@ func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st 
 		fields = []string{"text"}
 	}
 	s := vector.Settings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
-		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
+		Overlap: ch.Overlap, Truncate: ch.Truncate, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)
 	}
@@ -381,7 +386,8 @@ type embedKind struct {
 	req       *requester
 	pooling   string
 	normalize bool
-	dims      int // the width LOADED reported: answers of another width are refused
+	dims      int          // the width LOADED reported: answers of another width are refused
+	cut       atomic.Int64 // documents Truncate cut (Items runs in several goroutines)
 }
 
 func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
@@ -401,6 +407,9 @@ func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
 	}
 	res := k.tok.Tokenize(d.Text, tokenize.Options{})
 	chunks := k.ch.Cut(res.Tokens)
+	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
+		k.cut.Add(1)
+	}
 	work := make([]pipeline.Work[Chunk], len(chunks))
 	for i, c := range chunks {
 		work[i].Item = c
