@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -373,5 +374,23 @@ func writeVectors(t *testing.T, path string, sc *arrow.Schema, dims, n int, seed
 	}
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCalibrationSaysTwice: int8 and uint8 calibrated on the input embed
+// its first documents twice; the start line and the summary say so, with
+// the cost (not only the README).
+func TestCalibrationSaysTwice(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "corpus.jsonl")
+	writeJSONL(t, in, testCorpus(20))
+	for _, d := range []string{"int8", "uint8"} {
+		res := runSynapse(t, nil, "embed", in, "-m", tinyModel(t), "-o", filepath.Join(dir, d+".arrow"), "--workers", "1",
+			"--dtype", d, "--calibration-docs", "10")
+		res.wantCode(t, exitOK)
+		twice := regexp.MustCompile(`first 10 documents of the input: embedded twice to calibrate ` + d + ` \(\d+ tokens, [0-9.]+s; --calibration FILE saves it\)`)
+		if !twice.MatchString(res.stderr) || !twice.MatchString(res.stdout) {
+			t.Errorf("%s: the start line and the summary do not say the calibration documents are embedded twice, with the cost:\n%s\n%s", d, res.stderr, res.stdout)
+		}
 	}
 }

@@ -91,9 +91,10 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 		qz.source = "the --previous output's ranges"
 	default:
 		began := time.Now()
-		qz.ranges, qz.source, err = o.calibrate(ctx, r, k, s)
-		qz.cost = fmt.Sprintf("%s: embedded twice to calibrate %s (%.1fs; --calibration FILE saves it)",
-			qz.source, o.Dtype, time.Since(began).Seconds())
+		var tokens int
+		qz.ranges, qz.source, tokens, err = o.calibrate(ctx, r, k, s)
+		qz.cost = fmt.Sprintf("%s: embedded twice to calibrate %s (%d tokens, %.1fs; --calibration FILE saves it)",
+			qz.source, o.Dtype, tokens, time.Since(began).Seconds())
 	}
 	if err != nil {
 		return nil, err
@@ -198,14 +199,17 @@ func observeFile(ctx context.Context, p string, d vector.Dtype, dims int, ranges
 // makes the same requests, so their ranges are the single run's) and
 // returns the minimum and maximum of their vectors. Rows that are errors
 // are left out; they are reported by the run itself.
-func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s *embedSink) (*vector.Ranges, string, error) {
+//
+// source (kept in the output's metadata) says where the ranges came from;
+// tokens are what the calibration sent.
+func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s *embedSink) (ranges *vector.Ranges, source string, tokens int, err error) {
 	batches, docs, err := o.calibrationBatches(ctx, k)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
-	ranges := vector.NewRanges(s.dims)
+	ranges = vector.NewRanges(s.dims)
 	var mu sync.Mutex
-	var chunks, tokens int
+	var chunks int
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, o.Workers))
 	for _, b := range batches {
@@ -227,12 +231,13 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	if ranges.Empty() {
-		return nil, "", configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
+		return nil, "", 0, configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
 	}
-	return ranges, fmt.Sprintf("minimum and maximum of the %d chunks (%d tokens) of the first %d documents of the input", chunks, tokens, docs), nil
+	source = fmt.Sprintf("minimum and maximum of the %d chunks of the first %d documents of the input", chunks, docs)
+	return ranges, source, tokens, nil
 }
 
 // calibrationBatches reads the first CalibrationDocs documents of the
