@@ -259,35 +259,50 @@ func drainOnce(t *testing.T, k drainKind, out string, at time.Duration, refItems
 	return twice, true
 }
 
-// TestDrainSecondSignal: a second SIGTERM during the drain stops the run at
-// once (its requests take seconds; the drain would wait for them), and it
-// says that nothing is kept beyond the last checkpoint; --resume from that
-// checkpoint still gives the uninterrupted run's bytes.
-func TestDrainSecondSignal(t *testing.T) {
+// TestDrainStopsInFlight: requests that take seconds are not waited for
+// past the drain: a second SIGTERM stops the run at once and says that
+// nothing is kept beyond the last checkpoint; a --drain that runs out
+// abandons them and keeps what was finished. Either way --resume from
+// what was kept gives the uninterrupted run's bytes.
+func TestDrainStopsInFlight(t *testing.T) {
 	k := drainKinds(t)[0]
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "ref.arrow")
 	runSynapse(t, nil, append(k.args(ref), drainFlags...)...).wantCode(t, exitOK)
-	out := filepath.Join(dir, "out.arrow")
-	slow := append(k.args(out), "--workers", "2", "--threads", "1", "--log-format", "json", "--chaos", "delay=3s", "--drain", "1m", "--progress-every", "100ms")
-	j := startJob(t, slow)
-	j.waitFor(t, "started")
-	j.waitFor(t, "progress") // its first requests are in flight for seconds
-	j.cmd.Process.Signal(syscall.SIGTERM)
-	j.waitFor(t, "interrupted: sending no new requests")
-	j.cmd.Process.Signal(syscall.SIGTERM)
-	code, _ := j.wait(t)
-	log := j.stderr.String()
-	if code != exitInterrupted || !strings.Contains(log, "stopped at once by a second signal: nothing kept beyond the last checkpoint") {
-		t.Fatalf("after a second SIGTERM: exit %d; want %d and a note that nothing is kept beyond the last checkpoint\n%s", code, exitInterrupted, log)
-	}
-	if strings.Contains(log, "requests in flight finished") {
-		t.Errorf("the run waited for its requests in flight after the second signal:\n%s", log)
-	}
-	runSynapse(t, nil, append(k.args(out), append(drainFlags, "--resume")...)...).wantCode(t, exitOK)
 	want, _ := os.ReadFile(ref)
-	if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("resumed after a second signal: %d bytes (%v); want the uninterrupted run's %d", len(got), err, len(want))
+	for _, tc := range []struct {
+		name, drain string
+		second      bool
+		note        string
+	}{
+		{"second signal", "1m", true, "stopped at once by a second signal: nothing kept beyond the last checkpoint"},
+		{"drain runs out", "300ms", false, "the rest abandoned after --drain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".arrow")
+			slow := append(k.args(out), "--workers", "2", "--threads", "1", "--log-format", "json", "--chaos", "delay=3s",
+				"--drain", tc.drain, "--progress-every", "100ms")
+			j := startJob(t, slow)
+			j.waitFor(t, "started")
+			j.waitFor(t, "progress") // its first requests are in flight for seconds
+			j.cmd.Process.Signal(syscall.SIGTERM)
+			j.waitFor(t, "interrupted: sending no new requests")
+			if tc.second {
+				j.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			code, _ := j.wait(t)
+			log := j.stderr.String()
+			if code != exitInterrupted || !strings.Contains(log, tc.note) {
+				t.Fatalf("exit %d; want %d and the note %q\n%s", code, exitInterrupted, tc.note, log)
+			}
+			if tc.second && strings.Contains(log, "requests in flight finished") {
+				t.Errorf("the run waited for its requests in flight after the second signal:\n%s", log)
+			}
+			runSynapse(t, nil, append(k.args(out), append(drainFlags, "--resume")...)...).wantCode(t, exitOK)
+			if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("resumed: %d bytes (%v); want the uninterrupted run's %d", len(got), err, len(want))
+			}
+		})
 	}
 }
 
