@@ -765,3 +765,41 @@ func TestFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointByTimeErrorRecordsEndBatch: a batch whose rows are all in
+// open pieces when error records end it (BatchRows records) ends with an
+// empty piece, and the output is that of a writer without time checkpoints.
+func TestCheckpointByTimeErrorRecordsEndBatch(t *testing.T) {
+	write := func(out string, tick bool) []byte {
+		opts := WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 4}
+		if tick {
+			tickEveryPut(&opts)
+		}
+		w, _, err := OpenCheckpointed(out, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := int64(0); i < 13; i++ {
+			rows, errs := testDoc(i)
+			if i%4 != 1 { // one document of rows in four: error records end the batches
+				rows, errs = nil, []*record.RowError{{Source: "c.jsonl", Line: int(i) + 1, Index: i, Reason: "empty_text"}}
+			}
+			if err := w.Put(i, i, rows, errs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	dir := t.TempDir()
+	want := write(filepath.Join(dir, "rows.arrow"), false)
+	if got := write(filepath.Join(dir, "time.arrow"), true); !bytes.Equal(got, want) {
+		t.Errorf("checkpointed by time: %d bytes; want the %d of a writer checkpointing by rows, byte for byte", len(got), len(want))
+	}
+}
