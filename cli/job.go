@@ -30,7 +30,7 @@ import (
 // (text fields, ids) is the command's own.
 func jobFlags(batchDefault string) []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the `MODEL`: a GGUF file, an ONNX model directory or .onnx file, or a cached model's name or digest prefix (required)"},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the `MODEL`: a GGUF file, an ONNX model directory or .onnx file, a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] pulled with `synapse models pull` or in the Hugging Face cache (required)"},
 		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines", DefaultText: "OUTPUT.errors.jsonl"},
 		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker", DefaultText: batchDefault},
 		&cli.IntFlag{Name: "workers", Usage: "worker processes", DefaultText: "from the core count"},
