@@ -53,8 +53,9 @@ var errDrainTimeout = errors.New("job: the drain ran past --drain")
 
 // runDrained runs the pipeline under Options.Drain: once it fires, the
 // run gets Options.DrainTimeout to finish its requests in flight, then
-// the rest is cancelled.
-func runDrained[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k pipeline.Kind[R, I, O], src pipeline.Source[R], sink pipeline.Sink[R, I, O]) (error, time.Duration, bool) {
+// the rest is cancelled. It returns how long the drain took and whether it
+// ran out of time.
+func runDrained[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k pipeline.Kind[R, I, O], src pipeline.Source[R], sink pipeline.Sink[R, I, O]) (time.Duration, bool, error) {
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cfg.Drain = r.o.Drain
@@ -85,7 +86,7 @@ func runDrained[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config
 	if !began.IsZero() {
 		took = time.Since(began)
 	}
-	return err, took, errors.Is(context.Cause(pctx), errDrainTimeout)
+	return took, errors.Is(context.Cause(pctx), errDrainTimeout), err
 }
 
 // interrupted keeps what a stopped run finished: after a drain, a

@@ -66,8 +66,8 @@ type Options struct {
 	// DefaultCheckpointEvery, negative = every 1,024 rows only).
 	CheckpointEvery time.Duration
 	// Drain, when closed, drains the run (pipeline.Config.Drain): no new
-	// requests, those in flight get DrainTimeout (0 = DefaultDrain) to
-	// finish, every finished row is checkpointed, and the job returns an
+	// requests, those in flight get DrainTimeout (0 = DefaultDrain;
+	// negative: no time) to finish, every finished row is checkpointed, and the job returns an
 	// *InterruptedError. ctx still stops it at once.
 	Drain        <-chan struct{}
 	DrainTimeout time.Duration
@@ -293,8 +293,11 @@ func (r *runner) defaults() {
 	case o.CheckpointEvery < 0:
 		o.CheckpointEvery = 0
 	}
-	if o.DrainTimeout <= 0 {
+	switch {
+	case o.DrainTimeout == 0:
 		o.DrainTimeout = DefaultDrain
+	case o.DrainTimeout < 0:
+		o.DrainTimeout = 0 // no wait: what is finished is kept
 	}
 }
 
@@ -702,7 +705,7 @@ func (r *runner) config(batchTokens, maxItems int) pipeline.Config {
 // *InterruptedError; one stopped by ctx keeps its last checkpoint.
 func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k pipeline.Kind[R, I, O], src pipeline.Source[R], sink pipeline.Sink[R, I, O]) error {
 	r.sum.Started = true
-	err, took, timedOut := runDrained(ctx, r, cfg, k, src, sink)
+	took, timedOut, err := runDrained(ctx, r, cfg, k, src, sink)
 	switch {
 	case err != nil && ctx.Err() == nil && (errors.Is(err, pipeline.ErrDrained) || timedOut):
 		if err := r.interrupted(true, timedOut, took); err != nil {
