@@ -111,3 +111,21 @@ func TestParseDtype(t *testing.T) {
 		t.Error("ParseDtype(int4): no error")
 	}
 }
+
+func TestNonFinite(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, c := range []struct {
+		v    []float32
+		want int
+	}{
+		{nil, -1},
+		{[]float32{0, -1, math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32}, -1},
+		{[]float32{1, nan}, 1},
+		{[]float32{inf, 1}, 0},
+		{[]float32{1, 2, -inf}, 2},
+	} {
+		if got := NonFinite(c.v); got != c.want {
+			t.Errorf("NonFinite(%v): got %d; want %d", c.v, got, c.want)
+		}
+	}
+}

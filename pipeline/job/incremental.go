@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
+	"github.com/synapse-embed/synapse/io/vector"
 )
 
 // Dedup's rule (--dedup): a document whose text is that of an earlier
@@ -59,10 +59,8 @@ type doc struct {
 // reused rows are checked as the engine's answers are (embedKind.Check).
 func finiteRows(rows dataio.EmbedRows) bool {
 	for _, r := range rows {
-		for _, x := range r.Embedding {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return false
-			}
+		if vector.NonFinite(r.Embedding) >= 0 {
+			return false
 		}
 	}
 	return true
