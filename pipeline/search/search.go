@@ -12,8 +12,12 @@
 // Ties are broken by document id, the smaller first.
 //
 // Memory: one corpus record batch, the block's query vectors, its top-k
-// lists (k × Rescore entries per query) and a score tile of TileRows
-// floats per query of the block.
+// lists (at most k × Rescore entries per query, and never more than the
+// corpus's documents, whatever k is) and a score tile of TileRows floats
+// per thread. Cancellation is seen between tiles, within milliseconds.
+//
+// A NaN or infinite value in a float query or corpus vector is refused
+// (ErrInput, naming the file, row and id): no run writes one.
 package search
 
 import (
@@ -160,6 +164,9 @@ func (s *searcher) eachBlock(ctx context.Context, fn func(*queryBlock) error) er
 			row := bt.vecs.Row(i)
 			if qv.Dtype.Float() {
 				fl = vector.Decode(fl[:0], qv.Dtype, qv.Dims, row, nil)
+				if err := qv.checkFinite(bt, i, fl, qv.Dims); err != nil {
+					return err
+				}
 				if s.o.Rescore > 0 {
 					b.float = append(b.float, fl...)
 				}
@@ -215,7 +222,7 @@ func (s *searcher) appendCodes(t *tile, code []byte) {
 func (s *searcher) block(ctx context.Context, b *queryBlock) ([][]Hit, error) {
 	keep := s.o.K
 	if s.o.Rescore > 0 {
-		keep *= s.o.Rescore
+		keep = satMul(keep, s.o.Rescore)
 	}
 	tops, err := s.pass(ctx, b, keep)
 	if err != nil {
@@ -255,12 +262,23 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 		}
 		n := bt.vecs.Rows
 		s.sp.load(&ct, bt.vecs)
+		if s.sp.dtype.Float() && s.stats.Passes == 0 {
+			if err := s.o.Corpus.checkFinite(bt, 0, ct.f[:n*s.sp.dims], s.sp.dims); err != nil {
+				return err
+			}
+		}
 		starts := docStarts(bt, lastID, rows == 0)
 		g := errgroup.Group{}
 		for w := range workers {
 			q0, q1 := w*nq/workers, (w+1)*nq/workers
 			g.Go(func() error {
 				for r0 := 0; r0 < n; r0 += TileRows {
+					if err := ctx.Err(); err != nil { // a tile is milliseconds: cancellation is honoured within one
+						return err
+					}
+					if tileHook != nil {
+						tileHook()
+					}
 					r1 := min(n, r0+TileRows)
 					for q := q0; q < q1; q++ {
 						s.sp.score(&b.q, q, &ct, r0, r1, scratch[w])
@@ -270,7 +288,9 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 				return nil
 			})
 		}
-		g.Wait()
+		if err := g.Wait(); err != nil {
+			return err
+		}
 		if n > 0 {
 			lastID = strings.Clone(bt.ids.Value(n - 1))
 		}
@@ -291,6 +311,17 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 	s.stats.Chunks = rows
 	s.stats.Pairs += rows * int64(nq)
 	return tops, nil
+}
+
+// tileHook, when set (by tests), is called before each tile is scored.
+var tileHook func()
+
+// satMul is a × b for positive a and b, math.MaxInt when it overflows.
+func satMul(a, b int) int {
+	if a > math.MaxInt/b {
+		return math.MaxInt
+	}
+	return a * b
 }
 
 // docStarts marks the rows of a batch that start a document: an id other

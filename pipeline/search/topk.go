@@ -32,14 +32,16 @@ func sortHits(hs []Hit) {
 // topK keeps the k best hits of distinct documents: a min-heap (the worst
 // kept hit on top) with the position of each document in it, so that a
 // document seen again (the same id in two places of the corpus) keeps its
-// best score instead of taking two places.
+// best score instead of taking two places. Its heap and map grow with the
+// hits kept, never sized by k: a k larger than the corpus (a number the
+// user typed) costs what the corpus's documents cost.
 type topK struct {
 	k   int
 	h   []Hit
 	pos map[string]int
 }
 
-func newTopK(k int) *topK { return &topK{k: k, pos: make(map[string]int, k)} }
+func newTopK(k int) *topK { return &topK{k: k, pos: map[string]int{}} }
 
 // admits says whether a hit of this score could enter: a cheap test before
 // the document's id is looked at.
