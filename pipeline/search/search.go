@@ -146,7 +146,7 @@ type searcher struct {
 type queryBlock struct {
 	ids   []string
 	float []float32 // the float queries, for rescoring
-	q     tile      // the queries in the corpus's space
+	q     tile      // the queries in the corpus's space, zero ones after them to a multiple of 4
 }
 
 // eachBlock reads the queries in blocks.
@@ -174,6 +174,7 @@ func (s *searcher) eachBlock(ctx context.Context, fn func(*queryBlock) error) er
 			s.appendQuery(&b.q, row, fl, buf)
 			b.ids = append(b.ids, strings.Clone(id))
 			if len(b.ids) == s.o.Block {
+				s.sp.pad(&b.q, len(b.ids))
 				if err := fn(b); err != nil {
 					return err
 				}
@@ -183,6 +184,7 @@ func (s *searcher) eachBlock(ctx context.Context, fn func(*queryBlock) error) er
 		return nil
 	})
 	if err == nil && len(b.ids) > 0 {
+		s.sp.pad(&b.q, len(b.ids))
 		err = fn(b)
 	}
 	return err
@@ -240,21 +242,19 @@ func (s *searcher) block(ctx context.Context, b *queryBlock) ([][]Hit, error) {
 }
 
 // pass streams the corpus once, scoring every chunk against the block's
-// queries, split among Threads goroutines by query.
+// queries, split among Threads goroutines by groups of 4 queries.
 func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, error) {
 	nq := len(b.ids)
-	tops := make([]*topK, nq)
-	best := make([]float32, nq)
-	for i := range tops {
-		tops[i], best[i] = newTopK(keep), noDoc
+	st := &passState{tops: make([]*topK, nq), best: make([]float32, nq)}
+	for i := range st.tops {
+		st.tops[i], st.best[i] = newTopK(keep), noDoc
 	}
-	workers := min(s.o.Threads, nq)
+	workers := min(s.o.Threads, (nq+3)/4)
 	scratch := make([][]float32, workers)
 	for w := range scratch {
-		scratch[w] = make([]float32, TileRows)
+		scratch[w] = make([]float32, 4*TileRows)
 	}
 	var ct tile
-	var lastID string
 	var rows int64
 	err := s.o.Corpus.eachBatch(ctx, func(bt *batch) error {
 		if err := ctx.Err(); err != nil {
@@ -267,32 +267,16 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 				return err
 			}
 		}
-		starts := docStarts(bt, lastID, rows == 0)
+		st.starts = docStarts(bt, st.lastID, rows == 0)
 		g := errgroup.Group{}
 		for w := range workers {
-			q0, q1 := w*nq/workers, (w+1)*nq/workers
-			g.Go(func() error {
-				for r0 := 0; r0 < n; r0 += TileRows {
-					if err := ctx.Err(); err != nil { // a tile is milliseconds: cancellation is honoured within one
-						return err
-					}
-					if tileHook != nil {
-						tileHook()
-					}
-					r1 := min(n, r0+TileRows)
-					for q := q0; q < q1; q++ {
-						s.sp.score(&b.q, q, &ct, r0, r1, scratch[w])
-						fold(tops[q], &best[q], scratch[w][:r1-r0], starts[r0:r1], bt, r0, lastID)
-					}
-				}
-				return nil
-			})
+			g.Go(func() error { return s.scoreBatch(ctx, b, &ct, bt, st, w, workers, scratch[w]) })
 		}
 		if err := g.Wait(); err != nil {
 			return err
 		}
 		if n > 0 {
-			lastID = strings.Clone(bt.ids.Value(n - 1))
+			st.lastID = strings.Clone(bt.ids.Value(n - 1))
 		}
 		rows += int64(n)
 		return nil
@@ -301,16 +285,51 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 		return nil, err
 	}
 	if rows > 0 {
-		for q := range tops {
-			if best[q] != noDoc && tops[q].admits(best[q]) {
-				tops[q].add(lastID, best[q])
+		for q, t := range st.tops {
+			if st.best[q] != noDoc && t.admits(st.best[q]) {
+				t.add(st.lastID, st.best[q])
 			}
 		}
 	}
 	s.stats.Passes++
 	s.stats.Chunks = rows
 	s.stats.Pairs += rows * int64(nq)
-	return tops, nil
+	return st.tops, nil
+}
+
+// passState is a pass's state between batches: each query's top list and
+// open document's score, the batch's document starts and the last batch's
+// last id.
+type passState struct {
+	tops   []*topK
+	best   []float32
+	starts []bool
+	lastID string
+}
+
+// scoreBatch is worker w of workers's share of a batch: its groups of 4
+// queries against every tile of the batch's rows.
+func (s *searcher) scoreBatch(ctx context.Context, b *queryBlock, ct *tile, bt *batch, st *passState, w, workers int, scratch []float32) error {
+	nq := len(b.ids)
+	groups := (nq + 3) / 4
+	g0, g1 := w*groups/workers, (w+1)*groups/workers
+	n := bt.vecs.Rows
+	for r0 := 0; r0 < n; r0 += TileRows {
+		if err := ctx.Err(); err != nil { // a tile is milliseconds: cancellation is honoured within one
+			return err
+		}
+		if tileHook != nil {
+			tileHook()
+		}
+		r1 := min(n, r0+TileRows)
+		for q := 4 * g0; q < 4*g1; q += 4 {
+			s.sp.score4(&b.q, q, ct, r0, r1, scratch)
+			for i := range min(4, nq-q) {
+				fold(st.tops[q+i], &st.best[q+i], scratch[i*TileRows:i*TileRows+r1-r0], st.starts[r0:r1], bt, r0, st.lastID)
+			}
+		}
+	}
+	return nil
 }
 
 // tileHook, when set (by tests), is called before each tile is scored.
