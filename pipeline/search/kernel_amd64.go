@@ -2,7 +2,8 @@ package search
 
 import "golang.org/x/sys/cpu"
 
-// The assembly kernels (kernel_amd64.s). Each scores query rows q (4, or 2
+// The assembly kernels (kernel_amd64.s); binary's Go kernel is POPCNTQ
+// already (math/bits.OnesCount64). Each scores query rows q (4, or 2
 // for the AVX2 ones; rows dims elements apart) against rows corpus rows c
 // (a multiple of 4) into out[i*ostride+j].
 
@@ -19,6 +20,9 @@ func dotI8AVX2(q, c *int8, rows, dims int, out *float32, ostride int)
 func dotU8AVX2(q, c *uint8, rows, dims int, out *float32, ostride int)
 
 //go:noescape
+func binVPOPCNT(q, c *uint64, rows, words, dims int, out *float32, ostride int)
+
+//go:noescape
 func dotI8VNNI(q, c *int8, rows, dims int, out *float32, ostride int, qoff *[4]int32)
 
 func init() {
@@ -31,7 +35,10 @@ func init() {
 	if avx2 && avx512 {
 		k := kernelSet{name: "avx512", f32: f32AVX512, i8: i8AVX2, u8: u8AVX2, bin: binGo}
 		if x.HasAVX512VNNI {
-			k.name, k.i8 = "avx512+vnni", i8VNNI
+			k.name, k.i8 = k.name+"+vnni", i8VNNI
+		}
+		if x.HasAVX512VPOPCNTDQ {
+			k.name, k.bin = k.name+"+vpopcntdq", binVPOPCNT4
 		}
 		sets = append(sets, k)
 	}
@@ -103,4 +110,11 @@ func i8VNNI(q, c []int8, rows, dims int, out []float32, ostride int) {
 		qoff[i] = 128 * s
 	}
 	dotI8VNNI(&q[0], &c[0], rows, dims, &out[0], ostride, &qoff)
+}
+
+func binVPOPCNT4(q, c []uint64, rows, words, dims int, out []float32, ostride int) {
+	checkBlock(len(q), len(c), rows, words, len(out), ostride)
+	if rows > 0 {
+		binVPOPCNT(&q[0], &c[0], rows, words, dims, &out[0], ostride)
+	}
 }
