@@ -25,11 +25,15 @@ func binVPOPCNT(q, c *uint64, rows, words, dims int, out *float32, ostride int)
 //go:noescape
 func dotI8VNNI(q, c *int8, rows, dims int, out *float32, ostride int, qoff *[4]int32)
 
+//go:noescape
+func maxF32AVX(s *float32, n int) float32
+
 func init() {
 	x := cpu.X86
 	avx2 := x.HasAVX2 && x.HasFMA
 	avx512 := x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL
 	if avx2 {
+		maxOf = maxAVX
 		sets = append(sets, kernelSet{name: "avx2", f32: f32AVX2, i8: i8AVX2, u8: u8AVX2, bin: binGo})
 	}
 	if avx2 && avx512 {
@@ -117,4 +121,17 @@ func binVPOPCNT4(q, c []uint64, rows, words, dims int, out []float32, ostride in
 	if rows > 0 {
 		binVPOPCNT(&q[0], &c[0], rows, words, dims, &out[0], ostride)
 	}
+}
+
+// maxAVX is maxGo with VMAXPS on the first multiple of 32 floats.
+func maxAVX(s []float32) float32 {
+	n := len(s) &^ 31
+	if n == 0 {
+		return maxGo(s)
+	}
+	m := maxF32AVX(&s[0], n)
+	if n < len(s) {
+		m = max(m, maxGo(s[n:]))
+	}
+	return m
 }

@@ -502,3 +502,36 @@ bin_reduce:
 bin_done:
 	VZEROUPPER
 	RET
+
+// ---- the largest of n float32s (n a multiple of 32, ≥ 32), AVX ----
+
+// func maxF32AVX(s *float32, n int) float32
+TEXT ·maxF32AVX(SB), NOSPLIT, $0-20
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	SHRQ $5, CX
+
+max_step:
+	VMAXPS (SI), Y0, Y0
+	VMAXPS 32(SI), Y1, Y1
+	VMAXPS 64(SI), Y2, Y2
+	VMAXPS 96(SI), Y3, Y3
+	ADDQ $128, SI
+	DECQ CX
+	JNZ max_step
+	VMAXPS Y1, Y0, Y0
+	VMAXPS Y3, Y2, Y2
+	VMAXPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET

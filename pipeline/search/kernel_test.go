@@ -167,3 +167,26 @@ func checkF32(t *testing.T, k, ref kernelSet, q, c []float32, bc blockCase) {
 		}
 	}
 }
+
+// TestMaxOf: the CPU's maxOf is maxGo's at every length around its step.
+func TestMaxOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, n := range []int{1, 2, 31, 32, 33, 63, 64, 65, 255, 256, 257} {
+		for _, f := range []fill{fillRandom, fillMin, fillSigns} {
+			s := randF32(rng, n, f)
+			if f == fillRandom {
+				s[rng.IntN(n)] = 9 // the largest somewhere
+			}
+			if got, want := maxOf(s), maxGo(s); got != want {
+				t.Errorf("n %d fill %d: got %v; want %v", n, f, got, want)
+			}
+			want := s[0]
+			for _, x := range s {
+				want = max(want, x)
+			}
+			if got := maxGo(s); got != want {
+				t.Errorf("maxGo: n %d fill %d: got %v; want %v", n, f, got, want)
+			}
+		}
+	}
+}

@@ -21,11 +21,13 @@
 package search
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"runtime"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 
@@ -245,9 +247,9 @@ func (s *searcher) block(ctx context.Context, b *queryBlock) ([][]Hit, error) {
 // queries, split among Threads goroutines by groups of 4 queries.
 func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, error) {
 	nq := len(b.ids)
-	st := &passState{tops: make([]*topK, nq), best: make([]float32, nq)}
+	st := &passState{tops: make([]*topK, nq), best: make([]float32, nq), floor: make([]float32, nq)}
 	for i := range st.tops {
-		st.tops[i], st.best[i] = newTopK(keep), noDoc
+		st.tops[i], st.best[i], st.floor[i] = newTopK(keep), noDoc, noDoc
 	}
 	workers := min(s.o.Threads, (nq+3)/4)
 	scratch := make([][]float32, workers)
@@ -297,12 +299,13 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 	return st.tops, nil
 }
 
-// passState is a pass's state between batches: each query's top list and
-// open document's score, the batch's document starts and the last batch's
+// passState is a pass's state between batches: each query's top list,
+// its floor and its open document's score, the batch's document starts and the last batch's
 // last id.
 type passState struct {
 	tops   []*topK
 	best   []float32
+	floor  []float32 // each list's floor, for fold
 	starts []bool
 	lastID string
 }
@@ -325,7 +328,7 @@ func (s *searcher) scoreBatch(ctx context.Context, b *queryBlock, ct *tile, bt *
 		for q := 4 * g0; q < 4*g1; q += 4 {
 			s.sp.score4(&b.q, q, ct, r0, r1, scratch)
 			for i := range min(4, nq-q) {
-				fold(st.tops[q+i], &st.best[q+i], scratch[i*TileRows:i*TileRows+r1-r0], st.starts[r0:r1], bt, r0, st.lastID)
+				fold(st.tops[q+i], &st.best[q+i], &st.floor[q+i], scratch[i*TileRows:i*TileRows+r1-r0], st.starts[r0:r1], bt, r0, st.lastID)
 			}
 		}
 	}
@@ -364,9 +367,22 @@ var noDoc = float32(math.Inf(-1))
 
 // fold folds the scores of rows [r0, r0+len(scores)) of a batch into the
 // query's documents: a document that ends is offered to the top list with
-// its best chunk's score; *best is the open document's score so far.
-func fold(t *topK, best *float32, scores []float32, starts []bool, bt *batch, r0 int, lastID string) {
+// its best chunk's score; *best is the open document's score so far, and
+// *floor the list's floor (noDoc until it is full), kept beside the list
+// so that a tile none of whose scores can enter costs a scan of them.
+func fold(t *topK, best, floor *float32, scores []float32, starts []bool, bt *batch, r0 int, lastID string) {
 	b := *best
+	if f := *floor; b < f && maxOf(scores) < f {
+		// Nothing that ends here can enter (the usual case once the list is
+		// full): only the open document's best moves on.
+		last := bytes.LastIndexByte(boolBytes(starts), 1)
+		if last < 0 {
+			*best = max(b, maxOf(scores))
+		} else {
+			*best = maxOf(scores[last:])
+		}
+		return
+	}
 	for i, sc := range scores {
 		if !starts[i] {
 			b = max(b, sc)
@@ -383,4 +399,42 @@ func fold(t *topK, best *float32, scores []float32, starts []bool, bt *batch, r0
 		b = sc
 	}
 	*best = b
+	if f, full := t.floor(); full {
+		*floor = f
+	}
 }
+
+// maxOf is the largest of s (not empty; no NaN: inputs are checked):
+// maxGo, or the CPU's kernel.
+var maxOf = maxGo
+
+// maxGo is maxOf in four running maxima.
+func maxGo(s []float32) float32 {
+	m0 := s[0]
+	m1, m2, m3 := m0, m0, m0
+	i := 0
+	for ; i+4 <= len(s); i += 4 {
+		x := s[i : i+4 : i+4]
+		if x[0] > m0 {
+			m0 = x[0]
+		}
+		if x[1] > m1 {
+			m1 = x[1]
+		}
+		if x[2] > m2 {
+			m2 = x[2]
+		}
+		if x[3] > m3 {
+			m3 = x[3]
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] > m0 {
+			m0 = s[i]
+		}
+	}
+	return max(max(m0, m1), max(m2, m3))
+}
+
+// boolBytes is s as bytes (a bool is one byte, 0 or 1).
+func boolBytes(s []bool) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)) }
