@@ -437,4 +437,6 @@ func maxGo(s []float32) float32 {
 }
 
 // boolBytes is s as bytes (a bool is one byte, 0 or 1).
-func boolBytes(s []bool) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)) }
+func boolBytes(s []bool) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+}
