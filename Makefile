@@ -179,7 +179,7 @@ test-slurm: setup build
 	  echo "test-slurm: installing $(SLURM_PKGS)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null; \
 	fi
-	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' .
+	SYNAPSE_SLURM_TEST=1 $(GO) test -count=1 -v -run '^TestSlurm' ./cli
 
 # Object storage for real: inputs, outputs, shards, merge, resume after a
 # server killed mid-upload, --previous, against versitygw (built once into
@@ -189,7 +189,7 @@ test-slurm: setup build
 S3_TESTS := '^TestS3'
 test-s3: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-s3: setup s3-server
-	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./io/objstore ./io/dataio .
+	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./io/objstore ./cli
 
 # Search recall at SciFact size (TestSearchRecallSciFactFull): the six-layer
 # MiniLM-shaped model embeds 1,000 SciFact titles as float32, int8 and binary,
@@ -200,7 +200,7 @@ test-s3: setup s3-server
 # Needs ../shared/fixtures.
 test-recall: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-recall: setup
-	SYNAPSE_RECALL_FULL=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 30m -v -run '^TestSearchRecallSciFactFull$$' .
+	SYNAPSE_RECALL_FULL=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 30m -v -run '^TestSearchRecallSciFactFull$$' ./cli
 
 # Brief fuzzing of every decoder and tokenizer; FUZZTIME=2000000x (or 5m,
 # accepting the Go 1.26 deadline flake) for a longer run.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/pipeline/job"
 )
@@ -37,6 +37,7 @@ func embedFlags() []cli.Flag {
 	flags = append(flags,
 		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded", DefaultText: "the model's context minus its special tokens"},
 		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
+		&cli.BoolFlag{Name: "truncate", Usage: "one vector per document, from its first chunk only, as sentence-transformers and TEI truncate at max_seq_length (the rest of a longer document is not embedded; the summary counts those cut)"},
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
 		&cli.StringFlag{Name: "prompt-name", Usage: "put the prompt `NAME` (e.g. query, document) of the model's config_sentence_transformers.json in front of every document, as sentence-transformers' prompt_name does; not with --prefix", DefaultText: "the model's default_prompt_name, unless --prefix is given"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
@@ -47,7 +48,7 @@ func embedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "the embedding column's type: float32, float16, int8, uint8 (per-dimension ranges from a calibration), binary or ubinary (sign bits, 8 a byte), as sentence-transformers' quantize_embeddings"},
 		&cli.StringSliceFlag{Name: "calibration", Usage: "int8/uint8: take the ranges from this earlier output `FILE` of the same model and settings (its stored ranges, or the minimum and maximum of its float vectors; repeat it for the parts of a sharded run)", DefaultText: "the --previous output's ranges, else the first --calibration-docs documents of the input"},
 		&cli.IntFlag{Name: "calibration-docs", Value: job.DefaultCalibrationDocs, Usage: "int8/uint8 without --calibration: embed the first N documents of the whole input first (every shard the same ones) and fix the ranges from their vectors"},
-		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", dataio.GroupRecords)},
+		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", corpus.GroupRecords)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
 }
@@ -58,7 +59,7 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
 		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"),
-		PromptName: c.String("prompt-name")}
+		PromptName: c.String("prompt-name"), Truncate: c.Bool("truncate")}
 	if err != nil {
 		return o, err
 	}
@@ -77,6 +78,9 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	case "", "mean", "cls", "last":
 	default:
 		return o, usagef("embed: --pooling %q: want mean, cls or last", o.Pooling)
+	}
+	if o.Truncate && o.Overlap > 0 {
+		return o, usagef("embed: --overlap with --truncate: a truncated document has one chunk, nothing to overlap")
 	}
 	for name, v := range map[string]int{"chunk-tokens": o.ChunkTokens, "overlap": o.Overlap, "dims": o.Dims} {
 		if v < 0 {

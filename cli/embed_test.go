@@ -25,7 +25,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/tokenize"
 )
@@ -114,7 +115,7 @@ func TestEmbedReference(t *testing.T) {
 func TestEmbedWorkerCountBitExact(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, corpus(40))
+	writeJSONL(t, in, testCorpus(40))
 	var first []outRow
 	for _, n := range []string{"1", "2", "3"} {
 		out := filepath.Join(dir, "w"+n+".arrow")
@@ -193,7 +194,7 @@ func TestEmbedPoisonDocument(t *testing.T) {
 func resumeCorpus(t *testing.T, path string, n int) {
 	t.Helper()
 	var b bytes.Buffer
-	docs := corpus(n)
+	docs := testCorpus(n)
 	for i, d := range docs {
 		if i == 350 {
 			b.WriteString("{\"_id\": \"broken\n")
@@ -263,7 +264,7 @@ func TestEmbedInterruptResume(t *testing.T) {
 			if _, err := os.Stat(out); err == nil {
 				t.Fatal("the interrupted run published its output")
 			}
-			for _, p := range []string{dataio.PartialPath(out), dataio.CheckpointPath(out)} {
+			for _, p := range []string{output.PartialPath(out), output.CheckpointPath(out)} {
 				if _, err := os.Stat(p); err != nil {
 					t.Errorf("resume file: %v", err)
 				}
@@ -300,7 +301,7 @@ func TestEmbedInterruptResume(t *testing.T) {
 func TestEmbedSlowEngine(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, corpus(6))
+	writeJSONL(t, in, testCorpus(6))
 	base := []string{"embed", in, "-m", tinyModel(t), "--workers", "1", "--threads", "1", "--batch-tokens", "1024"}
 	clean := filepath.Join(dir, "clean.arrow")
 	runSynapse(t, nil, append(base, "-o", clean, "-q")...).wantCode(t, 0)
@@ -414,7 +415,7 @@ func refusedResumes(t *testing.T, in string, resume []string) {
 func bigText(t *testing.T, n int) string {
 	t.Helper()
 	var b strings.Builder
-	docs := corpus(300)
+	docs := testCorpus(300)
 	for i := 0; b.Len() < n; i++ {
 		b.WriteString(docs[i%len(docs)]["text"].(string))
 		b.WriteString("\n")
@@ -567,7 +568,7 @@ func checkCoverage(t *testing.T, text string, chunks []outRow) {
 func TestEmbedOutputs(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, corpus(30))
+	writeJSONL(t, in, testCorpus(30))
 	model := tinyModel(t)
 	common := []string{"-m", model, "--text-field", "title", "--text-field", "text", "--chunk-tokens", "200", "--workers", "2", "--threads", "1", "-q"}
 	run := func(t *testing.T, out string, args ...string) {
@@ -623,7 +624,7 @@ func TestEmbedOutputs(t *testing.T) {
 		}
 		// doc_hash: the SHA-256 of the joined text ("title\ntext"), the same on every chunk
 		docs := map[string]map[string]any{}
-		for _, d := range corpus(30) {
+		for _, d := range testCorpus(30) {
 			docs[d["_id"].(string)] = d
 		}
 		for _, r := range want {
@@ -727,7 +728,7 @@ func TestEmbedUsageErrors(t *testing.T) {
 
 // BenchmarkEmbedPeakRSS measures the peak RSS of the synapse process itself
 // (not its workers: VmHWM from /proc/PID/status, read until it exits) on
-// synthetic Parquet corpora (dataio.WriteSyntheticParquet) of the sizes in
+// synthetic Parquet corpora (corpus.WriteSyntheticParquet) of the sizes in
 // SYNAPSE_RSS_ROWS (default 20000), embedding the title column with the tiny
 // model, and reports it as peak-MiB:
 //
@@ -744,7 +745,7 @@ func BenchmarkEmbedPeakRSS(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
 			in := filepath.Join(dir, fmt.Sprintf("synth-%d.parquet", rows))
-			if err := dataio.WriteSyntheticParquet(in, rows, 1); err != nil {
+			if err := corpus.WriteSyntheticParquet(in, rows, 1); err != nil {
 				b.Fatal(err)
 			}
 			defer os.Remove(in)
@@ -806,4 +807,42 @@ func watchHWM(pid int) int64 {
 		}
 	}
 	return last
+}
+
+// TestEmbedTruncate: --truncate gives every document one row, the first
+// chunk of the windowed run bit for bit, and the summary counts the
+// documents it cut; --overlap with it is refused before any work.
+func TestEmbedTruncate(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, testCorpus(30))
+	common := []string{"-m", tinyModel(t), "--text-field", "title", "--text-field", "text", "--chunk-tokens", "48", "--workers", "1", "--threads", "1"}
+	windows := filepath.Join(dir, "windows.arrow")
+	runSynapse(t, nil, append([]string{"embed", in, "-o", windows, "-q"}, common...)...).wantCode(t, exitOK)
+	trunc := filepath.Join(dir, "trunc.arrow")
+	res := runSynapse(t, nil, append([]string{"embed", in, "-o", trunc, "--truncate"}, common...)...)
+	res.wantCode(t, exitOK)
+	_, all := readOutput(t, windows)
+	_, got := readOutput(t, trunc)
+	var firsts []outRow
+	long := 0
+	for i, r := range all {
+		if r.Chunk == 0 {
+			firsts = append(firsts, r)
+		} else if all[i-1].Chunk == 0 {
+			long++
+		}
+	}
+	if long == 0 {
+		t.Fatal("no document of the corpus is longer than one chunk; make chunks smaller")
+	}
+	sameRows(t, "--truncate vs the windowed run's first chunks", got, firsts)
+	if want := fmt.Sprintf("%d documents of this run longer than 48 tokens", long); !strings.Contains(res.stdout, want) {
+		t.Errorf("summary:\n%s\nwant it to say %q", res.stdout, want)
+	}
+	res = runSynapse(t, nil, append([]string{"embed", in, "-o", filepath.Join(dir, "o.arrow"), "--truncate", "--overlap", "8"}, common...)...)
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "--overlap with --truncate") {
+		t.Errorf("stderr %q; want it to refuse --overlap with --truncate", res.stderr)
+	}
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/pipeline/eval"
 	"github.com/synapse-embed/synapse/pipeline/job"
 )
@@ -71,15 +72,15 @@ func evaluateOutput(w io.Writer, path, firstStage, qrelsPath string) error {
 // rankings reads a run: a TREC or TSV run, or a rerank output (reranked by
 // rank, and input by input_rank; nil for a run without input ranks).
 func rankings(path string) (reranked, input eval.Ranking, err error) {
-	f, ferr := dataio.FormatOf(path)
-	if ferr != nil || f == dataio.FormatTREC {
+	f, ferr := output.FormatOf(path)
+	if ferr != nil || f == output.FormatTREC {
 		r, err := eval.ReadRun(path)
 		return r, nil, err
 	}
 	rows := map[string][]rankedRow{}
 	add := func(r rankedRow) { rows[r.Query] = append(rows[r.Query], r) }
 	switch f {
-	case dataio.FormatJSONL:
+	case output.FormatJSONL:
 		err = readJSONLRows(path, add)
 	default:
 		err = readArrowRows(path, add)
@@ -110,7 +111,7 @@ type rankedRow struct {
 }
 
 func readJSONLRows(path string, add func(rankedRow)) error {
-	fh, err := dataio.OpenReader(context.Background(), path)
+	fh, err := files.OpenReader(context.Background(), path)
 	if err != nil {
 		return err
 	}
@@ -128,10 +129,10 @@ func readJSONLRows(path string, add func(rankedRow)) error {
 }
 
 func readArrowRows(path string, add func(rankedRow)) error {
-	return dataio.EachBatch(context.Background(), path, memory.DefaultAllocator, func(rec arrow.RecordBatch) error {
+	return output.EachBatch(context.Background(), path, memory.DefaultAllocator, func(rec arrow.RecordBatch) error {
 		sc := rec.Schema()
 		var cols [4]arrow.Array
-		for i, name := range []string{dataio.ColQueryID, dataio.ColDocID, dataio.ColRank, job.ColInputRank} {
+		for i, name := range []string{output.ColQueryID, output.ColDocID, output.ColRank, job.ColInputRank} {
 			idx := sc.FieldIndices(name)
 			if len(idx) == 0 {
 				return fmt.Errorf("no %s column: not a rerank output", name)

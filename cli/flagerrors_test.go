@@ -106,8 +106,8 @@ func flagCases(files, model, status string) []flagCase {
 
 func TestFlagErrorsCostNothing(t *testing.T) {
 	files := t.TempDir()
-	writeJSONL(t, filepath.Join(files, "in.jsonl"), corpus(3))
-	writeJSONL(t, filepath.Join(files, "c.arrow"), corpus(1))
+	writeJSONL(t, filepath.Join(files, "in.jsonl"), testCorpus(3))
+	writeJSONL(t, filepath.Join(files, "c.arrow"), testCorpus(1))
 	model := tinyModel(t)
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -152,7 +152,7 @@ func TestFlagErrorsCostNothing(t *testing.T) {
 func TestFlagErrorsProbe(t *testing.T) {
 	files := t.TempDir()
 	in := filepath.Join(files, "in.jsonl")
-	writeJSONL(t, in, corpus(3))
+	writeJSONL(t, in, testCorpus(3))
 	model := tinyModel(t)
 	runtime := t.TempDir()
 	res := runSynapse(t, []string{"XDG_RUNTIME_DIR=" + runtime}, "embed", in, "-m", model, "-o", filepath.Join(files, "v.arrow"), "--workers", "1")

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/urfave/cli/v2"
-
-	"github.com/synapse-embed/synapse/io/dataio"
 )
 
 func genCorpusCommand() *cli.Command {
@@ -28,7 +27,7 @@ func genCorpusCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "the .parquet file to write (required)"},
 		},
 		Action: func(c *cli.Context) error {
-			s := dataio.Synthetic{Rows: c.Int("rows"), Seed: c.Int64("seed"), Changed: c.Float64("changed"),
+			s := corpus.Synthetic{Rows: c.Int("rows"), Seed: c.Int64("seed"), Changed: c.Float64("changed"),
 				Deleted: c.Float64("deleted"), Added: c.Float64("added"), ChangeSeed: c.Int64("change-seed"), Shuffle: c.Bool("shuffle")}
 			switch {
 			case !strings.HasSuffix(c.String("out"), ".parquet"):
@@ -36,7 +35,7 @@ func genCorpusCommand() *cli.Command {
 			case s.Rows < 0 || s.Changed < 0 || s.Deleted < 0 || s.Added < 0 || s.Changed+s.Deleted > 1:
 				return usagef("gen-corpus: --rows and the shares must not be negative, --changed + --deleted at most 1")
 			}
-			if err := dataio.WriteSynthetic(c.String("out"), s); err != nil {
+			if err := corpus.WriteSynthetic(c.String("out"), s); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.App.Writer, "wrote %s\n", c.String("out"))

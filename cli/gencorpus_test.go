@@ -6,20 +6,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 )
 
 // TestGenCorpus writes a small synthetic corpus, reads it back, and checks
 // that the same seed gives the same rows and a bad --out is a usage error.
 func TestGenCorpus(t *testing.T) {
 	dir := t.TempDir()
-	read := func(path string) []dataio.Doc {
+	read := func(path string) []corpus.Doc {
 		t.Helper()
-		r, err := dataio.Open([]string{path}, dataio.ReadOptions{})
+		r, err := corpus.Open([]string{path}, corpus.ReadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var docs []dataio.Doc
+		var docs []corpus.Doc
 		for {
 			d, err := r.Next()
 			if err != nil {

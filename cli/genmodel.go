@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 	"github.com/synapse-embed/synapse/model/wordvec"
@@ -43,9 +43,9 @@ func genModelCommand() *cli.Command {
 			if c.String("out") == "" {
 				return usagef("gen-model: --out FILE is required")
 			}
-			uses := slices.Concat(dataio.Reads("--vocab-from", c.String("vocab-from")), dataio.Reads("--words", c.String("words")),
-				dataio.Reads("--train", c.String("train")), dataio.Writes("--out", c.String("out")))
-			if err := dataio.CheckPaths(uses); err != nil {
+			uses := slices.Concat(files.Reads("--vocab-from", c.String("vocab-from")), files.Reads("--words", c.String("words")),
+				files.Reads("--train", c.String("train")), files.Writes("--out", c.String("out")))
+			if err := files.CheckPaths(uses); err != nil {
 				return usageError{fmt.Errorf("gen-model: %w", err)}
 			}
 			return genModel(c.Context, c.App.Writer, genModelConfig{

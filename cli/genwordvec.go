@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/model/wordvec"
 )
@@ -37,7 +37,7 @@ func genWordVectors(ctx context.Context, w io.Writer, cfg genModelConfig) error 
 	return nil
 }
 
-// readTrainTexts reads the texts of the --train corpus through dataio, as
+// readTrainTexts reads the texts of the --train corpus through io/corpus, as
 // embed reads its inputs: JSON Lines (.gz too) or Parquet, a local path or
 // an object URL, the fields joined by a newline. A record embed would report
 // as bad (a malformed line, a missing or non-string field, invalid UTF-8, a
@@ -45,7 +45,7 @@ func genWordVectors(ctx context.Context, w io.Writer, cfg genModelConfig) error 
 // Parquet row): a model learned from part of a corpus would differ silently.
 // Only a transient failure to fetch an object exits 1 (retryable).
 func readTrainTexts(ctx context.Context, path string, fields []string) ([]string, error) {
-	r, err := dataio.Open([]string{path}, dataio.ReadOptions{TextFields: fields, Context: ctx})
+	r, err := corpus.Open([]string{path}, corpus.ReadOptions{TextFields: fields, Context: ctx})
 	if err != nil {
 		return nil, usagef("gen-model: --train: %v", err)
 	}
@@ -67,7 +67,7 @@ func readTrainTexts(ctx context.Context, path string, fields []string) ([]string
 // that cannot be read are usage errors (exit 2), a transient object-store
 // failure is not.
 func trainError(path string, err error) error {
-	var fe *dataio.FileError
+	var fe *corpus.FileError
 	if errors.As(err, &fe) && objstore.IsURL(path) && !objstore.Permanent(err) {
 		return fmt.Errorf("gen-model: --train: %w", err)
 	}

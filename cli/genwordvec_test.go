@@ -28,7 +28,7 @@ func TestWordVectorModel(t *testing.T) {
 	for i, d := range docs {
 		texts[i] = d.Text
 	}
-	writeJSONL(t, in, corpus(len(docs)))
+	writeJSONL(t, in, testCorpus(len(docs)))
 	const dims = 30
 	runSynapse(t, nil, "gen-model", "--kind", "word-vectors", "--train", in, "--text-field", "text",
 		"--dims", "30", "--out", model).wantCode(t, 0)
@@ -82,7 +82,7 @@ func sifMean(b *wordvec.Built, text string) []float32 {
 }
 
 // TestWordVectorTrainInput: gen-model --train reads its corpus as embed
-// does (io/dataio): Parquet and .jsonl.gz give the model the JSON
+// does (io/corpus): Parquet and .jsonl.gz give the model the JSON
 // Lines file gives, and a bad record fails the command (exit 2) naming the
 // file, the line and the reason.
 func TestWordVectorTrainInput(t *testing.T) {

@@ -28,7 +28,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 	"github.com/synapse-embed/synapse/model/testmodels"
@@ -190,10 +190,10 @@ func writeRecord(t *testing.T, path string, rec arrow.RecordBatch) {
 	}
 }
 
-// corpus returns the first n generated documents (testmodels.Corpus: _id,
+// testCorpus returns the first n generated documents (testmodels.Corpus: _id,
 // title and text, SciFact's shape), whose words the tiny model's
 // vocabulary holds.
-func corpus(n int) []map[string]any {
+func testCorpus(n int) []map[string]any {
 	var docs []map[string]any
 	for _, d := range testmodels.Corpus(n) {
 		docs = append(docs, d.Map())
@@ -206,7 +206,7 @@ type outRow struct {
 	ID                                                       string
 	Chunk, TokenStart, TokenEnd, CharStart, CharEnd, NTokens int32
 	Emb                                                      []float32
-	Hash                                                     [dataio.DocHashSize]byte
+	Hash                                                     [output.DocHashSize]byte
 }
 
 // readOutput reads an Arrow IPC or Parquet output under a checked allocator
@@ -221,7 +221,7 @@ func readOutput(t *testing.T, path string) (*arrow.Schema, []outRow) {
 	}
 	defer f.Close()
 	var rows []outRow
-	if format, _ := dataio.FormatOf(path); format == dataio.FormatParquet {
+	if format, _ := output.FormatOf(path); format == output.FormatParquet {
 		tbl, err := pqarrow.ReadTable(context.Background(), f, nil, pqarrow.ArrowReadProperties{}, mem)
 		if err != nil {
 			t.Fatalf("read %s: %v", path, err)
@@ -259,13 +259,13 @@ func appendRows(t *testing.T, rows []outRow, rec arrow.RecordBatch) []outRow {
 		return rec.Column(idx[0])
 	}
 	i32 := func(name string) []int32 { return col(name).(*array.Int32).Int32Values() }
-	ids := col(dataio.ColID).(*array.String)
-	fsl := col(dataio.ColEmbedding).(*array.FixedSizeList)
+	ids := col(output.ColID).(*array.String)
+	fsl := col(output.ColEmbedding).(*array.FixedSizeList)
 	dims := int(fsl.DataType().(*arrow.FixedSizeListType).Len())
 	vals := fsl.ListValues().(*array.Float32).Float32Values()
-	chunk, ts, te := i32(dataio.ColChunk), i32(dataio.ColTokenStart), i32(dataio.ColTokenEnd)
-	cs, ce, nt := i32(dataio.ColCharStart), i32(dataio.ColCharEnd), i32(dataio.ColNTokens)
-	hashes := col(dataio.ColDocHash).(*array.FixedSizeBinary)
+	chunk, ts, te := i32(output.ColChunk), i32(output.ColTokenStart), i32(output.ColTokenEnd)
+	cs, ce, nt := i32(output.ColCharStart), i32(output.ColCharEnd), i32(output.ColNTokens)
+	hashes := col(output.ColDocHash).(*array.FixedSizeBinary)
 	for i := range int(rec.NumRows()) {
 		off := (fsl.Offset() + i) * dims
 		r := outRow{ID: ids.Value(i), Chunk: chunk[i], TokenStart: ts[i], TokenEnd: te[i],
@@ -382,7 +382,7 @@ func readReference(t *testing.T) []refItem {
 // document's index.
 func poisonedCorpus(t *testing.T) (docs []map[string]any, model string, poison int32, bad int) {
 	t.Helper()
-	docs = corpus(12)
+	docs = testCorpus(12)
 	var texts []string
 	for _, d := range docs {
 		texts = append(texts, d["text"].(string))
@@ -442,7 +442,7 @@ func waitCheckpoint(t *testing.T, out string, exited <-chan struct{}) {
 		var cp struct {
 			NextIndex int64 `json:"next_index"`
 		}
-		data, err := os.ReadFile(dataio.CheckpointPath(out))
+		data, err := os.ReadFile(output.CheckpointPath(out))
 		if err == nil && json.Unmarshal(data, &cp) == nil && cp.NextIndex > 0 {
 			return
 		}

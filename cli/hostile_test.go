@@ -164,7 +164,7 @@ func TestPermanentFailuresExit2(t *testing.T) {
 func TestEmbedPreviousNotFinite(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
-	writeJSONL(t, in, corpus(5))
+	writeJSONL(t, in, testCorpus(5))
 	prev, out := filepath.Join(dir, "prev.arrow"), filepath.Join(dir, "new.arrow")
 	embed := func(args ...string) []string {
 		return append([]string{"embed", in, "-m", tinyModel(t), "--workers", "1", "--threads", "1"}, args...)

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 	"github.com/synapse-embed/synapse/model/testmodels"
@@ -33,7 +33,7 @@ type versions struct {
 }
 
 func makeVersions(n int) versions {
-	docs := corpus(n + n/50 + n/25) // the extra documents give new texts and new documents
+	docs := testCorpus(n + n/50 + n/25) // the extra documents give new texts and new documents
 	v := versions{old: docs[:n], changed: map[string]bool{}, deleted: map[string]bool{}, added: map[string]bool{}}
 	rng := rand.New(rand.NewPCG(12, 34))
 	perm := rng.Perm(n)
@@ -263,7 +263,7 @@ func sortedCopy(s []string) []string {
 func TestEmbedPreviousRefused(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
-	writeJSONL(t, in, corpus(40))
+	writeJSONL(t, in, testCorpus(40))
 	model := tinyModel(t)
 	other := testmodels.Model(t, "tiny-other", func(v modelgen.Vocab) modelgen.BERT {
 		return modelgen.BERT{Name: "synapse-embed-test", Layers: 1, Width: 32, Heads: 2, FFN: 64, Context: 512,
@@ -310,7 +310,7 @@ func TestEmbedPreviousRefused(t *testing.T) {
 			if !strings.Contains(res.stderr, tc.stderr) {
 				t.Errorf("stderr does not say %q:\n%s", tc.stderr, res.stderr)
 			}
-			for _, p := range []string{out, out + ".errors.jsonl", dataio.PartialPath(out), dataio.CheckpointPath(out)} {
+			for _, p := range []string{out, out + ".errors.jsonl", output.PartialPath(out), output.CheckpointPath(out)} {
 				if _, err := os.Stat(p); err == nil {
 					t.Errorf("%s was written", p)
 				}
@@ -337,7 +337,7 @@ func TestEmbedDedup(t *testing.T) {
 	in := filepath.Join(dir, "c.jsonl")
 	var docs []map[string]any
 	for rep := range 3 {
-		for i, d := range corpus(20) {
+		for i, d := range testCorpus(20) {
 			docs = append(docs, map[string]any{"_id": fmt.Sprintf("r%d-%d", rep, i), "text": d["text"]})
 		}
 	}

@@ -84,24 +84,20 @@ type specialToken struct {
 	Text string `json:"text"` // empty when the id is outside the vocabulary
 }
 
-// inspect describes the GGUF file at path on w, as aligned text or JSON.
+// inspect describes the model at path (a GGUF file or an ONNX model) on w,
+// as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
 	if isONNXModel(path) {
 		info, err := describeONNX(path)
-		if artifact.Unusable(err) {
-			return usageError{fmt.Errorf("inspect: %w", err)}
-		}
-		if err != nil {
-			return fmt.Errorf("inspect: %w", err)
-		}
-		if asJSON {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(info)
-		}
-		return printONNXInfo(w, info)
+		return report(w, info, err, asJSON, printONNXInfo)
 	}
 	info, err := describeModel(path)
+	return report(w, info, err, asJSON, printModelInfo)
+}
+
+// report writes what inspect found, as JSON or by print, or the error that
+// stopped it: a model synapse cannot use is the user's (exit 2).
+func report[I any](w io.Writer, info I, err error, asJSON bool, print func(io.Writer, I) error) error {
 	if artifact.Unusable(err) {
 		return usageError{fmt.Errorf("inspect: %w", err)}
 	}
@@ -113,7 +109,7 @@ func inspect(w io.Writer, path string, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(info)
 	}
-	return printModelInfo(w, info)
+	return print(w, info)
 }
 
 // describeModel reads the metadata of the model ref names (a file, or a

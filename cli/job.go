@@ -14,8 +14,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/pipeline/job"
@@ -68,8 +69,8 @@ var fileFlagUses = []struct {
 }{{"previous", false}, {"calibration", false}, {"deleted", true}, {"grammar", false}, {"json-schema", false}, {"queries", false}, {"corpus", false}, {"run", false}}
 
 // fileFlags returns the files the command's flags of fileFlagUses name.
-func fileFlags(c *cli.Context) []dataio.PathUse {
-	var u []dataio.PathUse
+func fileFlags(c *cli.Context) []files.PathUse {
+	var u []files.PathUse
 	for _, f := range fileFlagUses {
 		if !c.IsSet(f.name) {
 			continue
@@ -84,9 +85,9 @@ func fileFlags(c *cli.Context) []dataio.PathUse {
 			paths = v.Value()
 		}
 		if f.write {
-			u = append(u, dataio.Writes("--"+f.name, paths...)...)
+			u = append(u, files.Writes("--"+f.name, paths...)...)
 		} else {
-			u = append(u, dataio.Reads("--"+f.name, paths...)...)
+			u = append(u, files.Reads("--"+f.name, paths...)...)
 		}
 	}
 	return u
@@ -179,9 +180,9 @@ func shardOptionsFrom(c *cli.Context, name string, o *job.Options) error {
 		return usageError{fmt.Errorf("%s: %w", name, err)}
 	}
 	o.Read.Shard, o.Read.Shards = i, n
-	o.Out = dataio.ShardPath(o.Out, i, n)
+	o.Out = output.ShardPath(o.Out, i, n)
 	if o.Errors != "" { // each shard its own errors file, like its output
-		o.Errors = dataio.ShardPath(o.Errors, i, n)
+		o.Errors = output.ShardPath(o.Errors, i, n)
 	}
 	for _, in := range o.Inputs {
 		if in == "-" {

@@ -12,7 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/pipeline/job"
 	"github.com/synapse-embed/synapse/pipeline/search"
@@ -48,7 +49,7 @@ func commands() []*cli.Command {
 		searchCommand(),
 		tokenizeCommand(),
 		versionCommand(),
-		workerCmd(),
+		workerCommand(),
 	}
 }
 
@@ -139,7 +140,7 @@ func exitCode(ctx context.Context, err error) int {
 // limit (readlimit), an input search cannot use.
 func permanent(err error) bool {
 	return errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) ||
-		errors.Is(err, dataio.ErrPathClash) || errors.Is(err, dataio.ErrInUse) || errors.Is(err, readlimit.ErrTooLarge) ||
+		errors.Is(err, files.ErrPathClash) || errors.Is(err, output.ErrInUse) || errors.Is(err, readlimit.ErrTooLarge) ||
 		errors.Is(err, search.ErrInput)
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 )
 
 func mergeCommand() *cli.Command {
@@ -38,7 +38,7 @@ func mergeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			o := dataio.MergeOptions{Out: c.String("output"), Errors: c.String("errors"), Context: c.Context}
+			o := output.MergeOptions{Out: c.String("output"), Errors: c.String("errors"), Context: c.Context}
 			switch args := c.Args().Slice(); {
 			case len(args) == 0:
 				return usagef("merge: give the sharded run's output (OUT.arrow) or its part files")
@@ -54,10 +54,10 @@ func mergeCommand() *cli.Command {
 					return err
 				}
 			}
-			sum, err := dataio.Merge(o)
+			sum, err := output.Merge(o)
 			switch {
-			case errors.Is(err, dataio.ErrForeignShard), errors.Is(err, dataio.ErrManifestMismatch), errors.Is(err, dataio.ErrIDInTwoShards),
-				errors.Is(err, dataio.ErrUnknownFormat), objstore.Permanent(err):
+			case errors.Is(err, output.ErrForeignShard), errors.Is(err, output.ErrManifestMismatch), errors.Is(err, output.ErrIDInTwoShards),
+				errors.Is(err, output.ErrUnknownFormat), objstore.Permanent(err):
 				return usageError{fmt.Errorf("merge: %w", err)}
 			case err != nil:
 				return fmt.Errorf("merge: %w", err)

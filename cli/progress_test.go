@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/pipeline/job"
@@ -65,7 +65,7 @@ func TestProgressLogRecords(t *testing.T) {
 			p := newProgress(w, st, words{verb: "embedding", items: "chunks"}, false)
 			p.log, p.every = newJobLog(w, format), time.Millisecond
 			p.start(job.Info{Kind: "embed", Model: &artifact.Artifact{Name: "m"}, Workers: 1, Threads: 1,
-				Estimate: dataio.Estimate{JSONLBytes: 1000}})
+				Estimate: corpus.Estimate{JSONLBytes: 1000}})
 			want := "msg=progress rows=7 items=9"
 			if format == "json" {
 				want = `"msg":"progress","rows":7,"items":9`

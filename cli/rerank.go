@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
@@ -57,7 +57,7 @@ func rerankFlags() []cli.Flag {
 		&cli.StringFlag{Name: "run", Usage: "a first-stage run `FILE` to re-rank: TREC (qid Q0 docid rank score tag) or TSV (query-id corpus-id score)"},
 		&cli.StringSliceFlag{Name: "queries", Usage: "with --run: queries `FILE`(s), JSONL or Parquet with _id and text"},
 		&cli.StringSliceFlag{Name: "corpus", Usage: "with --run: corpus `FILE`(s), JSONL or Parquet with _id, text and title; read once, only the documents the run names are kept"},
-		&cli.IntFlag{Name: "depth", Value: dataio.DefaultDepth, Usage: "with --run: candidates scored per query, the run's best first"},
+		&cli.IntFlag{Name: "depth", Value: corpus.DefaultDepth, Usage: "with --run: candidates scored per query, the run's best first"},
 		&cli.BoolFlag{Name: "sigmoid", Usage: "write 1/(1+e^-score), in [0, 1], instead of the model's raw score"},
 		&cli.IntFlag{Name: "top-n", Usage: "write only the N best candidates of each query (all are scored)", DefaultText: "all"},
 		&cli.StringFlag{Name: "qrels", Usage: "relevance judgements `FILE` (TREC qrels or BEIR TSV): print nDCG@10, MRR@10, Recall@10/100 of the input order and of the reranked order"},
@@ -68,7 +68,7 @@ func rerankFlags() []cli.Flag {
 // rerankOptionsFrom turns flags into a rerank job; mistakes are usage errors.
 func rerankOptionsFrom(c *cli.Context) (job.RerankOptions, error) {
 	var o job.RerankOptions
-	run := dataio.RunOptions{Run: c.String("run"), Queries: c.StringSlice("queries"), Corpus: c.StringSlice("corpus"), Depth: c.Int("depth")}
+	run := corpus.RunOptions{Run: c.String("run"), Queries: c.StringSlice("queries"), Corpus: c.StringSlice("corpus"), Depth: c.Int("depth")}
 	inputs := c.Args().Slice()
 	switch {
 	case run.Run != "" && len(inputs) > 0:
@@ -87,7 +87,7 @@ func rerankOptionsFrom(c *cli.Context) (job.RerankOptions, error) {
 	}
 	common, err := jobOptionsWith(c, inputs, "rerank", ".rerank.arrow")
 	o = job.RerankOptions{Options: common, Run: run, Sigmoid: c.Bool("sigmoid"), TopN: c.Int("top-n"),
-		Queries: dataio.QueryOptions{QueryIDField: c.String("query-id-field"), QueryField: c.String("query-field"),
+		Queries: corpus.QueryOptions{QueryIDField: c.String("query-id-field"), QueryField: c.String("query-field"),
 			CandidatesField: c.String("candidates-field"), DocIDField: c.String("doc-id-field"),
 			DocTextFields: c.StringSlice("doc-text-field"), ScoreField: c.String("score-field")}}
 	if err != nil {

@@ -23,9 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
-	"github.com/synapse-embed/synapse/io/dataio"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/objstore/s3test"
+	"github.com/synapse-embed/synapse/io/output"
 )
 
 // BenchmarkEmbedObjectStore measures `synapse embed` from and to a bucket
@@ -171,7 +171,7 @@ func benchShardFetches(b *testing.B, srv *s3test.Server, local, url string, comm
 	for i := range 4 {
 		args := append([]string{"embed", url, "-o", "s3://bench/shards.arrow", "--shard", fmt.Sprintf("%d/4", i)}, common...)
 		timedEmbed(b, srv.Env(), args...)
-		var m dataio.Manifest
+		var m output.Manifest
 		key := fmt.Sprintf("shards.shard-%d-of-4.json", i)
 		mb, ok := srv.Get(b, "bench", key)
 		if err := json.Unmarshal(mb, &m); !ok || err != nil || len(m.Inputs) != 1 {

@@ -15,8 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/synapse-embed/synapse/io/dataio"
 	"github.com/synapse-embed/synapse/io/objstore/s3test"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/model/testmodels"
 )
@@ -157,7 +157,7 @@ func TestS3ParquetShardFetchesItsQuarter(t *testing.T) {
 	res := runSynapse(t, srv.Env(), "embed", "-m", tinyModel(t), "--workers", "2", "--threads", "1", "-q",
 		"--checkpoint-dir", t.TempDir(), "s3://corpus/big.parquet", "-o", "s3://out/big.arrow", "--shard", "1/4")
 	res.wantCode(t, exitOK)
-	var m dataio.Manifest
+	var m output.Manifest
 	mb, _ := srv.Get(t, "out", "big.shard-1-of-4.json")
 	if err := json.Unmarshal(mb, &m); err != nil || len(m.Inputs) != 1 {
 		t.Fatalf("manifest: %v\n%s", err, mb)
@@ -226,7 +226,7 @@ func TestS3Search(t *testing.T) {
 	srv := s3test.Start(t, "vec", "out")
 	dir := t.TempDir()
 	p := func(n string) string { return filepath.Join(dir, n) }
-	docs := corpus(40)
+	docs := testCorpus(40)
 	writeJSONL(t, p("corpus.jsonl"), docs)
 	var qs []map[string]any
 	var qrels strings.Builder

@@ -9,8 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/pipeline/eval"
 	"github.com/synapse-embed/synapse/pipeline/job"
 	"github.com/synapse-embed/synapse/pipeline/search"
@@ -52,7 +53,7 @@ func runSearch(c *cli.Context) error {
 		return err
 	}
 	tag := o.Corpus.Model + "." + o.Corpus.Dtype.String()
-	w, err := search.CreateRun(c.Context, f.out, map[string]string{dataio.MetaRunTag: tag, "synapse.version": version,
+	w, err := search.CreateRun(c.Context, f.out, map[string]string{output.MetaRunTag: tag, "synapse.version": version,
 		"synapse.search_k": strconv.Itoa(o.K), "synapse.search_rescore": strconv.Itoa(o.Rescore)}, c.App.Writer)
 	if err != nil {
 		return err
@@ -179,9 +180,9 @@ func (f *searchFlags) open(ctx context.Context) (search.Options, eval.Qrels, err
 			return o, nil, err
 		}
 	}
-	paths := slices.Concat(dataio.Reads("--queries", f.queries...), dataio.Reads("--corpus", f.corpus...),
-		dataio.Reads("--rescore-with", f.rescoreWith...), dataio.Reads("--qrels", f.qrels), dataio.Writes("-o", f.out))
-	if err := dataio.CheckPaths(paths); err != nil {
+	paths := slices.Concat(files.Reads("--queries", f.queries...), files.Reads("--corpus", f.corpus...),
+		files.Reads("--rescore-with", f.rescoreWith...), files.Reads("--qrels", f.qrels), files.Writes("-o", f.out))
+	if err := files.CheckPaths(paths); err != nil {
 		return o, nil, usageError{fmt.Errorf("search: %w", err)}
 	}
 	var qrels eval.Qrels

@@ -22,7 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
@@ -46,17 +46,17 @@ type vecFile struct {
 
 func readVecFile(t *testing.T, path string) vecFile {
 	t.Helper()
-	sc, err := dataio.FileSchema(context.Background(), path)
+	sc, err := output.FileSchema(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := vecFile{meta: sc.Metadata(), typ: sc.Field(sc.FieldIndices(dataio.ColEmbedding)[0]).Type}
+	f := vecFile{meta: sc.Metadata(), typ: sc.Field(sc.FieldIndices(output.ColEmbedding)[0]).Type}
 	d, _ := f.meta.GetValue(vector.MetaDtype)
 	f.dtype = vector.Dtype(d)
 	ds, _ := f.meta.GetValue("synapse.dims")
 	f.dims, _ = strconv.Atoi(ds)
-	err = dataio.EachBatch(context.Background(), path, nil, func(rec arrow.RecordBatch) error {
-		col, err := vector.ColumnOf(rec.Column(sc.FieldIndices(dataio.ColEmbedding)[0]), f.dtype, f.dims)
+	err = output.EachBatch(context.Background(), path, nil, func(rec arrow.RecordBatch) error {
+		col, err := vector.ColumnOf(rec.Column(sc.FieldIndices(output.ColEmbedding)[0]), f.dtype, f.dims)
 		if err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func embedArgs(in, model, out string, extra ...string) []string {
 func TestEmbedDtypes(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "corpus.jsonl")
-	writeJSONL(t, in, corpus(120))
+	writeJSONL(t, in, testCorpus(120))
 	model := tinyModel(t)
 	out := func(d string) string { return filepath.Join(dir, d+".arrow") }
 	runSynapse(t, nil, embedArgs(in, model, out("float32"))...).wantCode(t, 0)
@@ -227,7 +227,7 @@ func sameRun(t *testing.T, what string, got, want map[string][]searchHit) {
 func TestSearchEmbedOutput(t *testing.T) {
 	dir := t.TempDir()
 	in, qin := filepath.Join(dir, "corpus.jsonl"), filepath.Join(dir, "queries.jsonl")
-	docs := corpus(60)
+	docs := testCorpus(60)
 	writeJSONL(t, in, docs)
 	var qs []map[string]any
 	for i, d := range docs[:25] {
@@ -425,7 +425,7 @@ func minilmModel(t *testing.T) string {
 // --qrels figures are what eval prints for its run file.
 func TestExampleSciFact(t *testing.T) {
 	data, out := t.TempDir(), t.TempDir()
-	docs := corpus(40)
+	docs := testCorpus(40)
 	writeJSONL(t, filepath.Join(data, "corpus.jsonl"), docs)
 	var qs []map[string]any
 	var qrels strings.Builder
@@ -492,7 +492,7 @@ func TestEmbedDtypeResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-exited
-	if _, err := os.Stat(dataio.CheckpointPath(out)); err != nil {
+	if _, err := os.Stat(output.CheckpointPath(out)); err != nil {
 		t.Fatalf("no checkpoint after the kill: %v\nstderr:\n%s", err, stderr.String())
 	}
 	res := runSynapse(t, nil, slices.DeleteFunc(args(out, "--resume"), func(a string) bool { return a == "-q" })...)

@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
@@ -119,7 +119,7 @@ func TestShardsMergeToTheSingleRun(t *testing.T) {
 	}
 	st, _ := os.Stat(inputs[0])
 	for i := range 4 {
-		m, err := dataio.ReadManifest(filepath.Join(dir, fmt.Sprintf("out.shard-%d-of-4.json", i)))
+		m, err := output.ReadManifest(filepath.Join(dir, fmt.Sprintf("out.shard-%d-of-4.json", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestShardFlags(t *testing.T) {
 	// like any shard, and merge makes the output.
 	one := filepath.Join(dir, "one.arrow")
 	runSynapse(t, nil, "embed", in, "-m", model, "-o", one, "--shard", "0/1").wantCode(t, exitPartial)
-	m, err := dataio.ReadManifest(filepath.Join(dir, "one.shard-0-of-1.json"))
+	m, err := output.ReadManifest(filepath.Join(dir, "one.shard-0-of-1.json"))
 	if err != nil {
 		t.Fatalf("--shard 0/1 wrote no manifest: %v", err)
 	}

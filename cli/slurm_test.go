@@ -403,7 +403,7 @@ func (f *slurmFixture) usageError(t *testing.T) {
 func (f *slurmFixture) transient(t *testing.T) {
 	c := f.c
 	in := filepath.Join(f.dir, "many.jsonl")
-	writeJSONL(t, in, corpus(40))
+	writeJSONL(t, in, testCorpus(40))
 	tok, err := tokenize.Load(f.model)
 	if err != nil {
 		t.Fatal(err)

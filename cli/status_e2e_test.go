@@ -153,7 +153,7 @@ func TestStatusMetricsDuringRun(t *testing.T) {
 	defer cmd.Process.Kill()
 	addr := statusAddr(t, logs)
 
-	docs := corpus(700)
+	docs := testCorpus(700)
 	write := func(docs []map[string]any) {
 		for _, d := range docs {
 			line, _ := json.Marshal(d)
@@ -269,7 +269,7 @@ func TestStatusHealthzQuarantine(t *testing.T) {
 	}
 	cls, _ := tok.Affixes() // in every chunk: every request crashes
 	in := filepath.Join(dir, "in.jsonl")
-	writeJSONL(t, in, corpus(20))
+	writeJSONL(t, in, testCorpus(20))
 	cmd := synapseCmd(context.Background(), t, nil, "embed", in, "-m", model, "-o", filepath.Join(dir, "q.arrow"), "--workers", "1", "--threads", "1",
 		"--status-addr", "127.0.0.1:0", "--status-linger", "10m", "--log-format", "json", "--chaos", fmt.Sprintf("abort-on-token=%d", cls[0]))
 	logs := jsonLogs(t, cmd)
@@ -308,7 +308,7 @@ func TestStatusHealthzQuarantine(t *testing.T) {
 func TestStatusFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
-	writeJSONL(t, in, corpus(3))
+	writeJSONL(t, in, testCorpus(3))
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -22,8 +22,8 @@ import (
 // handshakeTimeout bounds the wait for HELLO_ACK.
 const handshakeTimeout = 30 * time.Second
 
-// workerCmd is the hidden command a supervised worker process runs.
-func workerCmd() *cli.Command {
+// workerCommand is the hidden command a supervised worker process runs.
+func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "worker",
 		Usage:  "serve protocol v1 requests for a supervising synapse process (internal)",

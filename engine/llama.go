@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"unsafe"
@@ -59,7 +58,7 @@ type LlamaOptions struct {
 // type decides, no importance matrix) and the request's ftype and threads.
 type Llama struct {
 	info   wire.EngineInfo
-	models map[string]*llamaModel // by ref
+	models loaded[*llamaModel] // by ref
 	closed bool
 }
 
@@ -155,21 +154,11 @@ func (e *Llama) Info() wire.EngineInfo { return e.info }
 func (e *Llama) Extensions() []string { return []string{wire.ExtSampling} }
 
 // Stats reports the process RSS and the loaded models.
-func (e *Llama) Stats() Stats {
-	refs := make([]string, 0, len(e.models))
-	for ref := range e.models {
-		refs = append(refs, ref)
-	}
-	sort.Strings(refs)
-	return Stats{RSSMB: RSSMB(), ModelsLoaded: refs}
-}
+func (e *Llama) Stats() Stats { return e.models.stats() }
 
 // Close frees every loaded model. The libraries stay loaded.
 func (e *Llama) Close() error {
-	for ref, m := range e.models {
-		m.free()
-		delete(e.models, ref)
-	}
+	e.models.freeAll()
 	e.closed = true
 	return nil
 }

@@ -5,7 +5,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,8 +39,8 @@ import (
 //	            the graph's logits output, scored by RERANK (onnx_rerank.go).
 type ONNX struct {
 	info   wire.EngineInfo
-	models map[string]*onnxModel // by ref
-	pad    int                   // ONNXOptions.PadTokens
+	models loaded[*onnxModel] // by ref
+	pad    int                // ONNXOptions.PadTokens
 	closed bool
 }
 
@@ -104,21 +103,11 @@ func ortVersionOK(v string) bool {
 func (e *ONNX) Info() wire.EngineInfo { return e.info }
 
 // Stats reports the process RSS and the loaded models.
-func (e *ONNX) Stats() Stats {
-	refs := make([]string, 0, len(e.models))
-	for ref := range e.models {
-		refs = append(refs, ref)
-	}
-	sort.Strings(refs)
-	return Stats{RSSMB: RSSMB(), ModelsLoaded: refs}
-}
+func (e *ONNX) Stats() Stats { return e.models.stats() }
 
 // Close frees every loaded model. The library stays loaded.
 func (e *ONNX) Close() error {
-	for ref, m := range e.models {
-		m.free()
-		delete(e.models, ref)
-	}
+	e.models.freeAll()
 	e.closed = true
 	return nil
 }

@@ -182,7 +182,7 @@ func (s *sliceSource) Next() (record.Doc, error) {
 }
 
 // indexSource is a sliceSource that starts at the first record with an
-// Index of at least start, like dataio's ReadOptions.StartIndex.
+// Index of at least start, like corpus.ReadOptions.StartIndex.
 func indexSource(items []any, start int64) *sliceSource {
 	for i, it := range items {
 		if d, ok := it.(record.Doc); ok && d.Index >= start {

@@ -51,7 +51,7 @@ type Work[I any] struct {
 	Err  error // set: the item is not sent and fails with Err
 }
 
-// Source yields records in a deterministic order (dataio.Reader for documents).
+// Source yields records in a deterministic order (corpus.Reader for documents).
 type Source[R any] interface {
 	// Next returns a record, a *record.RowError, a *record.FileError or io.EOF.
 	Next() (R, error)

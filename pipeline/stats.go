@@ -21,7 +21,7 @@ type Stats struct {
 	// (set by the job's request layer).
 	DeadlineStretch atomic.Int64
 	// InputRows and InputBytes are how far the reader got in Parquet rows
-	// and JSONL bytes (for progress against dataio.Count's estimate).
+	// and JSONL bytes (for progress against corpus.Count's estimate).
 	InputRows, InputBytes atomic.Int64
 
 	base Counters // what Restore brought in

@@ -13,12 +13,12 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 )
 
 // EntrySize is the size of an index entry: a 128-bit hash of the id, the
 // doc_hash, the document's first row and its row count.
-const EntrySize = 16 + dataio.DocHashSize + 8 + 8
+const EntrySize = 16 + output.DocHashSize + 8 + 8
 
 type entry [EntrySize]byte
 

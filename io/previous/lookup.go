@@ -3,7 +3,7 @@ package previous
 import (
 	"bytes"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 )
 
 // Status is what the previous output holds for an input document.
@@ -25,7 +25,7 @@ type Match struct {
 // marks the previous document found as seen: a previous document is found
 // once (an id that occurs twice finds its two documents in turn). Call it
 // in input order.
-func (s *Set) Find(id string, hash [dataio.DocHashSize]byte) (Match, error) {
+func (s *Set) Find(id string, hash [output.DocHashSize]byte) (Match, error) {
 	if s.cursor < s.Rows() && !s.isFound(s.cursor) {
 		pid, ph, end, err := s.doc(s.cursor)
 		if err != nil {

@@ -50,8 +50,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/synapse-embed/synapse/io/dataio"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
 )
 
@@ -252,13 +252,13 @@ func (s *Set) Close() {
 // local file; the spool is unlinked once mapped), a Parquet file is read
 // by ranged GETs (footer, then the row groups looked up).
 func openFile(path, tmpDir string) (*batchFile, error) {
-	format, err := dataio.FormatOf(path)
+	format, err := output.FormatOf(path)
 	if err != nil {
 		return nil, err
 	}
 	bf := &batchFile{path: path}
 	switch format {
-	case dataio.FormatArrow:
+	case output.FormatArrow:
 		local := path
 		if objstore.IsURL(path) {
 			if local, err = spool(path, tmpDir); err != nil {
@@ -274,7 +274,7 @@ func openFile(path, tmpDir string) (*batchFile, error) {
 			return nil, err
 		}
 		bf.n = bf.ipc.NumRecords()
-	case dataio.FormatParquet:
+	case output.FormatParquet:
 		if objstore.IsURL(path) {
 			bf.pqf, err = objstore.Open(context.Background(), path)
 		} else {
@@ -418,11 +418,11 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 		at   *int
 		want func(arrow.DataType) bool
 	}{
-		{dataio.ColID, &c.id, isType(arrow.STRING)},
-		{dataio.ColChunk, &c.chunk, isType(arrow.INT32)}, {dataio.ColTokenStart, &c.tokenStart, isType(arrow.INT32)},
-		{dataio.ColTokenEnd, &c.tokenEnd, isType(arrow.INT32)}, {dataio.ColCharStart, &c.charStart, isType(arrow.INT32)},
-		{dataio.ColCharEnd, &c.charEnd, isType(arrow.INT32)}, {dataio.ColNTokens, &c.nTokens, isType(arrow.INT32)},
-		{dataio.ColEmbedding, &c.emb, func(t arrow.DataType) bool {
+		{output.ColID, &c.id, isType(arrow.STRING)},
+		{output.ColChunk, &c.chunk, isType(arrow.INT32)}, {output.ColTokenStart, &c.tokenStart, isType(arrow.INT32)},
+		{output.ColTokenEnd, &c.tokenEnd, isType(arrow.INT32)}, {output.ColCharStart, &c.charStart, isType(arrow.INT32)},
+		{output.ColCharEnd, &c.charEnd, isType(arrow.INT32)}, {output.ColNTokens, &c.nTokens, isType(arrow.INT32)},
+		{output.ColEmbedding, &c.emb, func(t arrow.DataType) bool {
 			if l, ok := t.(*arrow.FixedSizeListType); ok {
 				dims = int(l.Len())
 			} else {
@@ -430,9 +430,9 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 			}
 			return vector.CheckType(t, dtype, dims) == nil
 		}},
-		{dataio.ColDocHash, &c.hash, func(t arrow.DataType) bool {
+		{output.ColDocHash, &c.hash, func(t arrow.DataType) bool {
 			b, ok := t.(*arrow.FixedSizeBinaryType)
-			return ok && b.ByteWidth == dataio.DocHashSize
+			return ok && b.ByteWidth == output.DocHashSize
 		}},
 	} {
 		if *col.at = pos(col.name, col.want); *col.at < 0 {
@@ -477,7 +477,7 @@ func (f *batchFile) checkColumns(rec arrow.RecordBatch) error {
 	if _, err := vector.ColumnOf(rec.Column(f.cols.emb), f.dtype, f.dims); err != nil {
 		return err
 	}
-	if h := rec.Column(f.cols.hash).(*array.FixedSizeBinary); n > 0 && len(h.Value(n-1)) != dataio.DocHashSize {
+	if h := rec.Column(f.cols.hash).(*array.FixedSizeBinary); n > 0 && len(h.Value(n-1)) != output.DocHashSize {
 		return errors.New("doc_hash column is short")
 	}
 	return nil

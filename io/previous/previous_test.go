@@ -10,7 +10,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
+	"github.com/synapse-embed/synapse/io/output"
 )
 
 const testDims = 4
@@ -29,13 +30,13 @@ func testDocs(n int) []testDoc {
 	return docs
 }
 
-func hashOf(text string) [dataio.DocHashSize]byte { return sha256.Sum256([]byte(text)) }
+func hashOf(text string) [output.DocHashSize]byte { return sha256.Sum256([]byte(text)) }
 
 // rowsOf are a document's rows: the vector values say which document and chunk.
-func rowsOf(d testDoc, k int) dataio.EmbedRows {
-	rows := make(dataio.EmbedRows, d.chunks)
+func rowsOf(d testDoc, k int) output.EmbedRows {
+	rows := make(output.EmbedRows, d.chunks)
 	for c := range rows {
-		rows[c] = dataio.EmbedRow{ID: d.id, Chunk: int32(c), TokenStart: int32(10 * c), TokenEnd: int32(10*c + 10),
+		rows[c] = output.EmbedRow{ID: d.id, Chunk: int32(c), TokenStart: int32(10 * c), TokenEnd: int32(10*c + 10),
 			CharStart: int32(50 * c), CharEnd: int32(50*c + 50), NTokens: 10, DocHash: hashOf(d.text),
 			Embedding: []float32{float32(k), float32(c), 0.5, -1}}
 	}
@@ -46,7 +47,7 @@ func rowsOf(d testDoc, k int) dataio.EmbedRows {
 func writeOutput(t *testing.T, path string, docs []testDoc) {
 	t.Helper()
 	meta := map[string]string{"synapse.settings_digest": "sha256:x", "synapse.settings": "{}"}
-	w, err := dataio.Create(path, dataio.WriterOptions{Schema: dataio.EmbedSchema(testDims, meta), BatchRows: 16})
+	w, err := output.Create(path, output.WriterOptions{Schema: output.EmbedSchema(testDims, meta), BatchRows: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestOpenRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := filepath.Join(dir, "other.parquet")
-	if err := dataio.WriteSyntheticParquet(other, 10, 1); err != nil {
+	if err := corpus.WriteSyntheticParquet(other, 10, 1); err != nil {
 		t.Fatal(err)
 	}
 	write := func(name string, b []byte) string {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
 )
 
@@ -20,7 +20,7 @@ func (s *Set) locate(row int64) (g, i int) {
 // doc is the document whose first row is start: its id and doc_hash and the
 // row after its last. A document's rows are consecutive, with one id and
 // rising chunk numbers.
-func (s *Set) doc(start int64) (id string, hash [dataio.DocHashSize]byte, end int64, err error) {
+func (s *Set) doc(start int64) (id string, hash [output.DocHashSize]byte, end int64, err error) {
 	end = start
 	lastChunk := int32(-1)
 	for end < s.Rows() {
@@ -35,7 +35,7 @@ func (s *Set) doc(start int64) (id string, hash [dataio.DocHashSize]byte, end in
 		if end == start {
 			id = strings.Clone(ids.Value(i)) // the mapping's bytes are not the string's to keep
 			copy(hash[:], rec.Column(c.hash).(*array.FixedSizeBinary).Value(i))
-			s.touch(int64(len(id) + dataio.DocHashSize))
+			s.touch(int64(len(id) + output.DocHashSize))
 		}
 		for ; i < ids.Len(); i++ {
 			if ids.Value(i) != id || chunks.Value(i) <= lastChunk {
@@ -50,8 +50,8 @@ func (s *Set) doc(start int64) (id string, hash [dataio.DocHashSize]byte, end in
 
 // Copy returns rows [start, end) as embedding rows: vectors, offsets and
 // counts as the previous run wrote them, and their tokens.
-func (s *Set) Copy(start, end int64) (dataio.EmbedRows, int64, error) {
-	rows := make(dataio.EmbedRows, 0, end-start)
+func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
+	rows := make(output.EmbedRows, 0, end-start)
 	var tokens int64
 	for row := start; row < end; {
 		g, i := s.locate(row)
@@ -67,7 +67,7 @@ func (s *Set) Copy(start, end int64) (dataio.EmbedRows, int64, error) {
 			return nil, 0, err
 		}
 		for ; i < int(rec.NumRows()) && row < end; i, row = i+1, row+1 {
-			r := dataio.EmbedRow{ID: strings.Clone(ids.Value(i)), Chunk: i32(c.chunk).Value(i),
+			r := output.EmbedRow{ID: strings.Clone(ids.Value(i)), Chunk: i32(c.chunk).Value(i),
 				TokenStart: i32(c.tokenStart).Value(i), TokenEnd: i32(c.tokenEnd).Value(i),
 				CharStart: i32(c.charStart).Value(i), CharEnd: i32(c.charEnd).Value(i), NTokens: i32(c.nTokens).Value(i)}
 			if s.dtype == vector.Float32 {

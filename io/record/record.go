@@ -9,7 +9,7 @@ import (
 	"strconv"
 )
 
-// Reason codes of row-level errors; dataio's package documentation says when each is used.
+// Reason codes of row-level errors; io/corpus's package documentation says when each is used.
 const (
 	ReasonMalformedJSON = "malformed_json"
 	ReasonLineTooLong   = "line_too_long"
@@ -42,11 +42,11 @@ type Doc struct {
 	// belongs to (see pipeline.Kind.Place): the reader starts a group at
 	// each file and row group, and after DefaultMaxGroup records.
 	Group     int64
-	ID        string // document ID (see dataio's package documentation)
+	ID        string // document ID (see io/corpus's package documentation)
 	Text      string // Prefix + the joined text fields
 	PrefixLen int    // length in bytes of the prefix at the start of Text
 	// Fields holds the row's fields as JSON values instead of ID and Text
-	// when the reader was asked for raw rows (dataio.ReadOptions.Raw).
+	// when the reader was asked for raw rows (corpus.ReadOptions.Raw).
 	Fields map[string]json.RawMessage
 }
 
@@ -95,7 +95,7 @@ func (e *RowError) Error() string {
 	if e.Candidate != nil {
 		where += fmt.Sprintf(" candidate %d (%s)", *e.Candidate, e.DocID)
 	}
-	return fmt.Sprintf("dataio: %s: %s: %s", where, e.Reason, e.Detail)
+	return fmt.Sprintf("%s: %s: %s", where, e.Reason, e.Detail)
 }
 
 // FileError is a failure of a whole input file, or of the rest of it from a
@@ -116,7 +116,7 @@ func (e *FileError) Error() string {
 	case e.Line > 0:
 		where += fmt.Sprintf(" (line %d)", e.Line)
 	}
-	return fmt.Sprintf("dataio: %s: %v", where, e.Err)
+	return fmt.Sprintf("%s: %v", where, e.Err)
 }
 
 func (e *FileError) Unwrap() error { return e.Err }

@@ -176,20 +176,10 @@ func main() {
 		}
 	}
 	b.WriteString("}\n\n")
-	b.WriteString("// hfLowerPairs holds (code point, lowercase) for every code point whose\n// lowercase is one other code point, sorted (U+0130 lowercases to two).\n")
-	b.WriteString("var hfLowerPairs = [...][2]uint32{\n")
-	extra := map[rune]rune{}
+	b.WriteString("// hfAddLower holds (code point, lowercase) for the lowercase mappings\n// Unicode 16.0 added, sorted; every other code point lowercases as\n// llama.cpp's table says (lowerPairs, unicode_tables.go), but U+0130,\n// which lowercases to two (hfAppendLower).\n")
+	b.WriteString("var hfAddLower = [...][2]uint32{\n")
 	for _, p := range addLower {
-		extra[p[0]] = p[1]
-	}
-	for r := rune(0); r < 0x110000; r++ {
-		l := unicode.ToLower(r)
-		if e, ok := extra[r]; ok {
-			l = e
-		}
-		if l != r && r != 0x130 {
-			fmt.Fprintf(&b, "{0x%06X, 0x%06X},\n", r, l)
-		}
+		fmt.Fprintf(&b, "{0x%06X, 0x%06X},\n", p[0], p[1])
 	}
 	b.WriteString("}\n\n")
 	b.WriteString("// hfNoCompat lists the code points NFKD and NFKC leave alone (see the generator).\n")

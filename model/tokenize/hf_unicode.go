@@ -94,11 +94,11 @@ func hfAppendLower(dst []rune, c rune) []rune {
 	if c == 0x130 {
 		return append(dst, 'i', 0x307)
 	}
-	i := sort.Search(len(hfLowerPairs), func(i int) bool { return hfLowerPairs[i][0] >= uint32(c) })
-	if i < len(hfLowerPairs) && hfLowerPairs[i][0] == uint32(c) {
-		return append(dst, rune(hfLowerPairs[i][1]))
+	i := sort.Search(len(hfAddLower), func(i int) bool { return hfAddLower[i][0] >= uint32(c) })
+	if i < len(hfAddLower) && hfAddLower[i][0] == uint32(c) {
+		return append(dst, rune(hfAddLower[i][1]))
 	}
-	return append(dst, c)
+	return append(dst, toLower(c))
 }
 
 // hfCompatExempt reports whether NFKD/NFKC leave c alone.

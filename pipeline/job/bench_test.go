@@ -13,7 +13,7 @@ import (
 
 	"github.com/synapse-embed/synapse/engine"
 	"github.com/synapse-embed/synapse/engine/testenv"
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/testmodels"
 	"github.com/synapse-embed/synapse/model/tokenize"
@@ -75,9 +75,9 @@ func cpuTime() time.Duration {
 }
 
 // rawBatches tokenizes and chunks the corpus as Embed does and packs the
-// chunks as the pipeline does (pipeline.Pack, groups as dataio's reader
+// chunks as the pipeline does (pipeline.Pack, groups as io/corpus's reader
 // makes them).
-func rawBatches(b *testing.B, corpus, model string, budget int) ([][]Chunk, int) {
+func rawBatches(b *testing.B, corpusPath, model string, budget int) ([][]Chunk, int) {
 	b.Helper()
 	tok, err := tokenize.Load(model)
 	if err != nil {
@@ -85,7 +85,7 @@ func rawBatches(b *testing.B, corpus, model string, budget int) ([][]Chunk, int)
 	}
 	pre, suf := tok.Affixes()
 	ch := Chunking{Window: 512 - len(pre) - len(suf), Prefix: pre, Suffix: suf}
-	r, err := dataio.Open([]string{corpus}, dataio.ReadOptions{TextFields: []string{"title", "text"}})
+	r, err := corpus.Open([]string{corpusPath}, corpus.ReadOptions{TextFields: []string{"title", "text"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func rawBatches(b *testing.B, corpus, model string, budget int) ([][]Chunk, int)
 }
 
 // benchSetup returns the model, the llama.cpp libraries and the corpus.
-func benchSetup(b *testing.B) (model, lib, corpus string) {
+func benchSetup(b *testing.B) (model, lib, corpusPath string) {
 	model = testmodels.MiniLM(b)
 	lib = testenv.LlamaLib(b)
 	docs := 300
@@ -122,28 +122,28 @@ func benchSetup(b *testing.B) (model, lib, corpus string) {
 // BenchmarkEmbedRaw runs in a process of its own (llama.cpp loaded in the
 // test process has crashed a later pipeline benchmark in the same process).
 func BenchmarkEmbedRaw(b *testing.B) {
-	model, lib, corpus := benchSetup(b)
+	model, lib, corpusPath := benchSetup(b)
 	for _, threads := range []int{2, 1} {
 		for _, budget := range []int{512, 2048} {
-			b.Run(fmt.Sprintf("t%d/b%d", threads, budget), func(b *testing.B) { benchRaw(b, lib, model, corpus, threads, budget) })
+			b.Run(fmt.Sprintf("t%d/b%d", threads, budget), func(b *testing.B) { benchRaw(b, lib, model, corpusPath, threads, budget) })
 		}
 	}
 }
 
 func BenchmarkEmbedPipeline(b *testing.B) {
-	model, lib, corpus := benchSetup(b)
+	model, lib, corpusPath := benchSetup(b)
 	bin := testenv.Binary(b)
 	// 1x1 against EmbedRaw/t1: the pipeline's cost at the same llama.cpp threads.
 	for _, split := range [][2]int{{1, 2}, {2, 1}, {1, 1}} {
 		for _, budget := range []int{512, 2048} {
 			name := fmt.Sprintf("%dx%d/b%d", split[0], split[1], budget)
-			b.Run(name, func(b *testing.B) { benchPipeline(b, bin, lib, model, corpus, split[0], split[1], budget) })
+			b.Run(name, func(b *testing.B) { benchPipeline(b, bin, lib, model, corpusPath, split[0], split[1], budget) })
 		}
 	}
 }
 
-func benchRaw(b *testing.B, lib, model, corpus string, threads, budget int) {
-	batches, tokens := rawBatches(b, corpus, model, budget)
+func benchRaw(b *testing.B, lib, model, corpusPath string, threads, budget int) {
+	batches, tokens := rawBatches(b, corpusPath, model, budget)
 	e, err := engine.OpenLlama(engine.LlamaOptions{LibDir: lib, LogLevel: "error"})
 	if err != nil {
 		b.Fatal(err)
@@ -175,15 +175,15 @@ func benchRaw(b *testing.B, lib, model, corpus string, threads, budget int) {
 	report(b, tokens*b.N, time.Since(start), cpuTime()-cpu0)
 }
 
-func benchPipeline(b *testing.B, bin, lib, model, corpus string, workers, threads, budget int) {
+func benchPipeline(b *testing.B, bin, lib, model, corpusPath string, workers, threads, budget int) {
 	dir := b.TempDir()
 	var tokens int64
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
 	for i := range b.N {
-		sum, err := Embed(context.Background(), EmbedOptions{Normalize: true, Options: Options{Inputs: []string{corpus}, Model: model,
+		sum, err := Embed(context.Background(), EmbedOptions{Normalize: true, Options: Options{Inputs: []string{corpusPath}, Model: model,
 			Out: filepath.Join(dir, fmt.Sprintf("out-%d.arrow", i)), BatchTokens: budget,
-			Read:    dataio.ReadOptions{TextFields: []string{"title", "text"}},
+			Read:    corpus.ReadOptions{TextFields: []string{"title", "text"}},
 			Workers: workers, Threads: threads, Worker: []string{bin, "worker"}, Env: []string{"SYNAPSE_LLAMA_LIB=" + lib}}})
 		if err != nil {
 			b.Fatal(err)

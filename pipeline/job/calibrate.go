@@ -12,8 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -49,7 +50,7 @@ func (o *EmbedOptions) checkDtype() error {
 		if err := statInput(p); err != nil {
 			return fmt.Errorf("--calibration: %w", err)
 		}
-		if _, err := dataio.FileSchema(context.Background(), p); err != nil {
+		if _, err := output.FileSchema(context.Background(), p); err != nil {
 			return configErrorf("--calibration %s: not an Arrow IPC or Parquet embedding output: %w", p, err)
 		}
 	}
@@ -75,7 +76,7 @@ func (o *EmbedOptions) checkDtype() error {
 
 // quantization decides the run's quantization once the model is loaded;
 // cur are the run's vector settings without the dtype.
-func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind, s *embedSink, prev *previous.Set, cur VectorSettings) (*quantization, error) {
+func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind, s *embedSink, prev *previous.Set, cur vector.Settings) (*quantization, error) {
 	qz := &quantization{}
 	var err error
 	switch {
@@ -108,12 +109,12 @@ func rangesOf(md arrow.Metadata, dims int) (*vector.Ranges, error) {
 // calibrationFiles are the ranges of an earlier output of the same
 // settings: its own ranges if it is int8 or uint8, else the minimum and
 // maximum of its vectors.
-func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur VectorSettings, dims int) (*vector.Ranges, string, error) {
+func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur vector.Settings, dims int) (*vector.Ranges, string, error) {
 	ranges := vector.NewRanges(dims)
 	var stored string
 	var rows int64
 	for _, p := range o.Calibration {
-		sc, err := dataio.FileSchema(ctx, p)
+		sc, err := output.FileSchema(ctx, p)
 		if err != nil {
 			return nil, "", configErrorf("--calibration %s: %w", p, err)
 		}
@@ -147,9 +148,9 @@ func (o *EmbedOptions) calibrationFiles(ctx context.Context, cur VectorSettings,
 
 // checkCalibration refuses a calibration file of other vector settings
 // (dtype and ranges aside) and returns its dtype and stored ranges.
-func (o *EmbedOptions) checkCalibration(p string, sc *arrow.Schema, cur VectorSettings, dims int) (vector.Dtype, *vector.Ranges, error) {
+func (o *EmbedOptions) checkCalibration(p string, sc *arrow.Schema, cur vector.Settings, dims int) (vector.Dtype, *vector.Ranges, error) {
 	md := sc.Metadata()
-	fs, err := SettingsFromMetadata(md.GetValue)
+	fs, err := vector.SettingsFromMetadata(md.GetValue)
 	if err != nil {
 		return "", nil, configErrorf("--calibration %s: %w", p, err)
 	}
@@ -168,8 +169,8 @@ func (o *EmbedOptions) checkCalibration(p string, sc *arrow.Schema, cur VectorSe
 func observeFile(ctx context.Context, p string, d vector.Dtype, dims int, ranges *vector.Ranges) (int64, error) {
 	var rows int64
 	buf := make([]float32, 0, dims)
-	err := dataio.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
-		idx := rec.Schema().FieldIndices(dataio.ColEmbedding)
+	err := output.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
+		idx := rec.Schema().FieldIndices(output.ColEmbedding)
 		if len(idx) != 1 {
 			return errors.New("no embedding column")
 		}
@@ -233,7 +234,7 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 func (o *EmbedOptions) calibrationBatches(ctx context.Context, k *embedKind) ([][]Chunk, int, error) {
 	ro := o.Read
 	ro.Shard, ro.Shards, ro.Parts, ro.StartIndex, ro.Context = 0, 0, nil, 0, ctx
-	src, err := dataio.Open(o.Inputs, ro)
+	src, err := corpus.Open(o.Inputs, ro)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -20,6 +20,9 @@ type Chunking struct {
 	// pooling leaves out (the prompt, for a sentence-transformers Pooling
 	// module with include_prompt false); 0 for none.
 	PoolFrom int
+	// Truncate keeps a document's first window only, as sentence-transformers
+	// and TEI truncate at max_seq_length: one chunk a document.
+	Truncate bool
 }
 
 // Validate reports a chunking that cannot make progress.
@@ -45,9 +48,10 @@ type Chunk struct {
 	PoolFrom             int     // leading IDs the pooling leaves out (Chunking.PoolFrom, first chunk only)
 }
 
-// Cut splits a document's tokens into chunks. A document with no tokens yields
-// one chunk holding only the special tokens, so that every document has a
-// vector (callers that skip empty documents do so before cutting).
+// Cut splits a document's tokens into chunks (with Truncate, the first
+// only). A document with no tokens yields one chunk holding only the
+// special tokens, so that every document has a vector (callers that skip
+// empty documents do so before cutting).
 func (c Chunking) Cut(toks []tokenize.Token) []Chunk {
 	step := c.Window - c.Overlap
 	var out []Chunk
@@ -67,7 +71,7 @@ func (c Chunking) Cut(toks []tokenize.Token) []Chunk {
 			ch.PoolFrom = min(c.PoolFrom, len(ch.IDs))
 		}
 		out = append(out, ch)
-		if end >= len(toks) {
+		if end >= len(toks) || c.Truncate {
 			return out
 		}
 	}

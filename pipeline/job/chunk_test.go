@@ -17,20 +17,25 @@ func toks(n int) []tokenize.Token {
 
 func TestChunkingCut(t *testing.T) {
 	c := Chunking{Window: 4, Overlap: 1, Prefix: []int32{101}, Suffix: []int32{102}}
+	tc := Chunking{Window: 4, Prefix: []int32{101}, Suffix: []int32{102}, Truncate: true}
 	tests := []struct {
 		name   string
+		c      Chunking
 		n      int
 		ranges [][2]int32
 	}{
-		{"empty", 0, [][2]int32{{0, 0}}},
-		{"fits", 3, [][2]int32{{0, 3}}},
-		{"exact", 4, [][2]int32{{0, 4}}},
-		{"two", 5, [][2]int32{{0, 4}, {3, 5}}},
-		{"three", 10, [][2]int32{{0, 4}, {3, 7}, {6, 10}}},
+		{"empty", c, 0, [][2]int32{{0, 0}}},
+		{"fits", c, 3, [][2]int32{{0, 3}}},
+		{"exact", c, 4, [][2]int32{{0, 4}}},
+		{"two", c, 5, [][2]int32{{0, 4}, {3, 5}}},
+		{"three", c, 10, [][2]int32{{0, 4}, {3, 7}, {6, 10}}},
+		{"truncate empty", tc, 0, [][2]int32{{0, 0}}},
+		{"truncate fits", tc, 4, [][2]int32{{0, 4}}},
+		{"truncate long", tc, 10, [][2]int32{{0, 4}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := c.Cut(toks(tt.n))
+			got := tt.c.Cut(toks(tt.n))
 			var ranges [][2]int32
 			for i, ch := range got {
 				ranges = append(ranges, [2]int32{ch.TokenStart, ch.TokenEnd})

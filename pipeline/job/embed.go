@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -24,6 +26,7 @@ type EmbedOptions struct {
 	Options
 	ChunkTokens int    // content tokens per chunk; 0 = the model's context minus its special tokens
 	Overlap     int    // tokens shared by consecutive chunks
+	Truncate    bool   // one chunk a document: its first window (the rest is not embedded)
 	Pooling     string // mean, cls, last; "" = the model's own
 	Normalize   bool
 	Dims        int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
@@ -55,7 +58,7 @@ type EmbedOptions struct {
 }
 
 // EmbedFormats are the output formats of an embedding job.
-var EmbedFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
+var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, output.FormatJSONL}
 
 // Check refuses, before anything starts, the job's options and outputs
 // that cannot work whatever the model (Options.Check, the incremental
@@ -80,79 +83,150 @@ func Embed(ctx context.Context, o EmbedOptions) (Summary, error) {
 	return r.finish(o.run(ctx, r))
 }
 
+// run is an embedding job's steps after begin: plan what the model and
+// options decide, load the workers, open what the run reads and writes,
+// then embed.
 func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
-	st, err := o.sentenceTransformers(r.model)
+	p, err := o.plan(r)
 	if err != nil {
 		return err
 	}
-	ch, err := o.chunking(r.model)
+	if p.prev != nil {
+		r.closer = append(r.closer, p.prev.Close)
+	}
+	if err := o.load(ctx, r, p); err != nil {
+		return err
+	}
+	e, err := o.open(ctx, r, p)
 	if err != nil {
 		return err
+	}
+	return o.embed(ctx, r, p, e)
+}
+
+// embedPlan is what the model and the options decide before any worker
+// starts: the sentence-transformers modules, the chunking, the --previous
+// output; and, once the workers have loaded the model, the output's width.
+type embedPlan struct {
+	st   stRun
+	ch   Chunking
+	prev *previous.Set
+	dims int
+}
+
+// plan reads the model's modules and chunking, checks --dims against the
+// width the model's metadata states (when it states one) and opens
+// --previous.
+func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
+	st, err := o.sentenceTransformers(r.model)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := o.chunking(r.model)
+	if err != nil {
+		return nil, err
 	}
 	ch.PoolFrom = st.poolFrom
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
-	if o.Dims > 0 && r.model.Dims > 0 && o.Dims > r.model.Dims {
-		return configErrorf("--dims %d is larger than the model's %d", o.Dims, r.model.Dims)
+	if r.model.Dims > 0 {
+		if _, err := o.outDims(r.model.Dims); err != nil {
+			return nil, err
+		}
 	}
 	prev, err := o.openPrevious()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if prev != nil {
-		r.closer = append(r.closer, prev.Close)
+	return &embedPlan{st: st, ch: ch, prev: prev}, nil
+}
+
+// outDims is the width of the output's vectors for a model of width
+// model: the model's, or --dims when it truncates them. A --dims wider
+// than the model is refused.
+func (o *EmbedOptions) outDims(model int) (int, error) {
+	if o.Dims <= 0 {
+		return model, nil
 	}
-	n := ch.Window + len(ch.Prefix) + len(ch.Suffix)
+	if o.Dims > model {
+		return 0, configErrorf("--dims %d is larger than the model's %d", o.Dims, model)
+	}
+	return o.Dims, nil
+}
+
+// load starts the workers on the model, one window a sequence, and takes
+// the output's width from what they loaded.
+func (o *EmbedOptions) load(ctx context.Context, r *runner, p *embedPlan) error {
+	n := p.ch.Window + len(p.ch.Prefix) + len(p.ch.Suffix)
 	rc := wire.RuntimeConfig{ContextSize: n, BatchSize: n, UBatchSize: n, Pooling: o.Pooling, Embeddings: true, STModules: r.model.Chain.String()}
 	if err := r.load(ctx, rc); err != nil {
 		return err
 	}
-	if err := st.checkWorkers(r); err != nil {
+	if err := p.st.checkWorkers(r); err != nil {
 		return err
 	}
-	dims := r.loaded.Dims
-	if o.Dims > 0 {
-		if o.Dims > dims {
-			return configErrorf("--dims %d is larger than the model's %d", o.Dims, dims)
-		}
-		dims = o.Dims
-	}
-	k := &embedKind{tok: r.model.Tokenizer, ch: ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
-	sink := &embedSink{w: r.w, dims: dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
-	qz, err := o.quantization(ctx, r, k, sink, prev, o.settings(r.model, ch, dims, st, nil))
+	var err error
+	p.dims, err = o.outDims(r.loaded.Dims)
+	return err
+}
+
+// embedRun is what an embedding run writes through: the job kind, the
+// sink, the quantization, the incremental part and the records' source.
+type embedRun struct {
+	kind *embedKind
+	sink *embedSink
+	qz   *quantization
+	inc  *incRun
+	src  pipeline.Source[doc]
+}
+
+// open calibrates the dtype, decides what --previous may give, opens the
+// checkpointed output and the records' source.
+func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embedRun, error) {
+	k := &embedKind{tok: r.model.Tokenizer, ch: p.ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
+	sink := &embedSink{w: r.w, dims: p.dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
+	qz, err := o.quantization(ctx, r, k, sink, p.prev, o.settings(r.model, p.ch, p.dims, p.st, nil))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sink.q = qz.q
-	inc := &incRun{o: o, prev: prev, counts: &Incremental{}}
-	if prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(prev, o.settings(r.model, ch, dims, st, qz)); err != nil {
-			return err
+	inc := &incRun{o: o, prev: p.prev, counts: &Incremental{}}
+	if p.prev != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(p.prev, o.settings(r.model, p.ch, p.dims, p.st, qz)); err != nil {
+			return nil, err
 		}
 	}
-	schema := dataio.EmbedSchemaOf(dims, o.Dtype, o.metadata(r.model, ch, dims, st, qz))
-	r.extra = inc.counts
-	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
-		return err
+	schema := output.EmbedSchemaOf(p.dims, o.Dtype, o.metadata(r.model, p.ch, p.dims, p.st, qz))
+	r.kindState = inc.counts
+	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
+		return nil, err
 	}
-	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", ch.Window, dims, o.Dtype))
+	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", p.ch.Window, p.dims, o.Dtype))
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
-		return err
+		return nil, err
 	}
 	sink.w, sink.inc = r.w, inc.counts
 	if o.Dedup {
 		sink.window = newWindow[seen]()
 	}
-	err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](k), src, sink)
-	if err == nil && prev != nil {
-		err = inc.finish(r)
+	return &embedRun{kind: k, sink: sink, qz: qz, inc: inc, src: src}, nil
+}
+
+// embed runs the pipeline and writes the summary's lines.
+func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
+	err := execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+	if err == nil && p.prev != nil {
+		err = e.inc.finish(r)
 	}
-	r.sum.Lines = append(st.lines(r.model, ch, o.ChunkTokens > 0), inc.counts.summaryLines(o.Previous, inc.note, o.Dedup)...)
-	if qz.source != "" {
-		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + qz.source})
+	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(o.Previous, e.inc.note, o.Dedup)...)
+	if e.qz.source != "" {
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
+	}
+	if o.Truncate {
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"truncate", fmt.Sprintf("%d documents of this run longer than %d tokens: their first window embedded, the rest not", e.kind.cut.Load(), p.ch.Window)})
 	}
 	return err
 }
@@ -173,7 +247,7 @@ func (o *EmbedOptions) checkIncremental() error {
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return checkWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
+		return CheckWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
 	}
 	return nil
 }
@@ -182,7 +256,7 @@ func (o *EmbedOptions) checkIncremental() error {
 // decisions to be the interrupted run's: the previous files and dedup.
 func (o *EmbedOptions) incGuard() map[string]string {
 	g := map[string]string{"--dedup": strconv.FormatBool(o.Dedup), "--previous-any": strconv.FormatBool(o.PreviousAny)}
-	for k, v := range dataio.InputGuard(o.Previous) {
+	for k, v := range files.InputGuard(o.Previous) {
 		g["--previous "+strings.TrimPrefix(k, "input ")] = v
 	}
 	return g
@@ -230,7 +304,7 @@ func (inc *incRun) finish(r *runner) error {
 func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 	pre, suf := m.Tokenizer.Affixes()
 	room := m.ContextLength - len(pre) - len(suf)
-	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf}
+	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf, Truncate: o.Truncate}
 	if ch.Window <= 0 {
 		ch.Window = room
 		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
@@ -279,14 +353,14 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 	return meta
 }
 
-// settings are the run's VectorSettings (qz nil: without its dtype).
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) VectorSettings {
+// settings are the run's vector.Settings (qz nil: without its dtype).
+func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) vector.Settings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
-	s := VectorSettings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
-		Overlap: ch.Overlap, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
+	s := vector.Settings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
+		Overlap: ch.Overlap, Truncate: ch.Truncate, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)
 	}
@@ -303,7 +377,8 @@ type embedKind struct {
 	req       *requester
 	pooling   string
 	normalize bool
-	dims      int // the width LOADED reported: answers of another width are refused
+	dims      int          // the width LOADED reported: answers of another width are refused
+	cut       atomic.Int64 // documents Truncate cut (Items runs in several goroutines)
 }
 
 func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
@@ -323,6 +398,9 @@ func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
 	}
 	res := k.tok.Tokenize(d.Text, tokenize.Options{})
 	chunks := k.ch.Cut(res.Tokens)
+	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
+		k.cut.Add(1)
+	}
 	work := make([]pipeline.Work[Chunk], len(chunks))
 	for i, c := range chunks {
 		work[i].Item = c
@@ -372,7 +450,7 @@ func (k *embedKind) Check(_ Chunk, v []float32) error {
 
 // embedSink turns results into output rows.
 type embedSink struct {
-	w      *dataio.Writer
+	w      *output.Writer
 	dims   int
 	renorm bool
 	q      *vector.Quantizer // the output's dtype
@@ -443,7 +521,7 @@ func b2i(b bool) int64 {
 
 // rows are a document's output rows and error records: copied from the
 // previous output, from an identical text, or embedded; and their tokens.
-func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.EmbedRows, []*record.RowError, int64) {
+func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (output.EmbedRows, []*record.RowError, int64) {
 	d := r.Rec
 	if d.reuse != nil {
 		return d.reuse, nil, d.tokens
@@ -451,15 +529,15 @@ func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.Embed
 	if d.dup {
 		return s.copyOf(d)
 	}
-	var hash [dataio.DocHashSize]byte // zeros: a document with a failed chunk is never reused
+	var hash [output.DocHashSize]byte // zeros: a document with a failed chunk is never reused
 	if len(r.Failed) == 0 {
 		hash = d.hash
 	}
-	rows := make(dataio.EmbedRows, len(r.Done))
+	rows := make(output.EmbedRows, len(r.Done))
 	var tokens int64
 	for i, dn := range r.Done {
 		c := dn.Item
-		rows[i] = dataio.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
+		rows[i] = output.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
 			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), DocHash: hash}
 		if v := s.vector(dn.Out); s.q == nil || s.q.Dtype == vector.Float32 {
 			rows[i].Embedding = v
@@ -476,7 +554,7 @@ func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (dataio.Embed
 
 // copyOf is a duplicate's rows: those of the identical text in the window,
 // under its own id; or, when that document failed, the same failures.
-func (s *embedSink) copyOf(d doc) (dataio.EmbedRows, []*record.RowError, int64) {
+func (s *embedSink) copyOf(d doc) (output.EmbedRows, []*record.RowError, int64) {
 	orig, ok := s.window.get(d.hash)
 	if !ok { // the source and the sink update their windows alike: a bug
 		return nil, []*record.RowError{d.Error(ReasonEngineError, "internal: --dedup lost the identical text")}, 0

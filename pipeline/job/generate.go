@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/model/chat"
 	"github.com/synapse-embed/synapse/model/grammar"
@@ -48,7 +48,7 @@ type GenerateOptions struct {
 const DefaultMaxTokens = 64
 
 // GenerateFormats are the output formats of a generate job.
-var GenerateFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL}
+var GenerateFormats = []output.Format{output.FormatArrow, output.FormatParquet, output.FormatJSONL}
 
 // Check refuses, before anything starts, the job's options and outputs
 // that cannot work whatever the model (Options.Check).
@@ -65,7 +65,7 @@ const (
 // GenerateSchema is the output schema: one row per input row.
 func GenerateSchema(meta map[string]string) *arrow.Schema {
 	str, i32 := arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32
-	return dataio.NewSchema([]arrow.Field{{Name: dataio.ColID, Type: str}, {Name: ColText, Type: str},
+	return output.NewSchema([]arrow.Field{{Name: output.ColID, Type: str}, {Name: ColText, Type: str},
 		{Name: ColFinishReason, Type: str}, {Name: ColNPrompt, Type: i32}, {Name: ColNGen, Type: i32}}, meta)
 }
 
@@ -119,7 +119,7 @@ func (o *GenerateOptions) run(ctx context.Context, r *runner) error {
 	if err := o.checkGrammar(ctx, r); err != nil {
 		return err
 	}
-	if err := r.openWriter(&dataio.WriterOptions{Schema: GenerateSchema(o.metadata(r, family, n))}, o.resumeGuard()); err != nil {
+	if err := r.openWriter(&output.WriterOptions{Schema: GenerateSchema(o.metadata(r, family, n))}, o.resumeGuard()); err != nil {
 		return err
 	}
 	r.started(fmt.Sprintf("up to %d new tokens, context %d%s", o.MaxTokens, n, map[bool]string{true: ", " + string(family) + " template"}[o.Chat]))
@@ -277,7 +277,7 @@ func (k *generateKind) Check(_ Prompt, t wire.Text) error {
 }
 
 // generateSink writes one row per completed prompt.
-type generateSink struct{ w *dataio.Writer }
+type generateSink struct{ w *output.Writer }
 
 func (s *generateSink) Put(r pipeline.Result[record.Doc, Prompt, wire.Text]) error {
 	if r.File != nil {
@@ -307,7 +307,7 @@ type textRows []textRow
 
 func (rs textRows) Len() int { return len(rs) }
 
-// AppendTo implements dataio.Rows for a GenerateSchema builder.
+// AppendTo implements output.Rows for a GenerateSchema builder.
 func (rs textRows) AppendTo(b *array.RecordBuilder) error {
 	f := b.Fields()
 	if len(f) != 5 {

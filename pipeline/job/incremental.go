@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -20,7 +22,7 @@ import (
 
 // Dedup's rule (--dedup): a document whose text is that of an earlier
 // document of its packing group (record.Doc.Group: at most
-// dataio.GroupRecords records, starting at every unit a shard can take) gets
+// corpus.GroupRecords records, starting at every unit a shard can take) gets
 // that document's rows instead of being embedded. The decision depends on
 // the group alone, never on where a run starts, so a resumed run (which
 // replays from its last group's start) and the shards of a sharded run pack
@@ -44,10 +46,10 @@ type Incremental struct {
 // doc is a document on its way through an embedding run.
 type doc struct {
 	record.Doc
-	hash   [dataio.DocHashSize]byte
+	hash   [output.DocHashSize]byte
 	status previous.Status
 	prev   bool             // looked up in a previous output
-	reuse  dataio.EmbedRows // rows copied from the previous output: not embedded
+	reuse  output.EmbedRows // rows copied from the previous output: not embedded
 	tokens int64            // the reused rows' tokens
 	dup    bool             // a text of the dedup window: the sink copies its rows
 	// badPrev: the previous output's rows of this unchanged document hold
@@ -57,7 +59,7 @@ type doc struct {
 
 // finiteRows reports whether every value of the rows' vectors is finite:
 // reused rows are checked as the engine's answers are (embedKind.Check).
-func finiteRows(rows dataio.EmbedRows) bool {
+func finiteRows(rows output.EmbedRows) bool {
 	for _, r := range rows {
 		if vector.NonFinite(r.Embedding) >= 0 {
 			return false
@@ -69,13 +71,13 @@ func finiteRows(rows dataio.EmbedRows) bool {
 // incSource reads the documents and decides, in input order, which are
 // copied from the previous output and which are duplicates.
 type incSource struct {
-	src    *dataio.Reader
+	src    *corpus.Reader
 	prev   *previous.Set
 	reuse  bool // the settings match: unchanged documents are copied
 	window *window[struct{}]
 }
 
-func (s *incSource) Spans() []dataio.Span      { return s.src.Spans() }
+func (s *incSource) Spans() []corpus.Span      { return s.src.Spans() }
 func (s *incSource) Progress() record.Progress { return s.src.Progress() }
 
 func (s *incSource) Next() (doc, error) {
@@ -118,11 +120,11 @@ func (s *incSource) Next() (doc, error) {
 // same order, so that what the source calls a duplicate the sink holds.
 type window[V any] struct {
 	group int64
-	held  map[[dataio.DocHashSize]byte]V
+	held  map[[output.DocHashSize]byte]V
 }
 
 func newWindow[V any]() *window[V] {
-	return &window[V]{group: -1, held: map[[dataio.DocHashSize]byte]V{}}
+	return &window[V]{group: -1, held: map[[output.DocHashSize]byte]V{}}
 }
 
 // enter forgets the texts of the previous group when group starts.
@@ -133,14 +135,14 @@ func (w *window[V]) enter(group int64) {
 	}
 }
 
-func (w *window[V]) get(h [dataio.DocHashSize]byte) (V, bool) { v, ok := w.held[h]; return v, ok }
+func (w *window[V]) get(h [output.DocHashSize]byte) (V, bool) { v, ok := w.held[h]; return v, ok }
 
-func (w *window[V]) add(h [dataio.DocHashSize]byte, v V) { w.held[h] = v }
+func (w *window[V]) add(h [output.DocHashSize]byte, v V) { w.held[h] = v }
 
 // seen is what the sink's dedup window holds of a document.
 type seen struct {
 	id     string
-	rows   dataio.EmbedRows
+	rows   output.EmbedRows
 	failed []*record.RowError // the document failed: its duplicates fail alike
 }
 
@@ -164,8 +166,8 @@ func (o *EmbedOptions) openPrevious() (*previous.Set, error) {
 // checkPrevious compares the previous output's settings with this run's:
 // another digest is refused, naming the first difference, unless
 // PreviousAny, which embeds everything (and says so).
-func (o *EmbedOptions) checkPrevious(prev *previous.Set, cur VectorSettings) (reuse bool, note string, err error) {
-	ps, err := SettingsFromMetadata(prev.Metadata().GetValue)
+func (o *EmbedOptions) checkPrevious(prev *previous.Set, cur vector.Settings) (reuse bool, note string, err error) {
+	ps, err := vector.SettingsFromMetadata(prev.Metadata().GetValue)
 	if err != nil {
 		return false, "", configErrorf("--previous %s: %w", o.Previous[0], err)
 	}
@@ -190,7 +192,7 @@ func (r *runner) catchUp(ctx context.Context, prev *previous.Set, until int64) e
 	ro := r.o.Read
 	ro.Context = ctx
 	ro.UniqueIDs = true // as the run reads them: a duplicate looks nothing up
-	src, err := dataio.Open(r.o.Inputs, ro)
+	src, err := corpus.Open(r.o.Inputs, ro)
 	if err != nil {
 		return err
 	}
@@ -221,7 +223,7 @@ func writeDeleted(ctx context.Context, prev *previous.Set, path string) (int64, 
 	if path == "" {
 		return prev.Deleted(func(string) error { return nil })
 	}
-	f, err := dataio.CreateOutput(ctx, path)
+	f, err := files.CreateOutput(ctx, path)
 	if err != nil {
 		return 0, fmt.Errorf("job: --deleted: %w", err)
 	}

@@ -23,8 +23,10 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
@@ -34,7 +36,7 @@ import (
 // Options are what every job kind shares.
 type Options struct {
 	Inputs []string
-	Read   dataio.ReadOptions
+	Read   corpus.ReadOptions
 	Model  string // the model the workers load
 	// Artifact is Model opened by the caller (the CLI opens it once, to
 	// choose the engine's library and a quantized variant before the job
@@ -45,7 +47,7 @@ type Options struct {
 	// Files are the other files the job reads or writes, by flag
 	// (--previous, --deleted, --grammar, …): the output checks refuse a
 	// write that is also read or written elsewhere.
-	Files []dataio.PathUse
+	Files []files.PathUse
 
 	BatchTokens int // token budget of one request; 0 = the kind's default
 	Workers     int // worker processes; 0 = from the core count
@@ -59,7 +61,7 @@ type Options struct {
 	DeadlineStretch int
 	Resume          bool
 	// CheckpointDir holds the resume files of outputs in a bucket
-	// (dataio.WriterOptions.CheckpointDir; "" = dataio.DefaultCheckpointDir).
+	// (output.WriterOptions.CheckpointDir; "" = output.DefaultCheckpointDir).
 	CheckpointDir string
 	// Force runs a shard again although its manifest says it is done.
 	Force bool
@@ -112,7 +114,7 @@ type Info struct {
 	Resumed          bool
 	ResumeAsked      bool  // --resume was given (Resumed is false when there was nothing to resume)
 	ResumeFrom       int64 // records with a smaller index were done by an earlier run
-	Estimate         dataio.Estimate
+	Estimate         corpus.Estimate
 	Out, Errors      string
 	Chaos            string // the drills armed, "" for none
 	// Settings says what the kind runs with, for the progress header
@@ -158,20 +160,20 @@ func DefaultParallelism(cores int) (workers, threads int) {
 
 // runner holds a job's common parts while it runs.
 type runner struct {
-	o      *Options
-	kind   string
-	start  time.Time
-	model  *artifact.Artifact
-	pool   *supervise.Pool
-	loaded wire.Loaded
-	req    *requester
-	w      *dataio.Writer
-	resume dataio.ResumeState
-	sum    Summary
-	extra  any // the kind's counters, kept in the checkpoint beside the pipeline's
-	closer []func()
-	ctx    context.Context // the run's, from load: bounds the uploads of outputs in a bucket
-	docsR  *dataio.Reader  // the documents (embed, generate): their id counts go in the summary
+	o         *Options
+	kind      string
+	start     time.Time
+	model     *artifact.Artifact
+	pool      *supervise.Pool
+	loaded    wire.Loaded
+	req       *requester
+	w         *output.Writer
+	resume    output.ResumeState
+	sum       Summary
+	kindState any // the kind's counters (a pointer JSON fills in place), kept in the checkpoint beside the pipeline's
+	closer    []func()
+	ctx       context.Context // the run's, from load: bounds the uploads of outputs in a bucket
+	docsR     *corpus.Reader  // the documents (embed, generate): their id counts go in the summary
 }
 
 // begin checks the options and the outputs with the kind's Check
@@ -227,7 +229,7 @@ func (o *Options) errorsPath() string {
 // manifest says it is done is ErrShardDone (unless Force). It reads files
 // and changes none; a kind's own Check (EmbedOptions.Check) adds its
 // options' checks.
-func (o *Options) Check(formats []dataio.Format) error {
+func (o *Options) Check(formats []output.Format) error {
 	if err := CheckOutputs(o, formats); err != nil {
 		return err
 	}
@@ -268,10 +270,10 @@ func (r *runner) defaults() {
 // CheckOutputs refuses, before anything starts, an output the job cannot
 // write: an unknown or unsupported format (formats are the kind's), a
 // missing or read-only directory, a written file that is also read or
-// written elsewhere (dataio.CheckPaths), a runtime directory others control.
-func CheckOutputs(o *Options, formats []dataio.Format) error {
+// written elsewhere (files.CheckPaths), a runtime directory others control.
+func CheckOutputs(o *Options, formats []output.Format) error {
 	errorsPath := o.errorsPath()
-	f, err := dataio.FormatOf(o.Out)
+	f, err := output.FormatOf(o.Out)
 	if err != nil {
 		return &ConfigError{err}
 	}
@@ -283,30 +285,11 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 		return configErrorf("output %s: this command writes %s, not .%s", o.Out, strings.Join(names, ", "), f)
 	}
 	for _, p := range []string{o.Out, errorsPath} {
-		if err := objstore.CheckScheme(p); err != nil {
-			return &ConfigError{err}
-		}
-		if objstore.IsURL(p) {
-			if err := checkObjectOutput("output", p, o.CheckpointDir); err != nil {
-				return err
-			}
-			continue
-		}
-		dir := filepath.Dir(p)
-		st, err := os.Stat(dir)
-		switch {
-		case err != nil:
-			return configErrorf("output %s: its directory: %w", p, err)
-		case !st.IsDir():
-			return configErrorf("output %s: %s is not a directory", p, dir)
-		case syscall.Access(dir, 2 /* W_OK */) != nil:
-			return configErrorf("output %s: directory %s is not writable", p, dir)
-		}
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return configErrorf("output %s is a directory", p)
+		if err := checkOutputPath("output", p, o.CheckpointDir); err != nil {
+			return err
 		}
 	}
-	if err := dataio.CheckPaths(o.paths(errorsPath)); err != nil {
+	if err := files.CheckPaths(o.paths(errorsPath)); err != nil {
 		return &ConfigError{err}
 	}
 	if err := supervise.CheckRuntimeDir(o.Pool.RuntimeDir); err != nil {
@@ -315,28 +298,28 @@ func CheckOutputs(o *Options, formats []dataio.Format) error {
 	return nil
 }
 
-// paths are every file the job reads and writes, for dataio.CheckPaths:
+// paths are every file the job reads and writes, for files.CheckPaths:
 // the inputs, the model (when it is a path), the kind's files (Options.Files),
 // the output, the errors file and the resume files and manifest beside them.
-func (o *Options) paths(errorsPath string) []dataio.PathUse {
-	u := dataio.Reads("the input", o.Inputs...)
+func (o *Options) paths(errorsPath string) []files.PathUse {
+	u := files.Reads("the input", o.Inputs...)
 	if _, err := os.Stat(o.Model); err == nil {
-		u = append(u, dataio.Reads("--model", o.Model)...)
+		u = append(u, files.Reads("--model", o.Model)...)
 	}
 	u = append(u, o.Files...)
-	u = append(u, dataio.Writes("-o", o.Out)...)
-	u = append(u, dataio.Writes("--errors", errorsPath)...)
+	u = append(u, files.Writes("-o", o.Out)...)
+	u = append(u, files.Writes("--errors", errorsPath)...)
 	// The resume files of an output in a bucket are local, in the
-	// checkpoint directory (dataio.ResumeBase); when it cannot be named,
+	// checkpoint directory (output.ResumeBase); when it cannot be named,
 	// checkObjectOutput has refused the output already.
-	if base, err := dataio.ResumeBase(o.Out, o.CheckpointDir); err == nil {
-		u = append(u, dataio.Writes("-o's resume file", dataio.PartialPath(base), dataio.CheckpointPath(base))...)
+	if base, err := output.ResumeBase(o.Out, o.CheckpointDir); err == nil {
+		u = append(u, files.Writes("-o's resume file", output.PartialPath(base), output.CheckpointPath(base))...)
 	}
-	if base, err := dataio.ResumeBase(errorsPath, o.CheckpointDir); err == nil {
-		u = append(u, dataio.Writes("--errors's resume file", base+".partial")...)
+	if base, err := output.ResumeBase(errorsPath, o.CheckpointDir); err == nil {
+		u = append(u, files.Writes("--errors's resume file", base+".partial")...)
 	}
 	if o.Read.Shards > 0 {
-		u = append(u, dataio.Writes("the shard's manifest", dataio.ManifestPath(o.Out))...)
+		u = append(u, files.Writes("the shard's manifest", output.ManifestPath(o.Out))...)
 	}
 	return u
 }
@@ -344,10 +327,10 @@ func (o *Options) paths(errorsPath string) []dataio.PathUse {
 // checkShard refuses a shard's output merge cannot read, and stops a shard
 // that is done already (unless Force).
 func checkShard(o *Options) error {
-	if f, _ := dataio.FormatOf(o.Out); f != dataio.FormatArrow && f != dataio.FormatParquet {
+	if f, _ := output.FormatOf(o.Out); f != output.FormatArrow && f != output.FormatParquet {
 		return configErrorf("--shard: a shard writes an .arrow or .parquet part (synapse merge -o picks the merged format), not %s", o.Out)
 	}
-	manifest := dataio.ManifestPath(o.Out)
+	manifest := output.ManifestPath(o.Out)
 	if objstore.IsURL(manifest) {
 		return checkObjectShard(o, manifest)
 	}
@@ -362,35 +345,50 @@ func forceShard(o *Options) error {
 	if o.Read.Shards == 0 || !o.Force {
 		return nil
 	}
-	if manifest := dataio.ManifestPath(o.Out); objstore.IsURL(manifest) {
+	if manifest := output.ManifestPath(o.Out); objstore.IsURL(manifest) {
 		if err := objstore.Remove(context.Background(), manifest); err != nil {
 			return fmt.Errorf("job: --force: %w", err)
 		}
 		return nil
 	}
-	if err := os.Remove(dataio.ManifestPath(o.Out)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(output.ManifestPath(o.Out)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("job: --force: %w", err)
 	}
 	return nil
 }
 
-// CheckWritable refuses, before anything starts, an output file flag that
-// cannot be written or would overwrite one of inputs (a ConfigError).
-func CheckWritable(flag, p string, inputs []string) error { return checkWritable(flag, p, inputs) }
-
-// checkWritable refuses, before anything starts, a file option the job
-// cannot write, or one that would overwrite an input.
-func checkWritable(flag, p string, inputs []string) error {
-	if err := objstore.CheckScheme(p); err != nil {
-		return &ConfigError{fmt.Errorf("%s: %w", flag, err)}
-	}
+// CheckWritable refuses, before anything starts, a file option the job
+// cannot write (checkOutputPath), or one that would overwrite one of inputs
+// (a ConfigError).
+func CheckWritable(flag, p string, inputs []string) error {
 	if objstore.IsURL(p) {
 		for _, in := range inputs {
 			if in == p {
 				return configErrorf("%s %s would overwrite %s", flag, p, in)
 			}
 		}
-		return checkObjectOutput(flag, p, "")
+	}
+	if err := checkOutputPath(flag, p, ""); err != nil {
+		return err
+	}
+	for _, in := range inputs {
+		if !objstore.IsURL(p) && in != "-" && (sameFile(in, p) || filepath.Clean(in) == filepath.Clean(p)) {
+			return configErrorf("%s %s would overwrite %s", flag, p, in)
+		}
+	}
+	return nil
+}
+
+// checkOutputPath is the one check of a file a job writes, named by flag
+// in its errors: an s3:// object the run can write (checkObjectOutput, its
+// resume files in checkpointDir), or a local path whose directory exists
+// and is writable and which is not itself a directory.
+func checkOutputPath(flag, p, checkpointDir string) error {
+	if err := objstore.CheckScheme(p); err != nil {
+		return &ConfigError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	if objstore.IsURL(p) {
+		return checkObjectOutput(flag, p, checkpointDir)
 	}
 	dir := filepath.Dir(p)
 	st, err := os.Stat(dir)
@@ -404,11 +402,6 @@ func checkWritable(flag, p string, inputs []string) error {
 	}
 	if st, err := os.Stat(p); err == nil && st.IsDir() {
 		return configErrorf("%s %s is a directory", flag, p)
-	}
-	for _, in := range inputs {
-		if in != "-" && (sameFile(in, p) || filepath.Clean(in) == filepath.Clean(p)) {
-			return configErrorf("%s %s would overwrite %s", flag, p, in)
-		}
 	}
 	return nil
 }
@@ -513,20 +506,20 @@ func (r *runner) onPatience(f int, cause error) {
 // openWriter opens the checkpointed output (resuming an interrupted run
 // when asked) and restores the interrupted run's counters. guard adds to
 // the inputs' sizes and times what a resume must find unchanged.
-func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]string) error {
+func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]string) error {
 	o := r.o
 	opts := *schema
 	opts.ErrorsPath = o.Errors
 	opts.CheckpointDir, opts.Context = o.CheckpointDir, r.ctx
-	opts.ResumeGuard = dataio.InputGuard(o.Inputs)
+	opts.ResumeGuard = files.InputGuard(o.Inputs)
 	for _, guard := range guards {
 		for k, v := range guard {
 			opts.ResumeGuard[k] = v
 		}
 	}
 	opts.State = func() any {
-		if r.extra != nil {
-			return checkpointState{o.Stats.Snapshot(), r.extra}
+		if r.kindState != nil {
+			return checkpointState{o.Stats.Snapshot(), r.kindState}
 		}
 		return o.Stats.Snapshot()
 	}
@@ -534,15 +527,15 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 		opts.OnError = o.Observer.ErrorRecord
 	}
 	if !o.Resume {
-		if err := dataio.RemoveResumeFiles(o.Out, o.Errors, o.CheckpointDir); err != nil {
+		if err := output.RemoveResumeFiles(o.Out, o.Errors, o.CheckpointDir); err != nil {
 			return err
 		}
 	}
-	w, st, err := dataio.OpenCheckpointed(o.Out, opts)
-	if errors.Is(err, dataio.ErrResumeMismatch) {
+	w, st, err := output.OpenCheckpointed(o.Out, opts)
+	if errors.Is(err, output.ErrResumeMismatch) {
 		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
 	}
-	if errors.Is(err, dataio.ErrCheckpointCorrupt) {
+	if errors.Is(err, output.ErrCheckpointCorrupt) {
 		return damaged(err)
 	}
 	if err != nil {
@@ -552,15 +545,15 @@ func (r *runner) openWriter(schema *dataio.WriterOptions, guards ...map[string]s
 		var c pipeline.Counters
 		if err := json.Unmarshal(st.State, &c); err != nil {
 			w.Abort()
-			return damaged(fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err))
+			return damaged(fmt.Errorf("%w: counters: %v", output.ErrCheckpointCorrupt, err))
 		}
 		o.Stats.Restore(c)
-		if r.extra != nil {
+		if r.kindState != nil {
 			var x checkpointState
-			x.Kind = r.extra
+			x.Kind = r.kindState
 			if err := json.Unmarshal(st.State, &x); err != nil {
 				w.Abort()
-				return damaged(fmt.Errorf("%w: counters: %v", dataio.ErrCheckpointCorrupt, err))
+				return damaged(fmt.Errorf("%w: counters: %v", output.ErrCheckpointCorrupt, err))
 			}
 		}
 	}
@@ -588,9 +581,9 @@ func (r *runner) info(settings string) Info {
 	o := r.o
 	in := Info{Kind: r.kind, Model: r.model, Workers: o.Workers, Threads: o.Threads, Resumed: r.resume.Resumed,
 		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
-	in.Estimate, _ = dataio.Count(o.Inputs) // errors surface again, per file, while reading
+	in.Estimate, _ = corpus.Count(o.Inputs) // errors surface again, per file, while reading
 	if o.Read.Shards > 0 {
-		in.Estimate, _ = dataio.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)
+		in.Estimate, _ = corpus.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)
 	}
 	pool := r.pool
 	in.Restarts = func() int { return restarts(pool.Health()) }
@@ -600,24 +593,24 @@ func (r *runner) info(settings string) Info {
 
 // readOptions are the job's read options for this run: from where a
 // resumed run replays, cancelable inputs.
-func (r *runner) readOptions(ctx context.Context) dataio.ReadOptions {
+func (r *runner) readOptions(ctx context.Context) corpus.ReadOptions {
 	ro := r.o.Read
 	ro.StartIndex = r.resume.ReplayFrom
 	ro.Context = ctx
 	if ro.Stdin == nil && slices.Contains(r.o.Inputs, "-") {
 		stdinCtx, stop := context.WithCancel(ctx)
 		r.closer = append(r.closer, stop)
-		ro.Stdin = dataio.CancelableReader(stdinCtx, os.Stdin) // Ctrl-C must not wait for the producer
+		ro.Stdin = files.CancelableReader(stdinCtx, os.Stdin) // Ctrl-C must not wait for the producer
 	}
 	return ro
 }
 
 // docs opens the inputs as documents, from where a resumed run replays.
-func (r *runner) docs(ctx context.Context) (*dataio.Reader, error) {
+func (r *runner) docs(ctx context.Context) (*corpus.Reader, error) {
 	o := r.o
 	ro := r.readOptions(ctx)
 	ro.UniqueIDs = true
-	src, err := dataio.Open(o.Inputs, ro)
+	src, err := corpus.Open(o.Inputs, ro)
 	if err != nil {
 		return nil, err
 	}
@@ -626,11 +619,11 @@ func (r *runner) docs(ctx context.Context) (*dataio.Reader, error) {
 	return src, nil
 }
 
-// idLines say what the id rule did (dataio/ids.go), if anything.
-func idLines(s dataio.IDStats, shard bool) []SummaryLine {
+// idLines say what the id rule did (io/corpus/ids.go), if anything.
+func idLines(s corpus.IDStats, shard bool) []SummaryLine {
 	var lines []SummaryLine
 	if s.Fallback > 0 {
-		lines = append(lines, SummaryLine{"ids", fmt.Sprintf("%d rows without an id field were named %sINDEX (their record index)", s.Fallback, dataio.FallbackIDPrefix)})
+		lines = append(lines, SummaryLine{"ids", fmt.Sprintf("%d rows without an id field were named %sINDEX (their record index)", s.Fallback, corpus.FallbackIDPrefix)})
 	}
 	if s.Duplicates > 0 {
 		where := "the run"
@@ -638,7 +631,7 @@ func idLines(s dataio.IDStats, shard bool) []SummaryLine {
 			where = "this shard (merge does not compare shards)"
 		}
 		lines = append(lines, SummaryLine{"ids", fmt.Sprintf("%d rows repeat the id of an earlier row of %s: %s in the errors file",
-			s.Duplicates, where, dataio.ReasonDuplicateID)})
+			s.Duplicates, where, corpus.ReasonDuplicateID)})
 	}
 	if len(lines) == 2 {
 		lines[1].Label = ""
@@ -648,7 +641,7 @@ func idLines(s dataio.IDStats, shard bool) []SummaryLine {
 
 // config is the pipeline configuration common to every kind.
 func (r *runner) config(batchTokens, maxItems int) pipeline.Config {
-	return pipeline.Config{BatchTokens: batchTokens, MaxItems: maxItems, MaxGroup: dataio.GroupRecords,
+	return pipeline.Config{BatchTokens: batchTokens, MaxItems: maxItems, MaxGroup: corpus.GroupRecords,
 		Replay: r.resume.NextIndex, Workers: r.o.Workers, Stats: r.o.Stats, InFlightBytes: r.o.BufferBytes,
 		Classify: classify}
 }
@@ -673,32 +666,32 @@ func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k
 // writeManifest writes the shard's commit marker beside its part.
 func (r *runner) writeManifest(src any) error {
 	o := r.o
-	parts, err := dataio.PlanShard(o.Inputs, o.Read.Shard, o.Read.Shards)
+	parts, err := corpus.PlanShard(o.Inputs, o.Read.Shard, o.Read.Shards)
 	if err != nil {
 		return err
 	}
 	c := o.Stats.Snapshot()
 	outRows := r.w.Rows()
-	m := dataio.Manifest{Command: r.kind, Shard: o.Read.Shard, Shards: o.Read.Shards, Output: o.Out, Errors: o.Errors,
-		Rows: dataio.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Partial: c.Partial, Items: c.Items,
+	m := output.Manifest{Command: r.kind, Shard: o.Read.Shard, Shards: o.Read.Shards, Output: o.Out, Errors: o.Errors,
+		Rows: output.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Partial: c.Partial, Items: c.Items,
 			ItemFailures: c.ItemFailures, Tokens: c.Tokens, FileErrors: c.FileErrors},
 		ErrorRecords: r.w.ErrorRecords(), OutputRows: &outRows, IndexNumbering: "shard", ModelDigest: r.model.Digest,
 		SettingsDigest: settingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
 		ElapsedSeconds: time.Since(r.start).Seconds()}
-	var spans []dataio.Span
-	if s, ok := src.(interface{ Spans() []dataio.Span }); ok {
+	var spans []corpus.Span
+	if s, ok := src.(interface{ Spans() []corpus.Span }); ok {
 		spans = s.Spans()
 	} else {
 		m.IndexNumbering = "global" // the source numbers records as a single run does
 	}
 	for k, p := range parts {
-		in := dataio.ManifestInput{Part: p}
+		in := output.ManifestInput{Part: p}
 		if k < len(spans) {
 			in.Records, in.Lines, in.BytesRead = spans[k].Records, spans[k].Lines, spans[k].BytesRead
 		}
 		m.Inputs = append(m.Inputs, in)
 	}
-	return dataio.WriteManifestContext(r.ctx, dataio.ManifestPath(o.Out), m)
+	return output.WriteManifestContext(r.ctx, output.ManifestPath(o.Out), m)
 }
 
 // settingsDigest is a digest of the output's metadata but the shard: what

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/synapse-embed/synapse/io/dataio"
 	"github.com/synapse-embed/synapse/io/objstore"
+	"github.com/synapse-embed/synapse/io/output"
 )
 
 // Outputs in a bucket. What can be known before any work is checked then:
@@ -38,7 +38,7 @@ func checkObjectOutput(flag, url, checkpointDir string) error {
 	if flag != "output" {
 		return nil // written at the end, without resume files
 	}
-	base, err := dataio.ResumeBase(url, checkpointDir)
+	base, err := output.ResumeBase(url, checkpointDir)
 	if err != nil {
 		return &ConfigError{err}
 	}

@@ -12,7 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/model/tokenize"
 	"github.com/synapse-embed/synapse/pipeline"
@@ -23,14 +24,14 @@ import (
 // files (Inputs, read with Queries) or a first-stage run (Run.Run set).
 type RerankOptions struct {
 	Options
-	Queries dataio.QueryOptions
-	Run     dataio.RunOptions
+	Queries corpus.QueryOptions
+	Run     corpus.RunOptions
 	Sigmoid bool // write 1/(1+e^-score) instead of the raw score
 	TopN    int  // write only the best TopN of each query; 0 = all
 }
 
 // RerankFormats are the output formats of a rerank job.
-var RerankFormats = []dataio.Format{dataio.FormatArrow, dataio.FormatParquet, dataio.FormatJSONL, dataio.FormatTREC}
+var RerankFormats = []output.Format{output.FormatArrow, output.FormatParquet, output.FormatJSONL, output.FormatTREC}
 
 // Check refuses, before anything starts, the job's options and outputs
 // that cannot work whatever the model (Options.Check).
@@ -42,7 +43,7 @@ func (o *RerankOptions) Check() error {
 	return c.Check(RerankFormats)
 }
 
-// Rerank output columns besides dataio's TREC ones.
+// Rerank output columns besides io/output's TREC ones.
 const (
 	ColInputRank  = "input_rank"
 	ColInputScore = "input_score"
@@ -52,10 +53,10 @@ const (
 // RerankSchema is the output schema: one row per scored (query, candidate).
 func RerankSchema(meta map[string]string) *arrow.Schema {
 	str := arrow.BinaryTypes.String
-	return dataio.NewSchema([]arrow.Field{
-		{Name: dataio.ColQueryID, Type: str}, {Name: dataio.ColDocID, Type: str},
-		{Name: dataio.ColScore, Type: arrow.PrimitiveTypes.Float32},
-		{Name: dataio.ColRank, Type: arrow.PrimitiveTypes.Int32},
+	return output.NewSchema([]arrow.Field{
+		{Name: output.ColQueryID, Type: str}, {Name: output.ColDocID, Type: str},
+		{Name: output.ColScore, Type: arrow.PrimitiveTypes.Float32},
+		{Name: output.ColRank, Type: arrow.PrimitiveTypes.Int32},
 		{Name: ColInputRank, Type: arrow.PrimitiveTypes.Int32},
 		{Name: ColInputScore, Type: arrow.PrimitiveTypes.Float32, Nullable: true},
 		{Name: ColTruncated, Type: arrow.FixedWidthTypes.Boolean},
@@ -63,7 +64,7 @@ func RerankSchema(meta map[string]string) *arrow.Schema {
 }
 
 // RunInputs are the files of a run job: the run, the queries, the corpus.
-func RunInputs(r dataio.RunOptions) []string {
+func RunInputs(r corpus.RunOptions) []string {
 	return append([]string{r.Run}, append(slices.Clone(r.Queries), r.Corpus...)...)
 }
 
@@ -99,7 +100,7 @@ func (o *RerankOptions) run(ctx context.Context, r *runner) error {
 		return err
 	}
 	schema := RerankSchema(o.metadata(r))
-	if err := r.openWriter(&dataio.WriterOptions{Schema: schema}, o.resumeGuard()); err != nil {
+	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard()); err != nil {
 		return err
 	}
 	r.started(fmt.Sprintf("pairs of up to %d tokens", n))
@@ -119,8 +120,8 @@ func (o *RerankOptions) source(ctx context.Context, r *runner) (pipeline.Source[
 	ro := r.readOptions(ctx)
 	if o.Run.Run != "" {
 		o.Run.Read = ro
-		rr, err := dataio.OpenRun(o.Run)
-		if errors.Is(err, dataio.ErrDuplicateRow) {
+		rr, err := corpus.OpenRun(o.Run)
+		if errors.Is(err, corpus.ErrDuplicateRow) {
 			return nil, &ConfigError{err}
 		}
 		if err != nil {
@@ -131,7 +132,7 @@ func (o *RerankOptions) source(ctx context.Context, r *runner) (pipeline.Source[
 	}
 	qo := o.Queries
 	qo.Read = ro
-	qr, err := dataio.OpenQueries(o.Inputs, qo)
+	qr, err := corpus.OpenQueries(o.Inputs, qo)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func (o *RerankOptions) metadata(r *runner) map[string]string {
 		"synapse.sigmoid":      strconv.FormatBool(o.Sigmoid),
 		"synapse.top_n":        strconv.Itoa(o.TopN),
 		"synapse.batch_tokens": strconv.Itoa(o.BatchTokens),
-		dataio.MetaRunTag:      tag,
+		output.MetaRunTag:      tag,
 	} {
 		meta[k] = v
 	}
@@ -322,7 +323,7 @@ func (k *rerankKind) Check(_ Pair, s float32) error {
 
 // rerankSink writes each query's scored candidates, ranked.
 type rerankSink struct {
-	w       *dataio.Writer
+	w       *output.Writer
 	sigmoid bool
 	topN    int
 }
@@ -395,7 +396,7 @@ func (rs rerankRows) rank() {
 
 func (rs rerankRows) Len() int { return len(rs) }
 
-// AppendTo implements dataio.Rows for a RerankSchema builder.
+// AppendTo implements output.Rows for a RerankSchema builder.
 func (rs rerankRows) AppendTo(b *array.RecordBuilder) error {
 	f := b.Fields()
 	if len(f) != 7 {

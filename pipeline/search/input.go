@@ -9,9 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
-	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // ErrInput marks an input that cannot be searched: not an embedding
@@ -26,7 +25,7 @@ type Vectors struct {
 	Dtype    vector.Dtype
 	Dims     int
 	Ranges   *vector.Ranges // int8, uint8
-	Settings job.VectorSettings
+	Settings vector.Settings
 	Model    string // the model's name, for the run's tag
 	what     string // the flag that names it (--corpus), for errors
 }
@@ -40,7 +39,7 @@ func OpenVectors(ctx context.Context, what string, paths []string) (*Vectors, er
 	}
 	var v *Vectors
 	for _, p := range paths {
-		sc, err := dataio.FileSchema(ctx, p)
+		sc, err := output.FileSchema(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s %s: not an Arrow IPC or Parquet file: %w", ErrInput, what, p, err)
 		}
@@ -63,19 +62,19 @@ func OpenVectors(ctx context.Context, what string, paths []string) (*Vectors, er
 // vectorsOf checks an embedding output's schema.
 func vectorsOf(sc *arrow.Schema) (*Vectors, error) {
 	md := sc.Metadata()
-	s, err := job.SettingsFromMetadata(md.GetValue)
+	s, err := vector.SettingsFromMetadata(md.GetValue)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range []struct {
 		name string
 		id   arrow.Type
-	}{{dataio.ColID, arrow.STRING}, {dataio.ColChunk, arrow.INT32}} {
+	}{{output.ColID, arrow.STRING}, {output.ColChunk, arrow.INT32}} {
 		if idx := sc.FieldIndices(c.name); len(idx) != 1 || sc.Field(idx[0]).Type.ID() != c.id {
 			return nil, fmt.Errorf("no %s column of type %s: not an embedding output", c.name, c.id)
 		}
 	}
-	idx := sc.FieldIndices(dataio.ColEmbedding)
+	idx := sc.FieldIndices(output.ColEmbedding)
 	if len(idx) != 1 {
 		return nil, errors.New("no embedding column: not an embedding output")
 	}
@@ -143,7 +142,7 @@ type batch struct {
 func (v *Vectors) eachBatch(ctx context.Context, fn func(b *batch) error) error {
 	for _, p := range v.Paths {
 		var rows int64
-		err := dataio.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
+		err := output.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
 			b, err := v.batchOf(rec)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
@@ -162,12 +161,12 @@ func (v *Vectors) eachBatch(ctx context.Context, fn func(b *batch) error) error 
 func (v *Vectors) batchOf(rec arrow.RecordBatch) (*batch, error) {
 	sc := rec.Schema()
 	col := func(name string) arrow.Array { return rec.Column(sc.FieldIndices(name)[0]) }
-	ids, ok := col(dataio.ColID).(*array.String)
-	chunks, ok2 := col(dataio.ColChunk).(*array.Int32)
+	ids, ok := col(output.ColID).(*array.String)
+	chunks, ok2 := col(output.ColChunk).(*array.Int32)
 	if !ok || !ok2 || ids.NullN() > 0 {
 		return nil, fmt.Errorf("%w: id or chunk column of another type, or null ids", ErrInput)
 	}
-	vecs, err := vector.ColumnOf(col(dataio.ColEmbedding), v.Dtype, v.Dims)
+	vecs, err := vector.ColumnOf(col(output.ColEmbedding), v.Dtype, v.Dims)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}

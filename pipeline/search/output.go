@@ -12,8 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/output"
 )
 
 // RunFormats are the extensions a run output may have.
@@ -27,7 +27,7 @@ func CheckRunPath(path string) error {
 	if path == Stdout || strings.EqualFold(filepath.Ext(path), ".tsv") {
 		return nil
 	}
-	if _, err := dataio.FormatOf(path); err != nil {
+	if _, err := output.FormatOf(path); err != nil {
 		return fmt.Errorf("%w: output %s: want %s", ErrInput, path, RunFormats)
 	}
 	return nil
@@ -35,11 +35,11 @@ func CheckRunPath(path string) error {
 
 // RunSchema is the columns of a table run output: one row per hit.
 func RunSchema(meta map[string]string) *arrow.Schema {
-	return dataio.NewSchema([]arrow.Field{
-		{Name: dataio.ColQueryID, Type: arrow.BinaryTypes.String},
-		{Name: dataio.ColDocID, Type: arrow.BinaryTypes.String},
-		{Name: dataio.ColRank, Type: arrow.PrimitiveTypes.Int32},
-		{Name: dataio.ColScore, Type: arrow.PrimitiveTypes.Float32},
+	return output.NewSchema([]arrow.Field{
+		{Name: output.ColQueryID, Type: arrow.BinaryTypes.String},
+		{Name: output.ColDocID, Type: arrow.BinaryTypes.String},
+		{Name: output.ColRank, Type: arrow.PrimitiveTypes.Int32},
+		{Name: output.ColScore, Type: arrow.PrimitiveTypes.Float32},
 	}, meta)
 }
 
@@ -48,27 +48,27 @@ func RunSchema(meta map[string]string) *arrow.Schema {
 // a table of RunSchema, to a local file or an s3:// object. It appears at
 // its path on Commit. One goroutine owns it.
 type RunWriter struct {
-	tsv    *dataio.OutputFile
-	table  *dataio.TableWriter
+	tsv    *files.OutputFile
+	table  *output.TableWriter
 	bld    *array.RecordBuilder
 	stream *bufio.Writer // Stdout: TREC lines as they come
 	tag    string
 }
 
 // CreateRun starts a run output; meta is a table's schema metadata (its
-// dataio.MetaRunTag is the TREC tag). The path Stdout writes a TREC run to
+// output.MetaRunTag is the TREC tag). The path Stdout writes a TREC run to
 // stdout, query by query (nothing to take back on Abort).
 func CreateRun(ctx context.Context, path string, meta map[string]string, stdout io.Writer) (*RunWriter, error) {
 	w := &RunWriter{}
 	if path == Stdout {
-		w.stream, w.tag = bufio.NewWriterSize(stdout, 1<<16), meta[dataio.MetaRunTag]
+		w.stream, w.tag = bufio.NewWriterSize(stdout, 1<<16), meta[output.MetaRunTag]
 		if w.tag == "" {
 			w.tag = "synapse"
 		}
 		return w, nil
 	}
 	if strings.EqualFold(filepath.Ext(path), ".tsv") {
-		f, err := dataio.CreateOutput(ctx, path)
+		f, err := files.CreateOutput(ctx, path)
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}
@@ -76,12 +76,12 @@ func CreateRun(ctx context.Context, path string, meta map[string]string, stdout 
 		_, err = io.WriteString(f, "query-id\tcorpus-id\tscore\n")
 		return w, err
 	}
-	format, err := dataio.FormatOf(path)
+	format, err := output.FormatOf(path)
 	if err != nil {
 		return nil, err
 	}
 	sc := RunSchema(meta)
-	if w.table, err = dataio.CreateTable(ctx, path, format, sc); err != nil {
+	if w.table, err = output.CreateTable(ctx, path, format, sc); err != nil {
 		return nil, err
 	}
 	w.bld = array.NewRecordBuilder(memory.DefaultAllocator, sc)
@@ -91,7 +91,7 @@ func CreateRun(ctx context.Context, path string, meta map[string]string, stdout 
 // Put writes one query's hits, best first.
 func (w *RunWriter) Put(query string, hits []Hit) error {
 	if w.stream != nil {
-		for i, h := range hits { // dataio's TREC line
+		for i, h := range hits { // io/output's TREC line
 			line := query + " Q0 " + h.Doc + " " + strconv.Itoa(i+1) + " " + strconv.FormatFloat(float64(h.Score), 'g', -1, 32) + " " + w.tag + "\n"
 			if _, err := w.stream.WriteString(line); err != nil {
 				return err

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
 )
@@ -26,7 +26,7 @@ func BenchmarkScrape(b *testing.B) {
 		h.Workers = append(h.Workers, supervise.WorkerHealth{ID: fmt.Sprint("w", i), State: supervise.StateBusy, RSSMB: 100})
 	}
 	h.Crashes = map[string]int{"recv": 3}
-	s.Attach(Run{Kind: "embed", Model: "m", Health: func() supervise.Health { return h }, Estimate: dataio.Estimate{JSONLBytes: 1 << 30}})
+	s.Attach(Run{Kind: "embed", Model: "m", Health: func() supervise.Health { return h }, Estimate: corpus.Estimate{JSONLBytes: 1 << 30}})
 	for range 1000 {
 		s.Request(time.Duration(1+len(h.Workers))*time.Millisecond, nil)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
 )
@@ -36,7 +36,7 @@ type Run struct {
 	Health func() supervise.Health
 	// Estimate is the size of what the job reads (the shard's share for a
 	// sharded run), for the progress ratio.
-	Estimate dataio.Estimate
+	Estimate corpus.Estimate
 }
 
 // Phases of a job in /healthz.

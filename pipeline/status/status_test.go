@@ -16,7 +16,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/pipeline/status/promtest"
 	"github.com/synapse-embed/synapse/supervise"
@@ -111,7 +111,7 @@ func TestMetrics(t *testing.T) {
 		},
 		Crashes: map[string]int{"recv": 2, "timeout": 1},
 	}
-	s.Attach(Run{Kind: "embed", Model: "tiny", Health: func() supervise.Health { return h }, Estimate: dataio.Estimate{JSONLBytes: 1000}})
+	s.Attach(Run{Kind: "embed", Model: "tiny", Health: func() supervise.Health { return h }, Estimate: corpus.Estimate{JSONLBytes: 1000}})
 	s.Request(20*time.Millisecond, nil)
 	s.Request(30*time.Millisecond, nil)
 	s.Request(time.Second, errors.New("crash"))
@@ -165,11 +165,11 @@ func TestProgress(t *testing.T) {
 		want float64
 		ok   bool
 	}{
-		{"not started", Run{Estimate: dataio.Estimate{ParquetRows: 100}}, 0, false},
-		{"parquet", Run{Health: live, Estimate: dataio.Estimate{ParquetRows: 120}}, 0.25, true},
-		{"jsonl", Run{Health: live, Estimate: dataio.Estimate{JSONLBytes: 10000, ParquetRows: 120}}, 0.5, true},
-		{"stdin", Run{Health: live, Estimate: dataio.Estimate{JSONLBytes: -1}}, 0, false},
-		{"read past the end of a shard", Run{Health: live, Estimate: dataio.Estimate{JSONLBytes: 4000}}, 1, true},
+		{"not started", Run{Estimate: corpus.Estimate{ParquetRows: 100}}, 0, false},
+		{"parquet", Run{Health: live, Estimate: corpus.Estimate{ParquetRows: 120}}, 0.25, true},
+		{"jsonl", Run{Health: live, Estimate: corpus.Estimate{JSONLBytes: 10000, ParquetRows: 120}}, 0.5, true},
+		{"stdin", Run{Health: live, Estimate: corpus.Estimate{JSONLBytes: -1}}, 0, false},
+		{"read past the end of a shard", Run{Health: live, Estimate: corpus.Estimate{JSONLBytes: 4000}}, 1, true},
 		{"empty", Run{Health: live}, 1, true},
 	} {
 		got, ok := progress(st, tc.run)
@@ -271,7 +271,7 @@ func TestREADMEListsEveryMetric(t *testing.T) {
 	}
 	s := started(t, &pipeline.Stats{})
 	h := supervise.Health{Workers: []supervise.WorkerHealth{{ID: "w0", State: supervise.StateReady}}, Crashes: map[string]int{"recv": 1}}
-	s.Attach(Run{Kind: "embed", Model: "m", Health: func() supervise.Health { return h }, Estimate: dataio.Estimate{ParquetRows: 1}})
+	s.Attach(Run{Kind: "embed", Model: "m", Health: func() supervise.Health { return h }, Estimate: corpus.Estimate{ParquetRows: 1}})
 	s.Request(time.Millisecond, nil)
 	s.ErrorRecord("r")
 	exported := map[string]bool{}

@@ -47,12 +47,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
-// ctx is the context of the dataio calls: randvec is not cancelled.
+// ctx is the context of the io calls: randvec is not cancelled.
 var ctx = context.Background()
 
 // calibrationDocs is how many of the first corpus vectors give the int8
@@ -105,22 +105,22 @@ func genCmd(args []string) error {
 	case *n < calibrationDocs || *nq < 1:
 		return fmt.Errorf("gen: -n must be at least %d and -queries at least 1", calibrationDocs)
 	}
-	tmpl, err := dataio.FileSchema(ctx, *like)
+	tmpl, err := output.FileSchema(ctx, *like)
 	if err != nil {
 		return fmt.Errorf("gen: -like %s: %w", *like, err)
 	}
 	return gen(tmpl.Metadata(), *n, *nq, *seed, *out)
 }
 
-// output is one of gen's files being written.
-type output struct {
+// outFile is one of gen's files being written.
+type outFile struct {
 	d vector.Dtype
 	q *vector.Quantizer
-	w *dataio.Writer
+	w *output.Writer
 }
 
 func gen(tmpl arrow.Metadata, n, nq int, seed uint64, dir string) error {
-	settings, err := job.SettingsFromMetadata(tmpl.GetValue)
+	settings, err := vector.SettingsFromMetadata(tmpl.GetValue)
 	if err != nil {
 		return fmt.Errorf("gen: -like: %w", err)
 	}
@@ -133,7 +133,7 @@ func gen(tmpl arrow.Metadata, n, nq int, seed uint64, dir string) error {
 		ranges.Observe(first[i])
 	}
 	inputs := fmt.Sprintf("randvec: %d random unit vectors of %d dims (seed %d)", n, dims, seed)
-	var outs []*output
+	var outs []*outFile
 	abort := func() {
 		for _, o := range outs {
 			o.w.Abort()
@@ -186,7 +186,7 @@ func gen(tmpl arrow.Metadata, n, nq int, seed uint64, dir string) error {
 
 // create starts an embedding output of dtype d with the template's
 // metadata, its vector settings and dtype keys set as embed sets them.
-func create(path string, tmpl arrow.Metadata, s job.VectorSettings, d vector.Dtype, r *vector.Ranges, inputs string) (*output, error) {
+func create(path string, tmpl arrow.Metadata, s vector.Settings, d vector.Dtype, r *vector.Ranges, inputs string) (*outFile, error) {
 	meta := make(map[string]string, tmpl.Len()+4)
 	for i, k := range tmpl.Keys() {
 		meta[k] = tmpl.Values()[i]
@@ -211,22 +211,22 @@ func create(path string, tmpl arrow.Metadata, s job.VectorSettings, d vector.Dty
 	if err != nil {
 		return nil, err
 	}
-	w, err := dataio.Create(path, dataio.WriterOptions{Schema: dataio.EmbedSchemaOf(s.Dims, d, meta)})
+	w, err := output.Create(path, output.WriterOptions{Schema: output.EmbedSchemaOf(s.Dims, d, meta)})
 	if err != nil {
 		return nil, err
 	}
-	return &output{d: d, q: q, w: w}, nil
+	return &outFile{d: d, q: q, w: w}, nil
 }
 
 // put writes document i, one chunk of vector v.
-func (o *output) put(i int, id string, v []float32) error {
-	row := dataio.EmbedRow{ID: id, TokenEnd: 128, CharEnd: 600, NTokens: 128, DocHash: sha256.Sum256([]byte(id))}
+func (o *outFile) put(i int, id string, v []float32) error {
+	row := output.EmbedRow{ID: id, TokenEnd: 128, CharEnd: 600, NTokens: 128, DocHash: sha256.Sum256([]byte(id))}
 	if o.d == vector.Float32 {
 		row.Embedding = v
 	} else {
 		row.Vector = o.q.Append(nil, v)
 	}
-	return o.w.Put(int64(i), int64(i), dataio.EmbedRows{row}, nil)
+	return o.w.Put(int64(i), int64(i), output.EmbedRows{row}, nil)
 }
 
 // randomUnit is a vector of standard normals, normalised in float64.
@@ -254,11 +254,11 @@ type meta struct {
 
 // raw writes the vectors and ids of an embedding output for faiss.
 func raw(path, prefix string) error {
-	sc, err := dataio.FileSchema(ctx, path)
+	sc, err := output.FileSchema(ctx, path)
 	if err != nil {
 		return err
 	}
-	s, err := job.SettingsFromMetadata(sc.Metadata().GetValue)
+	s, err := vector.SettingsFromMetadata(sc.Metadata().GetValue)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -277,12 +277,12 @@ func raw(path, prefix string) error {
 	}
 	vw, iw := bufio.NewWriterSize(vf, 1<<20), bufio.NewWriterSize(idf, 1<<16)
 	m := meta{Dtype: d, Dims: s.Dims, Ranges: r}
-	err = dataio.EachBatch(ctx, path, nil, func(rec arrow.RecordBatch) error {
-		ids, ok := rec.Column(rec.Schema().FieldIndices(dataio.ColID)[0]).(*array.String)
+	err = output.EachBatch(ctx, path, nil, func(rec arrow.RecordBatch) error {
+		ids, ok := rec.Column(rec.Schema().FieldIndices(output.ColID)[0]).(*array.String)
 		if !ok {
 			return errors.New("id column is not a string")
 		}
-		col, err := vector.ColumnOf(rec.Column(rec.Schema().FieldIndices(dataio.ColEmbedding)[0]), d, s.Dims)
+		col, err := vector.ColumnOf(rec.Column(rec.Schema().FieldIndices(output.ColEmbedding)[0]), d, s.Dims)
 		if err != nil {
 			return err
 		}
@@ -306,19 +306,19 @@ func raw(path, prefix string) error {
 
 // convert writes path's batches to out in out's format.
 func convert(path, out string) error {
-	sc, err := dataio.FileSchema(ctx, path)
+	sc, err := output.FileSchema(ctx, path)
 	if err != nil {
 		return err
 	}
-	f, err := dataio.FormatOf(out)
+	f, err := output.FormatOf(out)
 	if err != nil {
 		return err
 	}
-	t, err := dataio.CreateTable(ctx, out, f, sc)
+	t, err := output.CreateTable(ctx, out, f, sc)
 	if err != nil {
 		return err
 	}
-	if err := dataio.EachBatch(ctx, path, nil, t.Write); err != nil {
+	if err := output.EachBatch(ctx, path, nil, t.Write); err != nil {
 		t.Abort()
 		return fmt.Errorf("%s: %w", path, err)
 	}

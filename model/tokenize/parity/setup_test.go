@@ -50,10 +50,34 @@ func targets(t testing.TB) []target {
 	for _, p := range paths {
 		out = append(out, target{filepath.Base(p), p, wire.RuntimeConfig{VocabOnly: true}})
 	}
-	return append(out,
+	out = append(out,
 		target{"ref-bert-embed.gguf", testenv.Fixture(t, "models", "ref-bert-embed.gguf"), wire.RuntimeConfig{Embeddings: true, Threads: 1}},
 		target{"llama-2-tiny-random.gguf", testenv.Fixture(t, "models", "llama-2-tiny-random.gguf"), wire.RuntimeConfig{Threads: 1, ContextSize: 512}},
 	)
+	return append(out, realTargets(t)...)
+}
+
+// realModelVocabs are the real models (`make real-models`) whose
+// vocabularies the parity checks cover too, loaded vocab_only.
+var realModelVocabs = []string{"SmolLM2-135M-Instruct-Q4_1/SmolLM2-135M-Instruct.Q4_1.gguf"}
+
+// realTargets are the real models' vocabularies that are fetched; a
+// missing one is no target, unless SYNAPSE_REQUIRE_REAL=1 (`make
+// test-real`), where it fails the test.
+func realTargets(t testing.TB) []target {
+	t.Helper()
+	var out []target
+	for _, name := range realModelVocabs {
+		p := filepath.Join(testenv.RealModelsDir(), name)
+		if _, err := os.Stat(p); err != nil {
+			if os.Getenv(testenv.RequireRealEnv) == "1" {
+				t.Fatalf("needs real models: %s is not fetched: %v (%s=1)", name, err, testenv.RequireRealEnv)
+			}
+			continue
+		}
+		out = append(out, target{filepath.Base(name), p, wire.RuntimeConfig{VocabOnly: true}})
+	}
+	return out
 }
 
 // digest is "sha256:<hex>" of a file.

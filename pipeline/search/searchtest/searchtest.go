@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/synapse-embed/synapse/io/dataio"
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
-	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 // Doc is a test document: its id and its chunks' float32 vectors.
@@ -20,7 +19,7 @@ type Doc struct {
 
 // Settings are the embedding settings every output written here records
 // (Write sets Dims, Dtype and Ranges).
-var Settings = job.VectorSettings{ModelDigest: "sha256:test", TextFields: []string{"text"}, ChunkTokens: 64, Pooling: "mean", Normalize: true}
+var Settings = vector.Settings{ModelDigest: "sha256:test", TextFields: []string{"text"}, ChunkTokens: 64, Pooling: "mean", Normalize: true}
 
 // Write writes docs to path (.arrow or .parquet) as an embedding output of
 // dtype d (r: the ranges of int8 and uint8), in record batches of
@@ -45,14 +44,14 @@ func Write(t testing.TB, path string, docs []Doc, d vector.Dtype, r *vector.Rang
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := dataio.Create(path, dataio.WriterOptions{Schema: dataio.EmbedSchemaOf(dims, d, meta), BatchRows: batchRows})
+	w, err := output.Create(path, output.WriterOptions{Schema: output.EmbedSchemaOf(dims, d, meta), BatchRows: batchRows})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, dc := range docs {
-		var rows dataio.EmbedRows
+		var rows output.EmbedRows
 		for c, v := range dc.Vecs {
-			row := dataio.EmbedRow{ID: dc.ID, Chunk: int32(c)}
+			row := output.EmbedRow{ID: dc.ID, Chunk: int32(c)}
 			if d == vector.Float32 {
 				row.Embedding = v
 			} else {

