@@ -25,7 +25,10 @@ func searchCommand() *cli.Command {
 sharded run) of one model, pooling, normalisation and dims. A document's score is its best chunk's: the dot product
 (the cosine of normalized vectors) for a float32 or float16 corpus; the integer dot product of the codes for int8 and
 uint8 (float queries are quantized with the corpus's stored ranges); dims minus the Hamming distance for binary and
-ubinary. Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole.
+ubinary. Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole; a
+-k above the corpus's documents keeps them all, in the memory they need. A NaN or infinite value in a float query or
+corpus vector is refused (exit 2, naming the file, row and id). The similarity kernels are chosen by the CPU
+(AVX-512, VNNI and VPOPCNTDQ, or AVX2; Go elsewhere); the summary names them.
 Every path may be an s3:// object (--queries, --corpus and --rescore-with also a glob or a prefix of the parts).`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "queries", Usage: "the embedded queries `FILE` (one chunk per query; required)"},
@@ -73,14 +76,14 @@ func runSearch(c *cli.Context) error {
 	if err := w.Commit(); err != nil {
 		return err
 	}
-	report := c.App.Writer
+	report, wrote := c.App.Writer, f.out
 	if f.out == search.Stdout { // stdout is the run's
-		report = c.App.ErrWriter
+		report, wrote = c.App.ErrWriter, "the run to stdout"
 	}
 	if !f.quiet {
 		el := time.Since(start)
-		fmt.Fprintf(report, "searched       %d queries × %d chunks (%s, %d passes) in %s: %.3g similarities/s\nwrote          %s\n",
-			st.Queries, st.Chunks, o.Corpus.Dtype, st.Passes, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), f.out)
+		fmt.Fprintf(report, "searched       %d queries × %d chunks (%s, %d passes, %s kernels) in %s: %.3g similarities/s\nwrote          %s\n",
+			st.Queries, st.Chunks, o.Corpus.Dtype, st.Passes, st.Kernels, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), wrote)
 		printObjectStore(report)
 	}
 	if qrels != nil {

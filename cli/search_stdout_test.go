@@ -53,7 +53,7 @@ func TestSearchStdout(t *testing.T) {
 	if lines := strings.Count(stdout, "\n"); lines != 7*12 {
 		t.Errorf("-o -: got %d lines; want %d", lines, 7*12)
 	}
-	if !strings.Contains(stderr, "searched") || !strings.Contains(stderr, "7 queries") {
+	if !strings.Contains(stderr, "searched") || !strings.Contains(stderr, "7 queries") || !strings.Contains(stderr, "the run to stdout") {
 		t.Errorf("-o -: stderr %q; want the summary", stderr)
 	}
 }

@@ -61,6 +61,7 @@ type Stats struct {
 	Passes  int   // passes over the corpus
 	Chunks  int64 // corpus rows, per pass
 	Pairs   int64 // query × chunk similarities computed
+	Kernels string // the block kernels this CPU ran ("avx512+vnni+vpopcntdq", "avx2", "go")
 }
 
 // Run searches every query and calls emit with its hits, best first, in
@@ -69,7 +70,7 @@ func Run(ctx context.Context, o Options, emit func(query string, hits []Hit) err
 	if err := Check(&o); err != nil {
 		return Stats{}, err
 	}
-	s := &searcher{o: o, sp: newSpace(o.Corpus.Dtype, o.Corpus.Dims)}
+	s := &searcher{o: o, sp: newSpace(o.Corpus.Dtype, o.Corpus.Dims), stats: Stats{Kernels: kern.name}}
 	if o.Corpus.Dtype.Ranged() || o.Corpus.Dtype.Bits() {
 		d := o.Corpus.Dtype
 		if d.Bits() {
