@@ -22,15 +22,17 @@
 # Environment: SYNAPSE (default bin/synapse), WORK (default a new temporary
 # directory; a WORK holding the vectors of an earlier run with the same N
 # and QUERIES is reused), K (default 100), CHECK (0: skip the check, for
-# more rounds on vectors already checked), SQ8. Prints one line per run:
+# more rounds on vectors already checked), SQ8, SYNAPSE_BASE (another synapse
+# binary, such as one built before a change, run as contender
+# "synapse-base" in the rounds). Prints one line per run:
 # round, contender, dtype, wall seconds of the process, seconds of the
 # search alone (synapse's summary line; faiss's index.search), query·document
 # similarities per second of the search alone and of the whole process, CPU
 # seconds of the process (user + system, /usr/bin/time), similarities per
 # CPU second of the process (what a loaded machine disturbs least), peak RSS
 # in MiB, and the 1-minute load average before the run; then, per round and
-# dtype, faiss's CPU seconds ÷ synapse's (above 1: synapse does more per
-# CPU-second) and faiss's wall seconds ÷ synapse's.
+# dtype, each other contender's CPU seconds ÷ synapse's (above 1: synapse
+# does more per CPU-second) and its wall seconds ÷ synapse's.
 set -eu
 LIKE=${1:?usage: search-faiss.sh LIKE.arrow [N] [QUERIES] [ROUNDS]}
 N=${2:-1000000}
@@ -75,9 +77,9 @@ seconds() { # a Go duration (523ms, 52.3s, 11m51.933s, 1h2m3s) in seconds
 		print t }'
 }
 
-synapse_run() { # $1: dtype
+synapse_run() { # $1: dtype, $2: the binary (default $SYNAPSE)
 	l=$(load)
-	/usr/bin/time -f '%e %M %U %S' -o "$WORK/time" "$SYNAPSE" search --queries "$V/queries.arrow" \
+	/usr/bin/time -f '%e %M %U %S' -o "$WORK/time" "${2:-$SYNAPSE}" search --queries "$V/queries.arrow" \
 		--corpus "$V/corpus.$1.arrow" -k "$K" -o "$WORK/synapse.$1.tsv" >"$WORK/synapse.log" 2>&1 ||
 		{ cat "$WORK/synapse.log" >&2; exit 1; }
 	# "searched  1000 queries × 1000000 chunks (float32, 1 passes) in 5.41s: …"
@@ -104,7 +106,7 @@ faiss_run() { # $1: dtype (sq8: QT_8bit on the float32 corpus), then extra argum
 
 line() { # round contender dtype wall search rss load user sys
 	echo "$@" >>"$WORK/results"
-	echo "$@" | awk -v p="$pairs" '{ cpu = $8 + $9; printf "%-5s %-9s %-7s %7.2f %7.2f %9.3g %9.3g %7.1f %9.3g %6.0f %5s\n",
+	echo "$@" | awk -v p="$pairs" '{ cpu = $8 + $9; printf "%-5s %-12s %-7s %7.2f %7.2f %9.3g %9.3g %7.1f %9.3g %6.0f %5s\n",
 		$1, $2, $3, $4, $5, p / $5, p / $4, cpu, p / cpu, $6 / 1024, $7 }'
 }
 
@@ -127,12 +129,14 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	set -- synapse faiss
 	[ "${SQ8:-1}" = 0 ] || set -- "$@" faiss-sq8
+	[ -z "${SYNAPSE_BASE:-}" ] || set -- "$@" synapse-base
 	i=0
 	while [ "$i" -lt "$r" ]; do first=$1; shift; set -- "$@" "$first"; i=$((i + 1)); done
 	for d in float32 int8 binary; do
 		for c in "$@"; do
 			case $c in
 			synapse) line "$r" "$c" "$d" $(synapse_run "$d") ;;
+			synapse-base) line "$r" "$c" "$d" $(synapse_run "$d" "$SYNAPSE_BASE") ;;
 			faiss) line "$r" "$c" "$d" $(faiss_run "$d") ;;
 			faiss-sq8) [ "$d" = int8 ] && line "$r" "$c" "$d" $(faiss_run sq8) ;;
 			esac
@@ -141,8 +145,8 @@ while [ "$r" -le "$ROUNDS" ]; do
 	r=$((r + 1))
 done
 
-echo "# ratios: faiss ÷ synapse, CPU seconds of the process (per-CPU-second ratio) and wall seconds"
-echo "round dtype faiss cpu_ratio wall_ratio"
+echo "# ratios: each contender ÷ synapse, CPU seconds of the process (per-CPU-second ratio) and wall seconds"
+echo "round dtype contender cpu_ratio wall_ratio"
 awk '$1 != "check" { key = $1 " " $3; if ($2 == "synapse") { sc[key] = $8 + $9; sw[key] = $4 }
 	else { fc[key, $2] = $8 + $9; fw[key, $2] = $4; who[key] = who[key] " " $2 } }
 	END { for (key in who) { n = split(who[key], f, " "); for (i = 1; i <= n; i++)
