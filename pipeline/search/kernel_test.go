@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -189,4 +190,52 @@ func TestMaxOf(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzKernels: the CPU's kernels against the Go ones on vectors the fuzzer
+// draws: dims from the first byte, then 4 queries and 4 or 8 rows of
+// codes (int8, uint8, the bits of binary) and of floats made from them.
+func FuzzKernels(f *testing.F) {
+	f.Add([]byte{0})                                  // one dimension, zero vectors
+	f.Add([]byte{16, 0x80, 0x7f, 0xff, 1, 2, 3})      // 17 dims, extremes first
+	f.Add(bytes.Repeat([]byte{0x80}, 2000))           // 129 dims of -128
+	f.Add(append([]byte{63}, make([]byte, 64*12)...)) // 64 dims, a step exactly
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		dims := 1 + int(data[0])
+		rows := 4 + 4*int(data[0]%2)
+		data = data[1:]
+		code := func(i int) byte {
+			if len(data) == 0 {
+				return 0
+			}
+			return data[i%len(data)]
+		}
+		i8q, i8c := make([]int8, 4*dims), make([]int8, rows*dims)
+		u8q, u8c := make([]uint8, 4*dims), make([]uint8, rows*dims)
+		fq, fc := make([]float32, 4*dims), make([]float32, rows*dims)
+		for i := range i8q {
+			i8q[i], u8q[i], fq[i] = int8(code(i)), code(i), float32(int8(code(i)))/16
+		}
+		for i := range i8c {
+			j := 4*dims + i
+			i8c[i], u8c[i], fc[i] = int8(code(j)), code(j), float32(int8(code(j)))/16
+		}
+		words := (dims + 63) / 64
+		bq, bc := make([]uint64, 4*words), make([]uint64, rows*words)
+		for i := range bq {
+			bq[i] = uint64(code(8*i))<<56 | uint64(code(8*i+1))
+		}
+		for i := range bc {
+			bc[i] = uint64(code(8*i+3))<<48 | uint64(code(8*i+5))<<8
+		}
+		ref := sets[0]
+		checkExact(t, "int8", func(ks kernelSet, out []float32) { ks.i8(i8q, i8c, rows, dims, out, ostride) }, kern, ref)
+		checkExact(t, "uint8", func(ks kernelSet, out []float32) { ks.u8(u8q, u8c, rows, dims, out, ostride) }, kern, ref)
+		checkExact(t, "binary", func(ks kernelSet, out []float32) { ks.bin(bq, bc, rows, words, dims, out, ostride) }, kern, ref)
+		// Floats of 1/16 steps: every product and sum exact in float32, so the orders agree exactly.
+		checkExact(t, "float32", func(ks kernelSet, out []float32) { ks.f32(fq, fc, rows, dims, out, ostride) }, kern, ref)
+	})
 }
