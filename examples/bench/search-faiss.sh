@@ -22,7 +22,8 @@
 # Environment: SYNAPSE (default bin/synapse), WORK (default a new temporary
 # directory; a WORK holding the vectors of an earlier run with the same N
 # and QUERIES is reused), K (default 100), CHECK (0: skip the check, for
-# more rounds on vectors already checked), SQ8, SYNAPSE_BASE (another synapse
+# more rounds on vectors already checked), DTYPES (default "float32 int8
+# binary"), SQ8, SYNAPSE_BASE (another synapse
 # binary, such as one built before a change, run as contender
 # "synapse-base" in the rounds). Prints one line per run:
 # round, contender, dtype, wall seconds of the process, seconds of the
@@ -39,6 +40,7 @@ N=${2:-1000000}
 NQ=${3:-1000}
 ROUNDS=${4:-2}
 K=${K:-100}
+DTYPES=${DTYPES:-float32 int8 binary}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 SYNAPSE=${SYNAPSE:-bin/synapse}
@@ -118,7 +120,7 @@ header="round contender dtype wall_s search_s search_sims/s process_sims/s cpu_s
 echo "# check: synapse search equals faiss (compare_runs.py)"
 echo "$header"
 [ "${CHECK:-1}" = 0 ] && echo "# (CHECK=0: not checked in this run)"
-[ "${CHECK:-1}" = 0 ] || for d in float32 int8 binary; do
+[ "${CHECK:-1}" = 0 ] || for d in $DTYPES; do
 	line check synapse "$d" $(synapse_run "$d")
 	line check faiss "$d" $(faiss_run "$d" --extend "$WORK/faiss.$d.ext.tsv")
 	"$PY" "$HERE/compare_runs.py" "$d" "$K" "$WORK/synapse.$d.tsv" "$WORK/faiss.$d.tsv" "$WORK/faiss.$d.ext.tsv"
@@ -132,7 +134,7 @@ while [ "$r" -le "$ROUNDS" ]; do
 	[ -z "${SYNAPSE_BASE:-}" ] || set -- "$@" synapse-base
 	i=0
 	while [ "$i" -lt "$r" ]; do first=$1; shift; set -- "$@" "$first"; i=$((i + 1)); done
-	for d in float32 int8 binary; do
+	for d in $DTYPES; do
 		for c in "$@"; do
 			case $c in
 			synapse) line "$r" "$c" "$d" $(synapse_run "$d") ;;
