@@ -1,7 +1,7 @@
 // Package search is exact (brute-force) nearest-neighbour search over the
 // embedding outputs of synapse embed: every query of a block against every
 // chunk of the corpus, the corpus streamed once per block of queries and
-// never held whole.
+// never held whole. The module process (synapse search) runs it.
 //
 // A document's score is its best chunk's. The similarity follows the
 // corpus's dtype: the dot product for float32 and float16 (the cosine, the
@@ -13,8 +13,13 @@
 //
 // Memory: one corpus record batch, the block's query vectors, its top-k
 // lists (at most k × Rescore entries per query, and never more than the
-// corpus's documents, whatever k is) and a score tile of TileRows floats
-// per thread. Cancellation is seen between tiles, within milliseconds.
+// corpus's documents, whatever k is) and a score tile of 4 × TileRows
+// floats per thread. Cancellation is seen between tiles, within
+// milliseconds.
+//
+// Scores come from block kernels that score 4 queries × 4 corpus rows at a
+// time (kernel.go): Go assembly on amd64, chosen by the CPU's features
+// (kernel_amd64.go), and the Go kernels, the reference, elsewhere.
 //
 // A NaN or infinite value in a float query or corpus vector is refused
 // (ErrInput, naming the file, row and id): no run writes one.
