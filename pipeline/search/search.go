@@ -63,9 +63,9 @@ type Options struct {
 // Stats say what a search did.
 type Stats struct {
 	Queries int
-	Passes  int   // passes over the corpus
-	Chunks  int64 // corpus rows, per pass
-	Pairs   int64 // query × chunk similarities computed
+	Passes  int    // passes over the corpus
+	Chunks  int64  // corpus rows, per pass
+	Pairs   int64  // query × chunk similarities computed
 	Kernels string // the block kernels this CPU ran ("avx512+vnni+vpopcntdq", "avx2", "go")
 }
 
