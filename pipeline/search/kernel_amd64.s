@@ -5,10 +5,12 @@
 // corpus rows (c, a multiple of 4, rows n apart) into
 // out[i*ostride + j] (float32). See kernel_amd64.go for who calls which.
 //
-// Registers (12 general ones; R14, R15 and BP are left alone):
-//   SI q0, R10 q2 (advancing with the step), R9 the row's bytes,
-//   R13 c0, R11 c2 (advancing), DI the row group, BX groups left,
-//   DX out, R8 ostride in bytes, CX steps left, AX, R12 scratch.
+// Registers (12 general ones; R14, R15 and BP are left alone): SI the
+// queries, DI the group of 4 corpus rows, R9 a row's bytes; in a group
+// R12 and R10 point at queries 0 and 2, R13 and R11 at rows 0 and 2 (rows
+// 1 and 3 are R9 further), all four advancing a step at a time; CX steps
+// left, BX groups left, DX out (4 outputs further a group), R8 ostride in
+// bytes, AX scratch.
 
 // REDUCE4F_Y folds four ymm float32 accumulators into X0 = [Σa Σb Σc Σd].
 #define REDUCE4F_Y(ya, yb, yc, yd) \
@@ -108,7 +110,8 @@
 	ADDQ $16, DX; \
 	LEAQ (DI)(R9*4), DI
 
-// STORE4(i) stores X0 as out[i][j..j+4] (i < 4; AX is clobbered).
+// STORE_Qi stores X0 as query i's 4 outputs of the group (STORE_Q3
+// clobbers AX).
 #define STORE_Q0 VMOVUPS X0, (DX)
 #define STORE_Q1 VMOVUPS X0, (DX)(R8*1)
 #define STORE_Q2 VMOVUPS X0, (DX)(R8*2)
@@ -336,7 +339,7 @@ TEXT ·dotU8AVX2(SB), NOSPLIT, $0-48
 #define LDB(m, z) VMOVDQU8 m, z
 #define LDB_MASK(m, z) VMOVDQU8.Z m, K1, z
 
-// FINISH_I8(i) takes qoff[i] (at R12 here) off X0 and converts it to float32.
+// FINISH_I8(off) takes the qoff entry at off(AX) off X0 and converts it to float32.
 #define FINISH_I8(off) \
 	VPBROADCASTD off(AX), X1; \
 	VPSUBD X1, X0, X0; \
