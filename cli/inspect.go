@@ -20,7 +20,7 @@ func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
 		Usage:     "show a model's architecture, tokenizer, size and digest (a GGUF file, or an ONNX model directory or .onnx file)",
-		ArgsUsage: "MODEL.gguf | ONNX_DIR | MODEL.onnx (or a cached model's name or digest prefix)",
+		ArgsUsage: "MODEL.gguf | ONNX_DIR | MODEL.onnx (or a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] pulled or in the Hugging Face cache)",
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
@@ -87,7 +87,12 @@ type specialToken struct {
 // inspect describes the model at path (a GGUF file or an ONNX model) on w,
 // as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
-	if isONNXModel(path) {
+	onnx := isONNXModel(path)
+	if !onnx {
+		p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true})
+		onnx = err == nil && isONNXModel(p) // a hub id's snapshot, a cached ONNX model
+	}
+	if onnx {
 		info, err := describeONNX(path)
 		return report(w, info, err, asJSON, printONNXInfo)
 	}

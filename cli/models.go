@@ -20,16 +20,20 @@ import (
 )
 
 func modelsCommand() *cli.Command {
-	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsRmCommand(), modelsVerifyCommand()}
+	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsPullCommand(), modelsRmCommand(), modelsVerifyCommand()}
 	for _, c := range subs {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 	}
 	return &cli.Command{
 		Name:  "models",
-		Usage: "the model cache: add (and quantize) models once, list, verify and remove them",
+		Usage: "the model cache: add (and quantize) models once, pull them from the Hugging Face Hub, list, verify and remove them",
 		Description: `Models are kept once, under their SHA-256, in $SYNAPSE_MODELS, else
-$XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); -m in every command
-takes a file, a cached model's name or a digest prefix.`,
+$XDG_CACHE_HOME/synapse/models (~/.cache/synapse/models); models pulled from
+the Hub are kept in its hub/ directory. -m in every command takes, in this
+order: a file or directory that exists; a cached model's name or digest
+prefix; a Hugging Face hub id (ORG/NAME[@REVISION]) pulled into the model
+cache, else found in the Hugging Face cache ($HF_HUB_CACHE, else
+$HF_HOME/hub, else ~/.cache/huggingface/hub).`,
 		Subcommands: subs,
 	}
 }
@@ -239,8 +243,8 @@ func printVariant(w, stderr io.Writer, res ingest.Result) {
 func modelsLsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "ls",
-		Usage: "list the cached models",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array of entries"}, modelsDirFlag()},
+		Usage: "list the cached models, and the models pulled from the Hugging Face Hub",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array of entries (pulled models are not among them)"}, modelsDirFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return usagef("models ls: unexpected arguments %q", c.Args().Slice())
@@ -252,8 +256,8 @@ func modelsLsCommand() *cli.Command {
 			entries, listErr := s.Entries()
 			if c.Bool("json") {
 				err = printEntriesJSON(c.App.Writer, entries)
-			} else {
-				err = printEntries(c.App.Writer, s, entries)
+			} else if err = printEntries(c.App.Writer, s, entries); err == nil {
+				err = printPulled(c.App.Writer, s) // models_pull.go
 			}
 			if listErr != nil {
 				return fmt.Errorf("models ls: %w", listErr)
@@ -316,8 +320,8 @@ func qualityColumn(e modelcache.Entry) string {
 func modelsRmCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "rm",
-		Usage:     "remove cached models (a hard-linked model's original file stays)",
-		ArgsUsage: "NAME|DIGEST-PREFIX...",
+		Usage:     "remove cached models (a hard-linked model's original file stays), or pulled ones by their hub id",
+		ArgsUsage: "NAME|DIGEST-PREFIX|ORG/NAME...",
 		Flags:     []cli.Flag{modelsDirFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
@@ -329,6 +333,13 @@ func modelsRmCommand() *cli.Command {
 			}
 			for _, ref := range c.Args().Slice() {
 				e, err := s.Lookup(ref)
+				removed, rmErr := removePulled(c, s, ref, err) // models_pull.go
+				if rmErr != nil {
+					return rmErr
+				}
+				if removed {
+					continue
+				}
 				if err != nil {
 					return lookupError("models rm", err)
 				}

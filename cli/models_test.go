@@ -153,7 +153,7 @@ func TestModelsRoundTrip(t *testing.T) {
 	if _, err := os.Stat(model); err != nil {
 		t.Errorf("the added file after rm: %v; want it kept", err)
 	}
-	if _, errOut := m.must(exitUsage, "inspect", "no-such-model"); !strings.Contains(errOut, "neither a file nor") {
+	if _, errOut := m.must(exitUsage, "inspect", "no-such-model"); !strings.Contains(errOut, "not in the model cache") {
 		t.Errorf("inspect of an unknown name: got %q", errOut)
 	}
 }

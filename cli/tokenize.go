@@ -30,7 +30,7 @@ func tokenizeCommand() *cli.Command {
 	line number and produces no output line; the other lines are still processed
 	and the command exits with status 3.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read), ONNX model directory or .onnx file, tokenizer.json, or a cached model's name or digest prefix"},
+			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read), ONNX model directory or .onnx file, tokenizer.json, a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] (pulled, or in the Hugging Face cache)"},
 			&cli.BoolFlag{Name: "special", Usage: "add the model's BOS/CLS and EOS/SEP tokens as its GGUF flags say"},
 			&cli.BoolFlag{Name: "parse-special", Usage: "treat control-token text in the input (\"[CLS]\", \"<s>\") as those tokens"},
 			&cli.BoolFlag{Name: "pieces", Usage: "add each token's vocabulary string and byte offsets"},

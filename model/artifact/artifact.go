@@ -5,7 +5,9 @@
 // Two formats resolve through Open: a GGUF file, and an ONNX model (a
 // Hugging Face style directory or a .onnx file beside its tokenizer.json;
 // see package hfmodel). A reference that is not a file is looked up in the
-// model cache (package modelcache) by name or digest prefix; see OpenWith.
+// model cache (package modelcache) by name or digest prefix, then as a
+// Hugging Face hub id among pulled models and in the Hugging Face cache
+// (package hub); see OpenWith.
 // Jobs never look at a model's files themselves.
 package artifact
 
@@ -83,20 +85,29 @@ type Artifact struct {
 func Open(ref string) (*Artifact, error) { return OpenWith(ref, Options{}) }
 
 // OpenWith reads the model ref names: a file, or else a name or digest
-// prefix in the model cache (o.Store).
+// prefix in the model cache (o.Store), or else a Hugging Face hub id
+// (ORG/NAME[@REVISION]) pulled into the model cache or in the Hugging Face
+// cache (package hub).
 func OpenWith(ref string, o Options) (*Artifact, error) {
-	path, digest, err := o.resolve(ref)
+	r, err := o.resolve(ref)
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(path)
+	st, err := os.Stat(r.path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	if st.IsDir() || strings.EqualFold(filepath.Ext(path), ".onnx") {
-		return openONNX(path)
+	if !st.IsDir() && !strings.EqualFold(filepath.Ext(r.path), ".onnx") {
+		return openGGUF(r.path, r.digest)
 	}
-	return openGGUF(path, digest)
+	a, err := openONNX(r.path)
+	switch {
+	case err == nil && r.name != "" && a.Entry == nil:
+		a.Name = r.name // a hub id: its snapshot directory is named for the commit
+	case err != nil && r.name != "" && errors.Is(err, hfmodel.ErrLayout):
+		err = fmt.Errorf("%w; `synapse models pull %s --onnx` fetches its ONNX export, where the repository has one", err, r.name)
+	}
+	return a, err
 }
 
 func openGGUF(path string, digest digestFunc) (*Artifact, error) {

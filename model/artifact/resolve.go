@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/synapse-embed/synapse/model/gguf"
+	"github.com/synapse-embed/synapse/model/hfmodel"
+	"github.com/synapse-embed/synapse/model/hub"
 	"github.com/synapse-embed/synapse/model/modelcache"
 )
 
@@ -31,8 +34,8 @@ var ErrDegraded = errors.New("degraded quantized variant")
 // without opening it, for commands that read only part of a model (its
 // vocabulary, its metadata).
 func Resolve(ref string, o Options) (string, error) {
-	path, _, err := o.resolve(ref)
-	return path, err
+	r, err := o.resolve(ref)
+	return r.path, err
 }
 
 // Digest returns the size and digest of the model file at path, from the
@@ -60,33 +63,94 @@ func (o Options) store() *modelcache.Store {
 	return s
 }
 
-// resolve turns ref into a file path and the way to get its digest: an
-// existing path first (its digest from the digest cache), else a cache
-// entry by name or digest prefix (its digest is the entry's). A ref with a
-// path separator or a .gguf suffix is only ever a path.
-func (o Options) resolve(ref string) (string, digestFunc, error) {
+// resolved is what a model reference names: the file or directory, the
+// way to get its digest, and, for a hub id, the id as the model's name.
+type resolved struct {
+	path   string
+	digest digestFunc
+	name   string
+}
+
+// resolve turns ref into a file path and the way to get its digest, in
+// this order: an existing path (its digest from the digest cache); a cache
+// entry by name or digest prefix (its digest is the entry's); for a hub id
+// (ORG/NAME[@REVISION], package hub), its snapshot among the model cache's
+// pulled models, then in the Hugging Face cache. A ref ending in .gguf or
+// .onnx, or with a path separator that is no hub id, is only ever a path.
+func (o Options) resolve(ref string) (resolved, error) {
 	s := o.store()
-	digest := digestFunc(gguf.Digest)
+	r := resolved{path: ref, digest: gguf.Digest}
 	if s != nil {
-		digest = s.Digest
+		r.digest = s.Digest
 	}
+	id, idErr := hub.ParseRef(ref)
+	lower := strings.ToLower(ref)
 	_, statErr := os.Stat(ref)
-	if statErr == nil || !errors.Is(statErr, fs.ErrNotExist) || s == nil ||
-		strings.ContainsRune(ref, os.PathSeparator) || strings.HasSuffix(strings.ToLower(ref), ".gguf") {
-		return ref, digest, nil // OpenWith reports the stat error, if any
+	if statErr == nil || !errors.Is(statErr, fs.ErrNotExist) || strings.HasSuffix(lower, ".gguf") || strings.HasSuffix(lower, ".onnx") ||
+		(idErr != nil && (s == nil || strings.ContainsRune(ref, os.PathSeparator))) {
+		return r, nil // OpenWith reports the stat error, if any
 	}
-	e, err := s.Lookup(ref)
-	if errors.Is(err, modelcache.ErrNotFound) {
-		return "", nil, fmt.Errorf("model %s: %w: neither a file nor %w", ref, fs.ErrNotExist, err)
+	var lookupErr error
+	if s != nil && !strings.ContainsRune(ref, '/') {
+		e, err := s.Lookup(ref)
+		switch {
+		case err == nil && e.Degraded() && !o.AllowDegraded:
+			return resolved{}, degradedError(ref, s, e)
+		case err == nil:
+			known := func(string) (int64, string, error) { return e.Size, e.Digest, nil }
+			return resolved{path: e.Path(), digest: known}, nil
+		case !errors.Is(err, modelcache.ErrNotFound):
+			return resolved{}, fmt.Errorf("model %s: %w", ref, err)
+		}
+		lookupErr = err
 	}
-	if err != nil {
-		return "", nil, fmt.Errorf("model %s: %w", ref, err)
+	if idErr != nil {
+		return resolved{}, fmt.Errorf("model %s: %w: neither a file nor %w", ref, fs.ErrNotExist, lookupErr)
 	}
-	if e.Degraded() && !o.AllowDegraded {
-		return "", nil, degradedError(ref, s, e)
+	return o.resolveHub(id, s)
+}
+
+// resolveHub finds a hub id's snapshot: among the model cache's pulled
+// models, then in the Hugging Face cache. Not found, the error names the
+// places searched and how to get it.
+func (o Options) resolveHub(id hub.Ref, s *modelcache.Store) (resolved, error) {
+	hfDir, from, hfErr := hub.CacheDir()
+	var dirs []string
+	format, args := "model %s: %w as a path", []any{id, fs.ErrNotExist}
+	if s != nil {
+		dirs = append(dirs, hub.StoreDir(s))
+		format, args = format+"; %w (%s: no such name, nor pulled into it)", append(args, modelcache.ErrNotFound, s.Root)
 	}
-	known := func(string) (int64, string, error) { return e.Size, e.Digest, nil }
-	return e.Path(), known, nil
+	if hfErr == nil {
+		dirs = append(dirs, hfDir)
+		format, args = format+"; not in the Hugging Face cache (%s, %s)", append(args, hfDir, hfCacheFrom(from))
+	}
+	var details []string
+	for _, d := range dirs {
+		snap, err := hub.Snapshot(d, id)
+		if err == nil {
+			return resolved{path: snap, digest: hfmodel.Digest, name: id.String()}, nil
+		}
+		if errors.Is(err, hub.ErrUnsafeLink) {
+			return resolved{}, fmt.Errorf("model %s: %w: %w", id, ErrInvalid, err)
+		}
+		if _, statErr := os.Stat(filepath.Join(d, id.Folder())); statErr == nil {
+			details = append(details, err.Error())
+		}
+	}
+	format, args = format+"; get it with `synapse models pull %s`", append(args, id)
+	if len(details) > 0 {
+		format, args = format+" (%s)", append(args, strings.Join(details, "; "))
+	}
+	return resolved{}, fmt.Errorf(format, args...)
+}
+
+// hfCacheFrom says which variable chose the Hugging Face cache.
+func hfCacheFrom(from string) string {
+	if from == "default" {
+		return "the default; HF_HUB_CACHE or HF_HOME set another"
+	}
+	return "from " + from
 }
 
 // degradedError says why a degraded variant is refused, with the measured

@@ -77,6 +77,7 @@ func TestOpenResolvesCacheRefs(t *testing.T) {
 }
 
 func TestOpenUnknownRefs(t *testing.T) {
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
 	s, _, _ := cached(t, "tiny", nil)
 	o := Options{Store: s}
 	tests := []struct {
@@ -84,7 +85,8 @@ func TestOpenUnknownRefs(t *testing.T) {
 		notFound  bool // the cache was asked
 		wantInMsg string
 	}{
-		{"no-such-model", true, "neither a file nor"},
+		{"no-such-model", true, "get it with `synapse models pull no-such-model`"}, // a hub id
+		{"no such model", true, "neither a file nor"},
 		{"missing.gguf", false, "missing.gguf"},
 		{filepath.Join(t.TempDir(), "gone"), false, "gone"},
 	}
