@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/model/gguf"
 )
 
@@ -106,7 +107,7 @@ func (e Entry) Sidecars() (map[string]string, error) {
 // copyHashed copies src to the new file dst, syncs it, and returns the
 // digest of the bytes written.
 func copyHashed(src, dst string) (string, error) {
-	in, err := os.Open(src)
+	in, err := readlimit.Open(src)
 	if err != nil {
 		return "", fmt.Errorf("modelcache: %w", err)
 	}
