@@ -83,6 +83,9 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 	if err := checkManifests(ms, paths); err != nil {
 		return MergeSummary{}, err
 	}
+	if err := checkParts(o.Context, ms, paths); err != nil {
+		return MergeSummary{}, err
+	}
 	if err := checkCounts(o.Context, ms, paths); err != nil {
 		return MergeSummary{}, err
 	}
@@ -403,7 +406,7 @@ func unsharded(sc *arrow.Schema) *arrow.Schema {
 	md := sc.Metadata()
 	keys, vals := slices.Clone(md.Keys()), slices.Clone(md.Values())
 	for i, k := range keys {
-		if k == "synapse.shard" {
+		if k == MetaShard {
 			vals[i] = "0/1"
 		}
 	}

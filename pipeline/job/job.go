@@ -6,8 +6,6 @@ package job
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
@@ -676,7 +673,7 @@ func (r *runner) writeManifest(src any) error {
 		Rows: output.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Partial: c.Partial, Items: c.Items,
 			ItemFailures: c.ItemFailures, Tokens: c.Tokens, FileErrors: c.FileErrors},
 		ErrorRecords: r.w.ErrorRecords(), OutputRows: &outRows, IndexNumbering: "shard", ModelDigest: r.model.Digest,
-		SettingsDigest: settingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
+		SettingsDigest: output.SettingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
 		ElapsedSeconds: time.Since(r.start).Seconds()}
 	var spans []corpus.Span
 	if s, ok := src.(interface{ Spans() []corpus.Span }); ok {
@@ -692,18 +689,6 @@ func (r *runner) writeManifest(src any) error {
 		m.Inputs = append(m.Inputs, in)
 	}
 	return output.WriteManifestContext(r.ctx, output.ManifestPath(o.Out), m)
-}
-
-// settingsDigest is a digest of the output's metadata but the shard: what
-// every shard of one job shares.
-func settingsDigest(md arrow.Metadata) string {
-	h := sha256.New()
-	for i, k := range md.Keys() {
-		if k != "synapse.shard" {
-			fmt.Fprintf(h, "%q=%q\n", k, md.Values()[i])
-		}
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // finish closes what the job opened and completes its summary.
