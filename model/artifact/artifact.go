@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/hfmodel"
@@ -173,7 +174,7 @@ func Unusable(err error) bool {
 		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae) ||
 		errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) ||
 		errors.Is(err, syscall.EISDIR) || errors.Is(err, modelcache.ErrNotFound) || errors.Is(err, modelcache.ErrBadName) ||
-		errors.Is(err, readlimit.ErrNotRegular)
+		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.As(err, new(*modelcache.CorruptError))
 }
 
 // classify keeps file-system errors as they are and marks format errors.

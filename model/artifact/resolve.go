@@ -85,6 +85,11 @@ func (o Options) resolve(ref string) (string, digestFunc, error) {
 	if e.Degraded() && !o.AllowDegraded {
 		return "", nil, degradedError(ref, s, e)
 	}
+	if e.NeedsVerify() { // another user's (root's) entry: its files are hashed again
+		if err := s.Verify(e); err != nil {
+			return "", nil, fmt.Errorf("model %s: %w", ref, err)
+		}
+	}
 	known := func(string) (int64, string, error) { return e.Size, e.Digest, nil }
 	return e.Path(), known, nil
 }
