@@ -3,15 +3,18 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 	"github.com/synapse-embed/synapse/model/wordvec"
@@ -125,7 +128,7 @@ func genModelVocab(cfg genModelConfig) (modelgen.Vocab, error) {
 		}
 		v, err := modelgen.VocabFromGGUF(cfg.vocabFrom)
 		if err != nil {
-			return modelgen.Vocab{}, fmt.Errorf("gen-model: %w", err)
+			return modelgen.Vocab{}, inputError(fmt.Errorf("gen-model: --vocab-from: %w", err))
 		}
 		return v, nil
 	}
@@ -133,7 +136,7 @@ func genModelVocab(cfg genModelConfig) (modelgen.Vocab, error) {
 	if cfg.words != "" {
 		var err error
 		if words, err = readWords(cfg.words); err != nil {
-			return modelgen.Vocab{}, fmt.Errorf("gen-model: %w", err)
+			return modelgen.Vocab{}, inputError(fmt.Errorf("gen-model: --words: %w", err))
 		}
 	}
 	if cfg.kind == "llama" {
@@ -142,22 +145,38 @@ func genModelVocab(cfg genModelConfig) (modelgen.Vocab, error) {
 	return modelgen.WordPieceVocab(words), nil
 }
 
-// readWords reads one word per line, skipping blank lines.
+// readWords reads one word per line, skipping blank lines; a line over
+// readlimit.Line is refused.
 func readWords(path string) ([]string, error) {
-	fh, err := os.Open(path)
+	fh, err := readlimit.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
 	var words []string
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if w := strings.TrimSpace(sc.Text()); w != "" {
+	r := bufio.NewReaderSize(fh, 1<<16)
+	for line := 1; ; line++ {
+		b, err := readlimit.ReadLine(r, fmt.Sprintf("%s:%d", path, line), readlimit.Line)
+		if w := strings.TrimSpace(string(b)); w != "" {
 			words = append(words, w)
 		}
+		if errors.Is(err, io.EOF) {
+			return words, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+}
+
+// inputError marks a failure to read --vocab-from or --words as a usage
+// error (exit 2) unless it is an I/O failure that may pass: a missing,
+// unreadable or non-regular file, one that is not GGUF or has no
+// vocabulary, or a line over its limit fails the same way again.
+func inputError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !artifact.Unusable(err) {
+		return err
 	}
-	return words, nil
+	return usageError{err}
 }

@@ -160,7 +160,11 @@ func TestGenModel(t *testing.T) {
 		{[]string{"--kind", "bert-rerank"}, exitOK, "bert", "rank", "bert"},
 		{[]string{"--kind", "llama", "--seed", "7"}, exitOK, "llama", "", "llama"},
 		{[]string{"--kind", "gpt"}, exitUsage, "", "", ""},
-		{[]string{"--kind", "bert-embed", "--vocab-from", filepath.Join(dir, "none.gguf")}, exitFatal, "", "", ""},
+		// Bad input is permanent (exit 2), never a failure a scheduler retries.
+		{[]string{"--kind", "bert-embed", "--vocab-from", filepath.Join(dir, "none.gguf")}, exitUsage, "", "", ""},
+		{[]string{"--kind", "bert-embed", "--vocab-from", words}, exitUsage, "", "", ""},
+		{[]string{"--kind", "bert-embed", "--words", "/dev/zero"}, exitUsage, "", "", ""},
+		{[]string{"--kind", "bert-embed", "--words", dir}, exitUsage, "", "", ""},
 		{[]string{"--vocab-from", words, "--words", words}, exitUsage, "", "", ""},
 	}
 	for i, tt := range tests {

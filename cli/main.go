@@ -136,14 +136,15 @@ func exitCode(ctx context.Context, err error) int {
 }
 
 // permanent reports a failure that running again unchanged cannot mend,
-// found below the job's own checks: an unusable runtime directory, a written
+// found below the job's own checks: an unusable runtime directory or model
+// cache (one another user could change), a written
 // file that clashes with another, an output another run is writing (running
 // again after that run would overwrite its files), a file over its size
-// limit (readlimit), an input search cannot use.
+// limit or not a regular file (readlimit), an input search cannot use.
 func permanent(err error) bool {
 	return errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) ||
 		errors.Is(err, files.ErrPathClash) || errors.Is(err, output.ErrInUse) || errors.Is(err, readlimit.ErrTooLarge) ||
-		errors.Is(err, search.ErrInput)
+		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.Is(err, search.ErrInput)
 }
 
 // isCanceled reports an error that is the run's cancellation itself.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/synapse-embed/synapse/io/files"
 )
 
 // maxSocketPath is the longest usable sun_path on Linux (108 bytes with the
@@ -87,51 +89,21 @@ func CheckRuntimeDir(dir string) error {
 var ErrRuntimeDir = errors.New("unusable runtime directory")
 
 // trustedRoot resolves dir's symbolic links and checks every directory of
-// the resolved path, from "/" down: each must be owned by this user or by
-// root, and one that others may write must have the sticky bit (as /tmp
-// has), so that no other user can rename or replace what is below it. A
-// missing directory is an error: it is not created.
+// the resolved path, from "/" down (files.TrustedPath): each must be owned
+// by this user or by root, and one that others may write must have the
+// sticky bit (as /tmp has), so that no other user can rename or replace
+// what is below it. A missing directory is an error: it is not created.
 func trustedRoot(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	resolved, err := filepath.EvalSymlinks(abs)
-	if err != nil {
+	p, err := files.TrustedPath(dir)
+	switch {
+	case errors.Is(err, files.ErrUntrusted):
+		return "", fmt.Errorf("%w: %w: that user could replace the worker sockets (unset XDG_RUNTIME_DIR, e.g. after sudo -E)", ErrRuntimeDir, err)
+	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("%w: %v (synapse does not create it)", ErrRuntimeDir, err)
+	case err != nil:
+		return "", fmt.Errorf("%w: %w", ErrRuntimeDir, err)
 	}
-	uid := os.Getuid()
-	for d := resolved; ; d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err != nil {
-			return "", err
-		}
-		if err := trustedDir(d, fi, uid); err != nil {
-			return "", err
-		}
-		if d == filepath.Dir(d) {
-			return resolved, nil
-		}
-	}
-}
-
-// trustedDir checks one directory of a runtime root (see trustedRoot).
-func trustedDir(d string, fi fs.FileInfo, uid int) error {
-	if !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory", ErrRuntimeDir, d)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	if int(st.Uid) != uid && st.Uid != 0 {
-		return fmt.Errorf("%w: %s is owned by uid %d, not by uid %d or root: that user could replace the worker sockets (unset XDG_RUNTIME_DIR, e.g. after sudo -E)",
-			ErrRuntimeDir, d, st.Uid, uid)
-	}
-	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		return fmt.Errorf("%w: %s is writable by others (mode %v) and has no sticky bit", ErrRuntimeDir, d, fi.Mode().Perm())
-	}
-	return nil
+	return p, nil
 }
 
 // workersDir creates <root>/synapse/workers with mode 0700, one level at a

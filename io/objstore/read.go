@@ -20,6 +20,9 @@ type Info struct {
 	Size    int64
 	ModTime time.Time
 	ETag    string
+	// VersionID is the object's version on a bucket with versioning, ""
+	// on one without.
+	VersionID string
 }
 
 // Stat returns what the server says of the object at url.
@@ -36,7 +39,8 @@ func Stat(ctx context.Context, url string) (Info, error) {
 	if err != nil {
 		return Info{}, opError("stat", url, err)
 	}
-	return Info{Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
+	return Info{Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag),
+		VersionID: aws.ToString(out.VersionId)}, nil
 }
 
 // File is an object open for reading: ReadAt is a ranged GET, Read streams

@@ -62,6 +62,16 @@ type ManifestInput struct {
 	Records   int64 `json:"records"`
 	Lines     int64 `json:"lines,omitempty"`
 	BytesRead int64 `json:"bytes_read"`
+	// Version is the input's version when the shard started, and still
+	// when it ended (the shard fails otherwise): merge refuses shards that
+	// read different versions of one input. nil in a manifest of an older
+	// synapse.
+	Version *files.Version `json:"version"`
+	// ReadSHA256 is "sha256:<hex>" of what the shard's part covers of a
+	// local file, read again when the shard ended: bytes [Start, End) of
+	// plain JSON Lines, the whole file of gzip JSON Lines and Parquet; ""
+	// for a part of no bytes, and for an object (its ETag is its version).
+	ReadSHA256 string `json:"read_sha256,omitempty"`
 }
 
 const manifestVersion = 1

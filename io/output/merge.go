@@ -83,6 +83,9 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 	if err := checkManifests(ms, paths); err != nil {
 		return MergeSummary{}, err
 	}
+	if err := checkParts(o.Context, ms, paths); err != nil {
+		return MergeSummary{}, err
+	}
 	if err := checkCounts(o.Context, ms, paths); err != nil {
 		return MergeSummary{}, err
 	}
@@ -232,12 +235,30 @@ func checkManifests(ms []Manifest, paths []string) error {
 				return fmt.Errorf("%w: shard %d read %s of %d bytes; shard 0 %s of %d", ErrForeignShard, k, in.File, in.Size,
 					first.Inputs[f].File, first.Inputs[f].Size)
 			}
+			if err := sameVersion(in, first.Inputs[f], paths[k], paths[0]); err != nil {
+				return err
+			}
 		}
 	}
 	for f := range first.Inputs {
 		if err := checkCoverage(ms, f); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// sameVersion refuses two shards' records of one input that name
+// different versions of it (rewritten between the shards), or none.
+func sameVersion(in, first ManifestInput, path, firstPath string) error {
+	switch {
+	case first.Version == nil:
+		return fmt.Errorf("%w: %s: no version of input %s (written by an older synapse): run the shard again", ErrManifestMismatch, firstPath, first.File)
+	case in.Version == nil:
+		return fmt.Errorf("%w: %s: no version of input %s (written by an older synapse): run the shard again", ErrManifestMismatch, path, in.File)
+	case *in.Version != *first.Version:
+		return fmt.Errorf("%w: input %s changed between shards: %s read %s; %s read %s", ErrForeignShard, in.File,
+			firstPath, first.Version, path, in.Version)
 	}
 	return nil
 }
@@ -403,7 +424,7 @@ func unsharded(sc *arrow.Schema) *arrow.Schema {
 	md := sc.Metadata()
 	keys, vals := slices.Clone(md.Keys()), slices.Clone(md.Values())
 	for i, k := range keys {
-		if k == "synapse.shard" {
+		if k == MetaShard {
 			vals[i] = "0/1"
 		}
 	}

@@ -1,6 +1,8 @@
-// Package readlimit reads the small files a user names (grammars, schemas,
-// model configuration, resume files) with a bound, so that a huge or
-// endless file (/dev/zero) is refused instead of filling memory.
+// Package readlimit reads the files a user names (grammars, schemas, model
+// files and configuration, resume files) as regular files only, so that a
+// FIFO without a writer cannot hang the process (Open), and the small ones
+// with a bound, so that a huge or endless file is refused instead of
+// filling memory. The module and workers both use it.
 package readlimit
 
 import (
@@ -9,8 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 )
+
+// ErrNotRegular: a file synapse reads is a FIFO, a device, a socket or a
+// directory. Reading a FIFO without a writer would block forever (and a
+// blocked open cannot be interrupted), a device may never end.
+var ErrNotRegular = errors.New("not a regular file")
 
 // The bounds of the files synapse reads whole; the README lists them.
 const (
@@ -24,10 +30,11 @@ const (
 // ErrTooLarge: the file is larger than its bound.
 var ErrTooLarge = errors.New("file too large")
 
-// ReadFile reads the whole of path if it has at most limit bytes, and
-// otherwise fails with ErrTooLarge without reading more than limit+1 bytes.
+// ReadFile reads the whole of path if it is a regular file (see Open) of
+// at most limit bytes, and otherwise fails with ErrNotRegular or
+// ErrTooLarge without reading more than limit+1 bytes.
 func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -3,14 +3,16 @@ package readlimit
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
-// TestReadFile: a file within the bound is read whole; /dev/zero and a file
-// one byte over are refused with ErrTooLarge.
+// TestReadFile: a file within the bound is read whole; a file one byte over
+// is refused with ErrTooLarge, /dev/zero with ErrNotRegular.
 func TestReadFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f")
 	os.WriteFile(p, []byte("12345"), 0o644)
@@ -20,8 +22,56 @@ func TestReadFile(t *testing.T) {
 	if _, err := ReadFile(p, 4); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("one byte over: got %v; want ErrTooLarge", err)
 	}
-	if _, err := ReadFile("/dev/zero", 1<<20); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("/dev/zero: got %v; want ErrTooLarge", err)
+	if _, err := ReadFile("/dev/zero", 1<<20); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("/dev/zero: got %v; want ErrNotRegular", err)
+	}
+}
+
+// TestOpenRegular: Open refuses what is not a regular file — a FIFO with no
+// writer (without blocking: this test would hang otherwise), a device, a
+// directory, a link to a FIFO — naming it and its type, and opens a regular
+// file (also through a link) in blocking mode.
+func TestOpenRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := filepath.Join(dir, "reg")
+	os.WriteFile(reg, []byte("x"), 0o644)
+	os.Symlink(fifo, filepath.Join(dir, "to-fifo"))
+	os.Symlink(reg, filepath.Join(dir, "to-reg"))
+	tests := []struct {
+		path string
+		want string // in the error; "" for a file Open opens
+	}{
+		{fifo, "a named pipe"},
+		{filepath.Join(dir, "to-fifo"), "a named pipe"},
+		{"/dev/null", "a character device"},
+		{dir, "a directory"},
+		{reg, ""},
+		{filepath.Join(dir, "to-reg"), ""},
+	}
+	for _, tt := range tests {
+		f, err := Open(tt.path)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("Open(%s): got %v; want the file", tt.path, err)
+				continue
+			}
+			b, err := io.ReadAll(f)
+			f.Close()
+			if err != nil || string(b) != "x" {
+				t.Errorf("read %s: got %q, %v; want \"x\"", tt.path, b, err)
+			}
+			continue
+		}
+		if err == nil {
+			f.Close()
+		}
+		if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), tt.path) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Open(%s): got %v; want ErrNotRegular naming it and %q", tt.path, err, tt.want)
+		}
 	}
 }
 

@@ -97,6 +97,11 @@ func (o Options) resolve(ref string) (resolved, error) {
 		case err == nil && e.Degraded() && !o.AllowDegraded:
 			return resolved{}, degradedError(ref, s, e)
 		case err == nil:
+			if e.NeedsVerify() { // another user's (root's) entry: its files are hashed again
+				if err := s.Verify(e); err != nil {
+					return resolved{}, fmt.Errorf("model %s: %w", ref, err)
+				}
+			}
 			known := func(string) (int64, string, error) { return e.Size, e.Digest, nil }
 			return resolved{path: e.Path(), digest: known}, nil
 		case !errors.Is(err, modelcache.ErrNotFound):

@@ -5,7 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // DigestPrefix starts every artifact digest.
@@ -15,7 +16,7 @@ const DigestPrefix = "sha256:"
 // "sha256:<64 lowercase hex digits>" of its bytes, as protocol v1's LOAD
 // carries it.
 func Digest(path string) (size int64, digest string, err error) {
-	fh, err := os.Open(path)
+	fh, err := readlimit.Open(path)
 	if err != nil {
 		return 0, "", fmt.Errorf("gguf: %w", err)
 	}

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // ErrNotGGUF reports a file that does not start with the GGUF magic.
@@ -23,7 +24,7 @@ const (
 // Open reads the header, metadata and tensor directory of the GGUF file at path.
 // Tensor data is not read.
 func Open(path string) (*File, error) {
-	fh, err := os.Open(path)
+	fh, err := readlimit.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // Q8_0 packs each block of 32 values as an f16 scale d followed by 32 int8
@@ -143,7 +144,7 @@ func ReadTensor(path string, f *File, name string) ([]float32, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("gguf: %s: tensor %q: cannot decode type %v", path, name, t.Type)
 	}
-	fh, err := os.Open(path)
+	fh, err := readlimit.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}

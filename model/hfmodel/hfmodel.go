@@ -24,12 +24,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/synapse-embed/synapse/io/readlimit"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // DefaultGraph is the graph a directory resolves to.
@@ -148,7 +149,7 @@ func exists(p string) bool {
 // Digest returns the size of the .onnx file at path and its artifact digest,
 // "sha256:<64 lowercase hex digits>" of its bytes.
 func Digest(path string) (size int64, digest string, err error) {
-	fh, err := os.Open(path)
+	fh, err := readlimit.Open(path)
 	if err != nil {
 		return 0, "", fmt.Errorf("hfmodel: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -86,7 +87,7 @@ func TestAdd(t *testing.T) {
 		Quantization: "F16", Stored: modelcache.StoredHardlink, SourcePath: abs, SynapseVersion: "test"}
 	got := modelcache.Entry{Name: e.Name, Kind: e.Kind, Architecture: e.Architecture, Dims: e.Dims, Context: e.Context,
 		Quantization: e.Quantization, Stored: e.Stored, SourcePath: e.SourcePath, SynapseVersion: e.SynapseVersion}
-	if existed || got != want {
+	if existed || !reflect.DeepEqual(got, want) {
 		t.Errorf("Add: got %+v existed %t; want %+v", got, existed, want)
 	}
 	if _, d, _ := o.Store.Digest(path); e.Digest != d || e.Added.IsZero() {

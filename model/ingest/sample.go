@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/synapse-embed/synapse/io/readlimit"
@@ -61,7 +60,7 @@ func ReadSample(path string, limit int) (Sample, error) {
 	if limit <= 0 {
 		limit = DefaultSampleTexts
 	}
-	fh, err := os.Open(path)
+	fh, err := readlimit.Open(path)
 	if err != nil {
 		return Sample{}, fmt.Errorf("sample: %w", err)
 	}

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/synapse-embed/synapse/io/readlimit"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // Entry describes one cached model: the JSON in its directory's entry.json.
@@ -38,8 +39,14 @@ type Entry struct {
 	Quality        *Quality  `json:"quality"`
 	Added          time.Time `json:"added"`
 	SynapseVersion string    `json:"synapse_version"`
+	// Files are the digests of the entry's other files (an ONNX model's
+	// tokenizer.json, config.json, …) by their slash-separated paths in the
+	// entry, checked with the model file when the entry must be verified
+	// (NeedsVerify).
+	Files map[string]string `json:"files,omitempty"`
 
-	dir string // the entry's directory; set by the store
+	dir   string // the entry's directory; set by the store
+	owned bool   // this user owns the directory and all its files (see checkEntry)
 }
 
 // Kinds of model, by what a worker was asked to do with it at ingest.
@@ -142,8 +149,13 @@ func CheckName(name string) error {
 	return nil
 }
 
-// readEntry reads dir/entry.json and checks it against the directory's name.
+// readEntry checks that the entry directory dir is trusted (checkEntry),
+// reads its entry.json and checks it against the directory's name.
 func readEntry(dir string) (Entry, error) {
+	owned, err := checkEntry(dir)
+	if err != nil {
+		return Entry{}, err
+	}
 	b, err := readlimit.ReadFile(filepath.Join(dir, EntryFile), readlimit.Config)
 	if err != nil {
 		return Entry{}, fmt.Errorf("modelcache: %w", err)
@@ -158,7 +170,7 @@ func readEntry(dir string) (Entry, error) {
 	if e.File == "" || filepath.Base(e.File) != e.File {
 		return Entry{}, fmt.Errorf("modelcache: %s: bad file name %q", filepath.Join(dir, EntryFile), e.File)
 	}
-	e.dir = dir
+	e.dir, e.owned = dir, owned
 	return e, nil
 }
 
@@ -177,7 +189,10 @@ func writeFileSync(path string, b []byte) error {
 	if err != nil {
 		return fmt.Errorf("modelcache: %w", err)
 	}
-	_, err = fh.Write(b)
+	err = fh.Chmod(0o644) // whatever the umask: others may not write a store's files
+	if err == nil {
+		_, err = fh.Write(b)
+	}
 	if err == nil {
 		err = fh.Sync()
 	}

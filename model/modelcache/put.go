@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/model/gguf"
 )
 
@@ -40,7 +42,7 @@ func (st *Staging) PutAs(src, name string, key FileKey, digest string) (stored s
 	if err != nil {
 		return "", fmt.Errorf("modelcache: %w", err)
 	}
-	if os.Link(src, dst) == nil {
+	if linkable(src) && os.Link(src, dst) == nil {
 		got, err := KeyOf(dst)
 		if err != nil {
 			return "", err
@@ -106,7 +108,7 @@ func (e Entry) Sidecars() (map[string]string, error) {
 // copyHashed copies src to the new file dst, syncs it, and returns the
 // digest of the bytes written.
 func copyHashed(src, dst string) (string, error) {
-	in, err := os.Open(src)
+	in, err := readlimit.Open(src)
 	if err != nil {
 		return "", fmt.Errorf("modelcache: %w", err)
 	}
@@ -116,7 +118,10 @@ func copyHashed(src, dst string) (string, error) {
 		return "", fmt.Errorf("modelcache: %w", err)
 	}
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
+	err = out.Chmod(0o644) // whatever the umask: others may not write a store's files
+	if err == nil {
+		_, err = io.Copy(io.MultiWriter(out, h), in)
+	}
 	if err == nil {
 		err = out.Sync()
 	}
@@ -132,6 +137,7 @@ func copyHashed(src, dst string) (string, error) {
 // CorruptError reports a cached file whose bytes no longer match its digest.
 type CorruptError struct {
 	Entry      Entry
+	File       string // the file that differs: "" for the model file, else a sidecar's path
 	Size       int64
 	Digest     string // what the file hashes to now
 	WantSize   int64
@@ -139,12 +145,16 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
+	if e.File != "" {
+		return fmt.Sprintf("modelcache: %s is corrupt: %s hashes to %s; its entry says %s", e.Entry.Name, e.File, e.Digest, e.WantDigest)
+	}
 	return fmt.Sprintf("modelcache: %s (%s) is corrupt: %d bytes hashing to %s; want %d bytes, %s",
 		e.Entry.Name, e.Entry.Path(), e.Size, e.Digest, e.WantSize, e.WantDigest)
 }
 
-// Verify hashes an entry's file again and returns *CorruptError when it no
-// longer matches the entry.
+// Verify hashes an entry's files again (the model file, and the others
+// its entry lists in Files) and returns *CorruptError when one no longer
+// matches the entry.
 func (s *Store) Verify(e Entry) error {
 	size, digest, err := gguf.Digest(e.Path())
 	if err != nil {
@@ -153,5 +163,17 @@ func (s *Store) Verify(e Entry) error {
 	if size != e.Size || digest != e.Digest {
 		return &CorruptError{Entry: e, Size: size, Digest: digest, WantSize: e.Size, WantDigest: e.Digest}
 	}
-	return nil
+	return verifySidecars(e)
+}
+
+// linkable reports whether the user's file src may be hard-linked into a
+// store: only a file of this user's that others may not write, since the
+// link shares its owner and mode (a copy is made otherwise).
+func linkable(src string) bool {
+	fi, err := os.Lstat(src)
+	if err != nil || files.CheckTrusted(src, fi, getuid()) != nil {
+		return false
+	}
+	owner, ok := files.Owner(fi)
+	return !ok || owner == getuid()
 }

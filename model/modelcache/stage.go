@@ -22,10 +22,24 @@ func (s *Store) tmpDir() string { return filepath.Join(s.Root, "tmp") }
 // lockStore takes the store-wide lock that orders commits, removals and
 // staging against the clean-up of abandoned staging directories.
 func (s *Store) lockStore() (func(), error) {
-	if err := os.MkdirAll(s.tmpDir(), 0o755); err != nil {
-		return nil, fmt.Errorf("modelcache: %w", err)
+	if err := s.mkdir(s.tmpDir()); err != nil {
+		return nil, err
 	}
 	return flock(filepath.Join(s.Root, ".lock"), true)
+}
+
+// mkdir creates dir, a directory of the store (the root included), mode
+// 0755 whatever the umask, and checks the store's trust (checkRoot).
+func (s *Store) mkdir(dir string) error {
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
+	for _, d := range []string{s.Root, dir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("modelcache: %w", err)
+		}
+	}
+	return s.checkRoot()
 }
 
 // LockKey takes the lock named key (e.g. a digest) that serialises work on
@@ -33,8 +47,8 @@ func (s *Store) lockStore() (func(), error) {
 // waiting, if not nil, is called once when another process holds it.
 func (s *Store) LockKey(ctx context.Context, key string, waiting func()) (unlock func(), err error) {
 	dir := filepath.Join(s.Root, "locks")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("modelcache: %w", err)
+	if err := s.mkdir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, strings.NewReplacer(":", "-", "/", "-").Replace(key)+".lock")
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -82,7 +96,10 @@ func (s *Store) Stage() (*Staging, error) {
 		if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
 			unlock()
 			continue
-		} else if err != nil {
+		} else if err == nil {
+			err = os.Chmod(dir, 0o755) // whatever the umask
+		}
+		if err != nil {
 			unlock()
 			return nil, fmt.Errorf("modelcache: %w", err)
 		}
@@ -119,6 +136,12 @@ func (st *Staging) Commit(e Entry) (got Entry, existed bool, err error) {
 	defer st.Abort()
 	if err := CheckName(e.Name); err != nil {
 		return Entry{}, false, err
+	}
+	if e.Files, err = sidecarDigests(st.dir, e.File); err != nil {
+		return Entry{}, false, err
+	}
+	if len(e.Files) == 0 {
+		e.Files = nil
 	}
 	if err := writeEntry(st.dir, e); err != nil {
 		return Entry{}, false, err

@@ -27,6 +27,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // File names inside a store.
@@ -101,6 +104,9 @@ func dirName(digest string) string {
 // read are left out and reported, joined, in the error; the others are still
 // returned. A store that does not exist yet is empty.
 func (s *Store) Entries() ([]Entry, error) {
+	if err := s.checkRoot(); err != nil {
+		return nil, err
+	}
 	des, err := os.ReadDir(s.Root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -127,6 +133,9 @@ func (s *Store) Entries() ([]Entry, error) {
 
 // Get returns the entry of a full digest ("sha256:<hex>").
 func (s *Store) Get(digest string) (Entry, bool, error) {
+	if err := s.checkRoot(); err != nil {
+		return Entry{}, false, err
+	}
 	e, err := readEntry(filepath.Join(s.Root, dirName(digest)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Entry{}, false, nil
@@ -143,6 +152,9 @@ func (s *Store) Get(digest string) (Entry, bool, error) {
 // entries share is *AmbiguousError.
 func (s *Store) Lookup(ref string) (Entry, error) {
 	entries, listErr := s.Entries()
+	if errors.Is(listErr, files.ErrUntrusted) || errors.Is(listErr, readlimit.ErrNotRegular) {
+		return Entry{}, listErr // any entry might be the one another user planted
+	}
 	for _, e := range entries {
 		if e.Name == ref {
 			return e, nil
@@ -218,7 +230,8 @@ func (s *Store) Remove(e Entry) error {
 }
 
 // EntryFor returns the entry whose model file path is, when path lies in an
-// entry directory of any store: its digest is then known without hashing.
+// entry directory of any trusted store and this user owns the entry: its
+// digest is then known without hashing.
 func EntryFor(path string) (Entry, bool) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -228,8 +241,11 @@ func EntryFor(path string) (Entry, bool) {
 	if !strings.HasPrefix(filepath.Base(dir), "sha256-") {
 		return Entry{}, false
 	}
+	if _, err := files.TrustedPath(filepath.Dir(dir)); err != nil {
+		return Entry{}, false // hashed as any file is
+	}
 	e, err := readEntry(dir)
-	if err != nil || e.File != filepath.Base(abs) {
+	if err != nil || e.File != filepath.Base(abs) || e.NeedsVerify() {
 		return Entry{}, false
 	}
 	return e, true

@@ -2,10 +2,19 @@
 
 package onnx
 
-import "os"
+import (
+	"io"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
+)
 
 // mapFile reads the file at path (no mmap on this platform).
 func mapFile(path string) (b []byte, release func(), err error) {
-	b, err = os.ReadFile(path)
+	f, err := readlimit.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	b, err = io.ReadAll(f)
 	return b, func() {}, err
 }

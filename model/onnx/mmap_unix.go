@@ -5,11 +5,13 @@ package onnx
 import (
 	"os"
 	"syscall"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // mapFile maps the file at path read-only; release unmaps it.
 func mapFile(path string) (b []byte, release func(), err error) {
-	f, err := os.Open(path)
+	f, err := readlimit.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -25,6 +25,8 @@ import (
 	"math"
 	"os"
 	"sort"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // MaxHeader is the longest header Read accepts (the format's own limit).
@@ -51,7 +53,7 @@ type File struct {
 
 // Open reads path's header and checks every entry against the file.
 func Open(path string) (*File, error) {
-	fh, err := os.Open(path)
+	fh, err := readlimit.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

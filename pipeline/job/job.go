@@ -6,8 +6,6 @@ package job
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
@@ -196,6 +193,7 @@ type runner struct {
 	closer    []func()
 	ctx       context.Context // the run's, from load: bounds the uploads of outputs in a bucket
 	docsR     *corpus.Reader  // the documents (embed, generate): their id counts go in the summary
+	versions  []files.Version // a shard's: its inputs' versions when it started
 }
 
 // begin checks the options and the outputs with the kind's Check
@@ -216,6 +214,12 @@ func begin(o *Options, kind string, check func() error) (*runner, error) {
 	}
 	if err := forceShard(o); err != nil {
 		return nil, err
+	}
+	if o.Read.Shards > 0 {
+		var err error
+		if r.versions, err = inputVersions(context.Background(), o.Inputs); err != nil {
+			return nil, err
+		}
 	}
 	m, err := o.open()
 	if err != nil {
@@ -742,7 +746,7 @@ func (r *runner) writeManifest(src any) error {
 		Rows: output.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Partial: c.Partial, Items: c.Items,
 			ItemFailures: c.ItemFailures, Tokens: c.Tokens, FileErrors: c.FileErrors},
 		ErrorRecords: r.w.ErrorRecords(), OutputRows: &outRows, IndexNumbering: "shard", ModelDigest: r.model.Digest,
-		SettingsDigest: settingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
+		SettingsDigest: output.SettingsDigest(r.w.Schema().Metadata()), SynapseVersion: o.Version,
 		ElapsedSeconds: time.Since(r.start).Seconds()}
 	var spans []corpus.Span
 	if s, ok := src.(interface{ Spans() []corpus.Span }); ok {
@@ -750,26 +754,54 @@ func (r *runner) writeManifest(src any) error {
 	} else {
 		m.IndexNumbering = "global" // the source numbers records as a single run does
 	}
+	now, err := inputVersions(r.ctx, o.Inputs)
+	if err != nil {
+		return err
+	}
 	for k, p := range parts {
-		in := output.ManifestInput{Part: p}
+		in := output.ManifestInput{Part: p, Version: &now[k]}
 		if k < len(spans) {
 			in.Records, in.Lines, in.BytesRead = spans[k].Records, spans[k].Lines, spans[k].BytesRead
+		}
+		if now[k] != r.versions[k] {
+			return &ConfigError{fmt.Errorf("%w: input %s changed while this shard read it (%s when it started, %s now): its part is not of one version; run the shard again once the input stays put",
+				ErrInputChanged, p.File, r.versions[k], now[k])}
+		}
+		if in.ReadSHA256, err = readHash(r.ctx, p); err != nil {
+			return err
 		}
 		m.Inputs = append(m.Inputs, in)
 	}
 	return output.WriteManifestContext(r.ctx, output.ManifestPath(o.Out), m)
 }
 
-// settingsDigest is a digest of the output's metadata but the shard: what
-// every shard of one job shares.
-func settingsDigest(md arrow.Metadata) string {
-	h := sha256.New()
-	for i, k := range md.Keys() {
-		if k != "synapse.shard" {
-			fmt.Fprintf(h, "%q=%q\n", k, md.Values()[i])
+// ErrInputChanged: an input of a range shard changed while the shard ran.
+var ErrInputChanged = errors.New("input changed during the shard")
+
+// inputVersions are the versions of a shard's inputs (files.VersionOf).
+func inputVersions(ctx context.Context, inputs []string) ([]files.Version, error) {
+	vs := make([]files.Version, len(inputs))
+	for i, name := range inputs {
+		v, err := files.VersionOf(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", name, err)
 		}
+		vs[i] = v
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return vs, nil
+}
+
+// readHash is the digest of what a shard's part covers of a local input
+// (output.ManifestInput.ReadSHA256): read again, once, when the shard is
+// done.
+func readHash(ctx context.Context, p corpus.Part) (string, error) {
+	switch {
+	case p.Skip || objstore.IsURL(p.File):
+		return "", nil
+	case p.Kind == corpus.KindJSONL:
+		return files.HashRange(ctx, p.File, p.Start, p.End)
+	}
+	return files.HashRange(ctx, p.File, 0, -1)
 }
 
 // finish closes what the job opened and completes its summary.
