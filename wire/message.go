@@ -436,6 +436,10 @@ func newMessage(t MsgType) Message {
 		return new(Quantize)
 	case TypeQuantized:
 		return new(Quantized)
+	case TypeEmbedTokens:
+		return new(EmbedTokens)
+	case TypeTokenStates:
+		return new(TokenStates)
 	}
 	return nil
 }
