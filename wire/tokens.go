@@ -39,11 +39,11 @@ type TokenStates struct {
 	Data    []float32 `json:"-"` // raw frame
 }
 
-func (*EmbedTokens) Type() MsgType          { return TypeEmbedTokens }
-func (*TokenStates) Type() MsgType          { return TypeTokenStates }
-func (m *EmbedTokens) RequestID() uint64    { return m.ReqID }
-func (m *TokenStates) RequestID() uint64    { return m.ReqID }
-func (m *EmbedTokens) NamedModel() string   { return m.ModelRef }
+func (*EmbedTokens) Type() MsgType            { return TypeEmbedTokens }
+func (*TokenStates) Type() MsgType            { return TypeTokenStates }
+func (m *EmbedTokens) RequestID() uint64      { return m.ReqID }
+func (m *TokenStates) RequestID() uint64      { return m.ReqID }
+func (m *EmbedTokens) NamedModel() string     { return m.ModelRef }
 func (m *TokenStates) SetRequestID(id uint64) { m.ReqID = id }
 func (m *EmbedTokens) Readdressed(id uint64, ref string) Request {
 	c := *m
