@@ -186,8 +186,8 @@ func TestWorkerHandshake(t *testing.T) {
 		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
 		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
 	}
-	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}) {
-		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules})
+	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens}) {
+		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens})
 	}
 	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
 	const small = 1 << 20
@@ -254,6 +254,7 @@ func TestWorkerRequests(t *testing.T) {
 	t.Run("RERANK reference", testRerankReference)
 	t.Run("TOKENIZE and GENERATE with a grammar", testGenerateGrammar)
 	t.Run("unknown type", testUnknownType)
+	t.Run("EMBED_TOKENS on llama.cpp", testEmbedTokensLlama)
 	t.Run("LOAD errors", testLoadErrors)
 	t.Run("PING and UNLOAD", testPingUnload)
 }
@@ -411,6 +412,28 @@ func testUnknownType(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantErr(t, msg, frobID, wire.CodeUnknownType)
+}
+
+// testEmbedTokensLlama: the worker announces EMBED_TOKENS, and the
+// llama.cpp engine, which returns no per-token states, answers unsupported;
+// an old worker (drill) answers unknown_type.
+func testEmbedTokensLlama(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want wire.Code
+	}{
+		{"llama.cpp engine", nil, wire.CodeUnsupported},
+		{"old worker", []string{"SYNAPSE_CHAOS=old-worker=1"}, wire.CodeUnknownType},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := startWorker(t, tt.env...)
+			emb := w.load(1, genEmbed, embedConfig)
+			msg := w.call(&wire.EmbedTokens{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}}, IDs: []int32{1, 2}})
+			wantErr(t, msg, 2, tt.want)
+		})
+	}
 }
 
 // testLoadErrors: a digest that is not the file's is artifact_invalid; a
