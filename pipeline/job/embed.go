@@ -24,16 +24,16 @@ import (
 // EmbedOptions is one `synapse embed` job.
 type EmbedOptions struct {
 	Options
-	ChunkTokens int    // content tokens per chunk; 0 = the model's context minus its special tokens
-	Overlap     int    // tokens shared by consecutive chunks
-	Truncate    bool   // one chunk a document: its first window (the rest is not embedded)
+	ChunkTokens int  // content tokens per chunk; 0 = the model's context minus its special tokens
+	Overlap     int  // tokens shared by consecutive chunks
+	Truncate    bool // one chunk a document: its first window (the rest is not embedded)
 	// LateChunking embeds windows of up to the model's context (Overlap
 	// tokens shared) once and pools each ChunkTokens chunk from its
 	// window's token states (see LateChunking).
 	LateChunking bool
-	Pooling     string // mean, cls, last; "" = the model's own
-	Normalize   bool
-	Dims        int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
+	Pooling      string // mean, cls, last; "" = the model's own
+	Normalize    bool
+	Dims         int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
 
 	// Previous are the outputs of an earlier run (one file, or the part
 	// files of a sharded run) whose unchanged documents are copied instead
