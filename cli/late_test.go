@@ -3,12 +3,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/synapse-embed/synapse/engine"
@@ -168,5 +170,58 @@ func TestEmbedLateChunkingRefused(t *testing.T) {
 				t.Errorf("stdout %q: want no work done", res.stdout)
 			}
 		})
+	}
+}
+
+// TestEmbedLateChunkingResumePrevious: a late-chunked run killed after
+// its first checkpoint and resumed writes the rows of an uninterrupted
+// run; --previous of it reuses every document; a plain run refuses it as
+// --previous (the settings' output kind differs).
+func TestEmbedLateChunkingResumePrevious(t *testing.T) {
+	dir := t.TempDir()
+	model := lateModel(t)
+	in := filepath.Join(dir, "c.jsonl")
+	const n = 1500
+	lateCorpus(t, in, n)
+	env := []string{"SYNAPSE_ORT_LIB=" + testenv.ORTLib(t)}
+	args := func(out string, more ...string) []string {
+		return append([]string{"embed", in, "-m", model, "-o", out, "--late-chunking", "--chunk-tokens", "5", "--overlap", "4",
+			"--workers", "1", "--threads", "1", "--batch-tokens", "48"}, more...)
+	}
+	clean := filepath.Join(dir, "clean.arrow")
+	runSynapse(t, env, args(clean, "-q")...).wantCode(t, exitOK)
+	_, want := readOutput(t, clean)
+
+	out := filepath.Join(dir, "killed.arrow")
+	cmd := synapseCmd(context.Background(), t, env, args(out, "--chaos", "delay=5ms", "-q")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	waitCheckpoint(t, out, exited)
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	res := runSynapse(t, env, args(out, "--resume")...)
+	res.wantCode(t, exitOK)
+	if !strings.Contains(res.stdout, "the rest by the interrupted run") {
+		t.Errorf("the summary does not say the run was resumed:\n%s", res.stdout)
+	}
+	_, got := readOutput(t, out)
+	sameRows(t, "resumed late-chunked run vs an uninterrupted one", got, want)
+
+	inc := filepath.Join(dir, "inc.arrow")
+	res = runSynapse(t, env, args(inc, "--previous", clean)...)
+	res.wantCode(t, exitOK)
+	_, got = readOutput(t, inc)
+	sameRows(t, "--previous of the same late-chunked run", got, want)
+	if !strings.Contains(res.stdout, fmt.Sprintf("%d reused", n)) {
+		t.Errorf("summary:\n%s\nwant it to say %d reused", res.stdout, n)
+	}
+	res = runSynapse(t, env, "embed", in, "-m", model, "-o", filepath.Join(dir, "plain.arrow"), "--chunk-tokens", "5",
+		"--overlap", "4", "--workers", "1", "--threads", "1", "--previous", clean)
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, `output: previous "late-chunking"`) {
+		t.Errorf("stderr %q; want the refusal to name the output kind", res.stderr)
 	}
 }
