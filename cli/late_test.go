@@ -175,9 +175,9 @@ func TestEmbedLateChunkingRefused(t *testing.T) {
 
 // TestEmbedLateChunkingResumePrevious: a late-chunked run killed after
 // its first checkpoint and resumed writes the rows of an uninterrupted
-// run; --previous of it reuses every document; a plain run refuses it as
+// run, and so do two shards merged; --previous of it reuses every document; a plain run refuses it as
 // --previous (the settings' output kind differs).
-func TestEmbedLateChunkingResumePrevious(t *testing.T) {
+func TestEmbedLateChunkingResumeShardsPrevious(t *testing.T) {
 	dir := t.TempDir()
 	model := lateModel(t)
 	in := filepath.Join(dir, "c.jsonl")
@@ -209,6 +209,15 @@ func TestEmbedLateChunkingResumePrevious(t *testing.T) {
 	}
 	_, got := readOutput(t, out)
 	sameRows(t, "resumed late-chunked run vs an uninterrupted one", got, want)
+
+	sharded := filepath.Join(dir, "sh.arrow")
+	for i := range 2 {
+		runSynapse(t, env, args(sharded, "-q", "--shard", fmt.Sprintf("%d/2", i))...).wantCode(t, exitOK)
+	}
+	merged := filepath.Join(dir, "merged.arrow")
+	runSynapse(t, nil, "merge", sharded, "-o", merged, "-q").wantCode(t, exitOK)
+	_, got = readOutput(t, merged)
+	sameRows(t, "two late-chunked shards merged vs one run", got, want)
 
 	inc := filepath.Join(dir, "inc.arrow")
 	res = runSynapse(t, env, args(inc, "--previous", clean)...)
