@@ -22,8 +22,12 @@ func embedCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			w := words{verb: "embedding", done: "embedded", items: "chunks", unit: "chunks"}
+			if o.LateChunking { // the pipeline's items are windows, each pooled into its chunks
+				w.items, w.unit = "windows", "windows"
+			}
 			return runJob(c, jobSpec{name: "embed", opts: &o.Options, check: o.Check,
-				words: words{verb: "embedding", done: "embedded", items: "chunks", unit: "chunks"},
+				words: w,
 				run:   func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) }})
 		},
 	}
