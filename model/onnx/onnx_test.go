@@ -163,3 +163,24 @@ func sameValues(a, b []Value) bool {
 		return x.Name == y.Name && x.Elem == y.Elem && slices.Equal(x.Dims, y.Dims)
 	})
 }
+
+// TestReadPositions: the rows of a graph's position embedding table are
+// Info.Positions, and a graph without one has none.
+func TestReadPositions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want int64
+	}{{"embeddings.position_embeddings.weight", 40}, {"embeddings.word_embeddings.weight", 0}} {
+		m := Model{Graph: Graph{Name: "g",
+			Initializers: []Tensor{{Name: tc.name, Dims: []int64{40, 3}, Floats: make([]float32, 120)}},
+			Outputs:      []Value{{Name: "out", Elem: Float, Tensor: true}},
+			Nodes:        []Node{{Op: "Identity", Inputs: []string{tc.name}, Outputs: []string{"out"}}}}}
+		info, err := Parse(m.Marshal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Positions != tc.want {
+			t.Errorf("%s: Positions %d; want %d", tc.name, info.Positions, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -26,6 +27,11 @@ type Info struct {
 	ExternalData    bool  // some initializer's data lives in another file
 	// Weights counts the initializers' elements by element type.
 	Weights map[ElemType]int64
+	// Positions is the first dimension of a BERT-style position embedding
+	// table (an initializer named …position_embeddings.weight, or its
+	// quantized …weight_quantized): the most
+	// tokens a sequence may hold; 0 when the graph has none.
+	Positions int64
 }
 
 // quantizedOps are the operators that mark a quantized graph.
@@ -221,32 +227,41 @@ func parseNodeOp(b []byte) (string, error) {
 }
 
 func parseInitializer(b []byte, info *Info, names map[string]bool) error {
-	elems := int64(1)
 	elem := Undefined
+	var dims []int64
+	var name string
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
 		case num == 2 && typ == protowire.VarintType:
 			elem = ElemType(x)
 		case num == 1 && typ == protowire.VarintType: // dims, unpacked
-			elems *= int64(x)
+			dims = append(dims, int64(x))
 		case num == 1 && typ == protowire.BytesType: // dims, packed
 			for len(v) > 0 {
 				d, n := protowire.ConsumeVarint(v)
 				if n < 0 {
 					return protowire.ParseError(n)
 				}
-				elems *= int64(d)
+				dims = append(dims, int64(d))
 				v = v[n:]
 			}
 		case num == 8 && typ == protowire.BytesType:
-			names[string(v)] = true
+			name = string(v)
+			names[name] = true
 		case num == 14 && typ == protowire.VarintType && x == 1:
 			info.ExternalData = true
 		}
 		return nil
 	})
+	elems := int64(1)
+	for _, d := range dims {
+		elems *= d
+	}
 	info.Parameters += elems
 	info.Weights[elem] += elems
+	if strings.Contains(name, "position_embeddings.weight") && len(dims) == 2 { // …weight_quantized too
+		info.Positions = dims[0]
+	}
 	return err
 }
 

@@ -215,7 +215,11 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
-	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", o.chunkSize(p.ch), p.dims, o.Dtype))
+	settings := fmt.Sprintf("chunks of %d tokens, %d dims, %s", o.chunkSize(p.ch), p.dims, o.Dtype)
+	if qz.cost != "" {
+		settings += "; ranges from the " + qz.cost
+	}
+	r.started(settings)
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
@@ -230,18 +234,23 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 
 // embed runs the pipeline and writes the summary's lines.
 func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
+	cfg := r.config(o.BatchTokens, 0)
+	cfg.SkipReplayed = !o.Dedup // the dedup window takes the replayed records' vectors
 	var err error
 	if o.LateChunking {
 		k := &lateKind{embedKind: e.kind, late: LateChunking{Window: p.ch, Chunk: o.ChunkTokens}, normalize: o.lateNormalize(r.model)}
-		err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, lateWindow, [][]float32](k), e.src, lateSink{e.sink})
+		err = execute(ctx, r, cfg, pipeline.Kind[doc, lateWindow, [][]float32](k), e.src, lateSink{e.sink})
 	} else {
-		err = execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
 	}
 	if err == nil && p.prev != nil {
 		err = e.inc.finish(r)
 	}
 	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(o.Previous, e.inc.note, o.Dedup)...)
-	if e.qz.source != "" {
+	switch {
+	case e.qz.cost != "":
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.cost})
+	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
 	if o.Truncate {
