@@ -42,7 +42,7 @@ func embedFlags() []cli.Flag {
 		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded", DefaultText: "the model's context minus its special tokens"},
 		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
 		&cli.BoolFlag{Name: "truncate", Usage: "one vector per document, from its first chunk only, as sentence-transformers and TEI truncate at max_seq_length (the rest of a longer document is not embedded; the summary counts those cut)"},
-		&cli.BoolFlag{Name: "late-chunking", Usage: "embed each window of up to the model's context once (consecutive windows share --overlap tokens) and pool every --chunk-tokens chunk of it from the window's token states (Jina's late chunking), so chunks carry their document's context; ONNX models with mean pooling; docs/token-outputs.md"},
+		&cli.BoolFlag{Name: "late-chunking", Usage: "embed each window of up to the model's context once (consecutive windows share --overlap tokens) and pool every --chunk-tokens chunk of it from the window's token states (Jina's late chunking), so chunks carry their document's context; models with mean pooling (ONNX last_hidden_state, GGUF per-token embeddings); docs/token-outputs.md"},
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
 		&cli.StringFlag{Name: "prompt-name", Usage: "put the prompt `NAME` (e.g. query, document) of the model's config_sentence_transformers.json in front of every document, as sentence-transformers' prompt_name does; not with --prefix", DefaultText: "the model's default_prompt_name, unless --prefix is given"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},

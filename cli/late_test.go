@@ -138,20 +138,27 @@ func cosine64(a []float32, b []float64) float64 {
 	return dot / math.Sqrt(na*nb)
 }
 
-// TestEmbedLateChunkingRefused: a model whose engine returns no token
-// states (GGUF, llama.cpp) and an old worker (drill) are refused before any
-// work with exit 2 and the reason; so are the flags that cannot go with it.
+// TestEmbedLateChunkingRefused: a model without token states (an ONNX
+// graph with only sentence_embedding) and an old worker (drill) are refused
+// before any work with exit 2 and the reason; so are the flags that cannot
+// go with it.
 func TestEmbedLateChunkingRefused(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "c.jsonl")
 	lateCorpus(t, in, 3)
 	onnx := lateModel(t)
+	pooledOnly := filepath.Join(t.TempDir(), "pooled-only")
+	enc := onnxtest.Tiny()
+	enc.NoHidden = true
+	if _, err := onnxtest.WriteDir(pooledOnly, onnxtest.Dir{Encoder: enc}); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"llama.cpp engine", []string{"-m", tinyModel(t), "--chunk-tokens", "8"}, "return no token states"},
+		{"graph without last_hidden_state", []string{"-m", pooledOnly, "--chunk-tokens", "8"}, "return no token states"},
 		{"old worker", []string{"-m", onnx, "--chunk-tokens", "8", "--chaos", "old-worker=1"}, "do not announce it"},
 		{"no --chunk-tokens", []string{"-m", onnx}, "--late-chunking needs --chunk-tokens"},
 		{"--truncate", []string{"-m", onnx, "--chunk-tokens", "8", "--truncate"}, "not --truncate"},
@@ -233,4 +240,51 @@ func TestEmbedLateChunkingResumeShardsPrevious(t *testing.T) {
 	if !strings.Contains(res.stderr, `output: previous "late-chunking"`) {
 		t.Errorf("stderr %q; want the refusal to name the output kind", res.stderr)
 	}
+}
+
+// TestEmbedLateChunkingGGUF: a GGUF model (llama.cpp's per-token
+// embeddings, pooling none) late-chunks too: its chunks tile every
+// document, each vector unit length, and differ from plain chunks of the
+// same spans (they saw their window).
+func TestEmbedLateChunkingGGUF(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, testCorpus(20))
+	common := []string{"-m", tinyModel(t), "--text-field", "title", "--text-field", "text", "--chunk-tokens", "16", "--workers", "1", "--threads", "1", "-q"}
+	late, plain := filepath.Join(dir, "late.arrow"), filepath.Join(dir, "plain.arrow")
+	runSynapse(t, nil, append([]string{"embed", in, "-o", late, "--late-chunking"}, common...)...).wantCode(t, exitOK)
+	runSynapse(t, nil, append([]string{"embed", in, "-o", plain}, common...)...).wantCode(t, exitOK)
+	_, lr := readOutput(t, late)
+	_, pr := readOutput(t, plain)
+	if len(lr) != len(pr) {
+		t.Fatalf("got %d late rows, %d plain; want the same chunks", len(lr), len(pr))
+	}
+	differ := 0
+	for i, r := range lr {
+		p := pr[i]
+		if r.ID != p.ID || r.TokenStart != p.TokenStart || r.TokenEnd != p.TokenEnd {
+			t.Fatalf("row %d: late %s [%d,%d), plain %s [%d,%d); want the same spans", i, r.ID, r.TokenStart, r.TokenEnd, p.ID, p.TokenStart, p.TokenEnd)
+		}
+		var sq float64
+		for _, x := range r.Emb {
+			sq += float64(x) * float64(x)
+		}
+		if math.Abs(sq-1) > 1e-4 {
+			t.Errorf("row %d: squared norm %v; want 1", i, sq)
+		}
+		if cosine64(r.Emb, toF64(p.Emb)) < 0.9999 {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("every late-chunked vector equals its plain chunk's; want the window's context to change them")
+	}
+}
+
+func toF64(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
 }

@@ -44,8 +44,7 @@ func (s *server) embedTokens(ctx context.Context, m *wire.EmbedTokens) (wire.Mes
 }
 
 // EmbedTokens runs on the engine that loaded the model, when it has
-// per-token outputs (the ONNX engine); the llama.cpp engine answers
-// unsupported.
+// per-token outputs (both engines do).
 func (m *Mux) EmbedTokens(ctx context.Context, ref string, seqs [][]int32) ([]float32, int, error) {
 	e, err := m.engineOf(ref)
 	if err != nil {

@@ -254,7 +254,7 @@ func TestWorkerRequests(t *testing.T) {
 	t.Run("RERANK reference", testRerankReference)
 	t.Run("TOKENIZE and GENERATE with a grammar", testGenerateGrammar)
 	t.Run("unknown type", testUnknownType)
-	t.Run("EMBED_TOKENS on llama.cpp", testEmbedTokensLlama)
+	t.Run("EMBED_TOKENS", testEmbedTokensLlama)
 	t.Run("LOAD errors", testLoadErrors)
 	t.Run("PING and UNLOAD", testPingUnload)
 }
@@ -414,26 +414,19 @@ func testUnknownType(t *testing.T) {
 	wantErr(t, msg, frobID, wire.CodeUnknownType)
 }
 
-// testEmbedTokensLlama: the worker announces EMBED_TOKENS, and the
-// llama.cpp engine, which returns no per-token states, answers unsupported;
-// an old worker (drill) answers unknown_type.
+// testEmbedTokensLlama: the worker announces EMBED_TOKENS and the
+// llama.cpp engine answers it with every token's state; an old worker
+// (drill) answers unknown_type.
 func testEmbedTokensLlama(t *testing.T) {
-	tests := []struct {
-		name string
-		env  []string
-		want wire.Code
-	}{
-		{"llama.cpp engine", nil, wire.CodeUnsupported},
-		{"old worker", []string{"SYNAPSE_CHAOS=old-worker=1"}, wire.CodeUnknownType},
+	w := startWorker(t)
+	emb := w.load(1, genEmbed, embedConfig)
+	ts, ok := w.call(&wire.EmbedTokens{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}, {NTokens: 3}}, IDs: []int32{101, 102, 101, 1592, 102}}).(*wire.TokenStates)
+	if !ok || ts.ReqID != 2 || ts.Dims != emb.Dims || len(ts.NTokens) != 2 || ts.NTokens[1] != 3 || len(ts.Data) != 5*emb.Dims {
+		t.Fatalf("got %#v; want TOKEN_STATES req_id 2 of 2+3 tokens × %d dims", ts, emb.Dims)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := startWorker(t, tt.env...)
-			emb := w.load(1, genEmbed, embedConfig)
-			msg := w.call(&wire.EmbedTokens{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}}, IDs: []int32{1, 2}})
-			wantErr(t, msg, 2, tt.want)
-		})
-	}
+	old := startWorker(t, "SYNAPSE_CHAOS=old-worker=1")
+	emb = old.load(1, genEmbed, embedConfig)
+	wantErr(t, old.call(&wire.EmbedTokens{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}}, IDs: []int32{1, 2}}), 2, wire.CodeUnknownType)
 }
 
 // testLoadErrors: a digest that is not the file's is artifact_invalid; a

@@ -162,7 +162,8 @@
 // Σ n_tokens bytes, fits the negotiated max_frame; a worker whose answer would not fit sends
 // ERR{code: bad_request} instead, never the oversized frame. A worker that
 // announces the extension but whose engine has no per-token outputs for a
-// model (llama.cpp's engine, for now) answers ERR{code: unsupported}; the
+// model (an ONNX graph without last_hidden_state) answers
+// ERR{code: unsupported}; the
 // module probes a loaded model with a one-token EMBED_TOKENS before any
 // work and refuses the job on unsupported or unknown_type. The frames of
 // EMBED_TOKENS {req_id:10, model_ref:"m1", items:[{id:0,n_tokens:2},{id:1,n_tokens:1}]}
