@@ -22,8 +22,12 @@ func embedCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			w := words{verb: "embedding", done: "embedded", items: "chunks", unit: "chunks"}
+			if o.LateChunking { // the pipeline's items are windows, each pooled into its chunks
+				w.items, w.unit = "windows", "windows"
+			}
 			return runJob(c, jobSpec{name: "embed", opts: &o.Options, check: o.Check,
-				words: words{verb: "embedding", done: "embedded", items: "chunks", unit: "chunks"},
+				words: w,
 				run:   func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) }})
 		},
 	}
@@ -38,6 +42,7 @@ func embedFlags() []cli.Flag {
 		&cli.IntFlag{Name: "chunk-tokens", Usage: "tokens per chunk, special tokens excluded", DefaultText: "the model's context minus its special tokens"},
 		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
 		&cli.BoolFlag{Name: "truncate", Usage: "one vector per document, from its first chunk only, as sentence-transformers and TEI truncate at max_seq_length (the rest of a longer document is not embedded; the summary counts those cut)"},
+		&cli.BoolFlag{Name: "late-chunking", Usage: "embed each window of up to the model's context once (consecutive windows share --overlap tokens) and pool every --chunk-tokens chunk of it from the window's token states (Jina's late chunking), so chunks carry their document's context; models with mean pooling (ONNX last_hidden_state, GGUF per-token embeddings); docs/token-outputs.md"},
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
 		&cli.StringFlag{Name: "prompt-name", Usage: "put the prompt `NAME` (e.g. query, document) of the model's config_sentence_transformers.json in front of every document, as sentence-transformers' prompt_name does; not with --prefix", DefaultText: "the model's default_prompt_name, unless --prefix is given"},
 		&cli.BoolFlag{Name: "no-normalize", Usage: "keep vectors as pooled instead of L2-normalizing them"},
@@ -59,7 +64,7 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
 		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"),
-		PromptName: c.String("prompt-name"), Truncate: c.Bool("truncate")}
+		PromptName: c.String("prompt-name"), Truncate: c.Bool("truncate"), LateChunking: c.Bool("late-chunking")}
 	if err != nil {
 		return o, err
 	}
@@ -78,6 +83,9 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	case "", "mean", "cls", "last":
 	default:
 		return o, usagef("embed: --pooling %q: want mean, cls or last", o.Pooling)
+	}
+	if o.LateChunking && (o.Truncate || o.ChunkTokens == 0) {
+		return o, usagef("embed: --late-chunking needs --chunk-tokens (the chunks pooled from each window) and not --truncate")
 	}
 	if o.Truncate && o.Overlap > 0 {
 		return o, usagef("embed: --overlap with --truncate: a truncated document has one chunk, nothing to overlap")

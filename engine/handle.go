@@ -34,6 +34,12 @@ func (s *server) handle(ctx context.Context, msg wire.Message) (wire.Message, er
 			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"RERANK_GROUPS\" (old-worker drill)"}, nil
 		}
 		resp, err = s.rerank(ctx, id, m.ModelRef, m.Groups, m.IDs)
+	case *wire.EmbedTokens:
+		id = m.ReqID
+		if s.opts.Chaos.OldWorker {
+			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"EMBED_TOKENS\" (old-worker drill)"}, nil
+		}
+		resp, err = s.embedTokens(ctx, m)
 	case *wire.Generate:
 		id = m.ReqID
 		var g Generation

@@ -189,6 +189,22 @@ func (m *llamaModel) run(ctx context.Context, c llama.Context, seqs [][]int32, d
 // evalChunk runs one llama.cpp call over seqs (seq id = index) and copies out
 // the pooled outputs.
 func (m *llamaModel) evalChunk(c llama.Context, seqs [][]int32, tokens, dims int, out []float32) error {
+	if err := m.eval(c, seqs, tokens); err != nil {
+		return err
+	}
+	for k := range seqs {
+		v, _ := llama.GetEmbeddingsSeq(c, llama.SeqId(k), int32(dims))
+		if v == nil {
+			return wire.Errorf(wire.CodeInternal, "llama.cpp returned no pooled output for sequence %d", k)
+		}
+		copy(out[k*dims:(k+1)*dims], v)
+	}
+	return nil
+}
+
+// eval runs one llama.cpp call over seqs (seq id = index), every token
+// with an output, in a cleared memory.
+func (m *llamaModel) eval(c llama.Context, seqs [][]int32, tokens int) error {
 	if mem, err := llama.GetMemory(c); err == nil && mem != 0 {
 		llama.MemoryClear(mem, true)
 	}
@@ -210,13 +226,6 @@ func (m *llamaModel) evalChunk(c llama.Context, seqs [][]int32, tokens, dims int
 	}
 	if rc != 0 {
 		return wire.Errorf(wire.CodeInternal, "llama.cpp evaluation failed (code %d, %d tokens, %d sequences): %s", rc, tokens, len(seqs), logs.takeErrors())
-	}
-	for k := range seqs {
-		v, _ := llama.GetEmbeddingsSeq(c, llama.SeqId(k), int32(dims))
-		if v == nil {
-			return wire.Errorf(wire.CodeInternal, "llama.cpp returned no pooled output for sequence %d", k)
-		}
-		copy(out[k*dims:(k+1)*dims], v)
 	}
 	return nil
 }

@@ -148,9 +148,9 @@ func (m *Mux) Generate(ctx context.Context, ref string, prompt []int32, opt Gene
 // Extensions implements Extender: GENERATE.sampling, which the llama.cpp
 // engine serves (the ONNX engine does not generate at all), and
 // QUANTIZE.onnx (Quantize) and LOAD.st_modules, which the ONNX engine
-// serves.
+// serves, and EMBED_TOKENS, which both serve.
 func (m *Mux) Extensions() []string {
-	return []string{wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}
+	return []string{wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens}
 }
 
 // Tokenize runs on the engine that loaded the model.

@@ -309,36 +309,9 @@ func (m *onnxModel) runs(seqs [][]int32, pad int) [][]int {
 // sentence_embedding (useGraph) or chain ch over the real tokens of its
 // last_hidden_state.
 func (m *onnxModel) run(seqs [][]int32, idx, from []int, useGraph bool, ch onnxChain, dims int, out []float32) error {
-	n, l := len(idx), len(seqs[idx[len(idx)-1]])
-	var lens []int
-	if len(seqs[idx[0]]) != l {
-		lens = make([]int, n)
-		for i, s := range idx {
-			lens[i] = len(seqs[s])
-		}
-	}
-	ins, err := m.inputs(n, l, lens, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
-	defer destroyAll(ins)
+	l, err := m.evaluate(seqs, idx)
 	if err != nil {
 		return err
-	}
-	outs := make([]ort.Value, len(m.plan.outputs))
-	defer destroyAll(outs)
-	if len(m.outs) < len(outs) {
-		m.outs = make([][]float32, len(outs))
-	}
-	for k := range outs {
-		shape := ort.NewShape(int64(n), int64(l), int64(m.width[k]))
-		if k == m.plan.pooled {
-			shape = ort.NewShape(int64(n), int64(m.width[k]))
-		}
-		m.outs[k] = grow(m.outs[k], int(shape.FlattenedSize()))
-		if outs[k], err = ort.NewTensor(shape, m.outs[k]); err != nil {
-			return wire.Errorf(wire.CodeInternal, "output %s: %w", m.plan.outputs[k], err)
-		}
-	}
-	if err := m.sess.Run(ins, outs); err != nil {
-		return classifyORTRun(err, n, l)
 	}
 	for i, s := range idx {
 		dst := out[s*dims : (s+1)*dims]
@@ -355,6 +328,44 @@ func (m *onnxModel) run(seqs [][]int32, idx, from []int, useGraph bool, ch onnxC
 		ch.apply(m.outs[m.plan.hidden][i*l*w:i*l*w+k*w], k, w, skip, dst)
 	}
 	return nil
+}
+
+// evaluate runs the sequences idx (sorted by length) through the graph in
+// one ONNX Runtime run, padded to the longest (l tokens, returned), leaving
+// each output's values in m.outs.
+func (m *onnxModel) evaluate(seqs [][]int32, idx []int) (int, error) {
+	n, l := len(idx), len(seqs[idx[len(idx)-1]])
+	var lens []int
+	if len(seqs[idx[0]]) != l {
+		lens = make([]int, n)
+		for i, s := range idx {
+			lens[i] = len(seqs[s])
+		}
+	}
+	ins, err := m.inputs(n, l, lens, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
+	defer destroyAll(ins)
+	if err != nil {
+		return 0, err
+	}
+	outs := make([]ort.Value, len(m.plan.outputs))
+	defer destroyAll(outs)
+	if len(m.outs) < len(outs) {
+		m.outs = make([][]float32, len(outs))
+	}
+	for k := range outs {
+		shape := ort.NewShape(int64(n), int64(l), int64(m.width[k]))
+		if k == m.plan.pooled {
+			shape = ort.NewShape(int64(n), int64(m.width[k]))
+		}
+		m.outs[k] = grow(m.outs[k], int(shape.FlattenedSize()))
+		if outs[k], err = ort.NewTensor(shape, m.outs[k]); err != nil {
+			return 0, wire.Errorf(wire.CodeInternal, "output %s: %w", m.plan.outputs[k], err)
+		}
+	}
+	if err := m.sess.Run(ins, outs); err != nil {
+		return 0, classifyORTRun(err, n, l)
+	}
+	return l, nil
 }
 
 // classifyORTRun turns a failed run into an error code: an index out of

@@ -199,6 +199,8 @@ func requestIDs(msg wire.Message) []int32 {
 		return m.IDs
 	case *wire.Generate:
 		return m.IDs
+	case *wire.EmbedTokens:
+		return m.IDs
 	}
 	return nil
 }

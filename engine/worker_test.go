@@ -186,8 +186,8 @@ func TestWorkerHandshake(t *testing.T) {
 		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
 		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
 	}
-	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules}) {
-		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules})
+	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens}) {
+		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens})
 	}
 	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
 	const small = 1 << 20
@@ -254,6 +254,7 @@ func TestWorkerRequests(t *testing.T) {
 	t.Run("RERANK reference", testRerankReference)
 	t.Run("TOKENIZE and GENERATE with a grammar", testGenerateGrammar)
 	t.Run("unknown type", testUnknownType)
+	t.Run("EMBED_TOKENS", testEmbedTokensLlama)
 	t.Run("LOAD errors", testLoadErrors)
 	t.Run("PING and UNLOAD", testPingUnload)
 }
@@ -411,6 +412,21 @@ func testUnknownType(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantErr(t, msg, frobID, wire.CodeUnknownType)
+}
+
+// testEmbedTokensLlama: the worker announces EMBED_TOKENS and the
+// llama.cpp engine answers it with every token's state; an old worker
+// (drill) answers unknown_type.
+func testEmbedTokensLlama(t *testing.T) {
+	w := startWorker(t)
+	emb := w.load(1, genEmbed, embedConfig)
+	ts, ok := w.call(&wire.EmbedTokens{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}, {NTokens: 3}}, IDs: []int32{101, 102, 101, 1592, 102}}).(*wire.TokenStates)
+	if !ok || ts.ReqID != 2 || ts.Dims != emb.Dims || len(ts.NTokens) != 2 || ts.NTokens[1] != 3 || len(ts.Data) != 5*emb.Dims {
+		t.Fatalf("got %#v; want TOKEN_STATES req_id 2 of 2+3 tokens × %d dims", ts, emb.Dims)
+	}
+	old := startWorker(t, "SYNAPSE_CHAOS=old-worker=1")
+	emb = old.load(1, genEmbed, embedConfig)
+	wantErr(t, old.call(&wire.EmbedTokens{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}}, IDs: []int32{1, 2}}), 2, wire.CodeUnknownType)
 }
 
 // testLoadErrors: a digest that is not the file's is artifact_invalid; a

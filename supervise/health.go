@@ -168,3 +168,19 @@ func (p *Pool) Supports(ext string) bool {
 	}
 	return seen
 }
+
+// MaxFrame is the smallest frame limit negotiated with the pool's workers
+// (every worker that has shaken hands), or the pool's own limit when none
+// has: what a request and its answer must each fit.
+func (p *Pool) MaxFrame() uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	limit := p.cfg.MaxFrame
+	for _, s := range p.slots {
+		if s.w == nil || s.w.conn == nil {
+			continue
+		}
+		limit = min(limit, s.w.conn.MaxFrame())
+	}
+	return limit
+}

@@ -67,6 +67,7 @@ var replyType = map[wire.MsgType]wire.MsgType{
 	wire.TypePing:         wire.TypePong,
 	wire.TypeTokenize:     wire.TypeTokens,
 	wire.TypeQuantize:     wire.TypeQuantized,
+	wire.TypeEmbedTokens:  wire.TypeTokenStates,
 }
 
 // setReplyID gives a reply the caller's req_id back.

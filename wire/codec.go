@@ -43,6 +43,17 @@ func rawCount(m Message) (n int64, ok bool, err error) {
 			}
 		}
 		return sum, true, nil
+	case *EmbedTokens:
+		var sum int64
+		for i, it := range m.Items {
+			if sum, err = addCount(sum, it.NTokens); err != nil {
+				return 0, true, fmt.Errorf("items[%d].n_tokens: %w", i, err)
+			}
+		}
+		return sum, true, nil
+	case *TokenStates:
+		n, err := tokenStatesCount(m)
+		return n, true, err
 	case *Vectors:
 		return mulCount(m.N, m.Dims)
 	case *Scores:
@@ -90,6 +101,10 @@ func rawLen(m Message) int {
 		return len(m.IDs)
 	case *Generate:
 		return len(m.IDs)
+	case *EmbedTokens:
+		return len(m.IDs)
+	case *TokenStates:
+		return len(m.Data)
 	case *Tokens:
 		return len(m.IDs)
 	case *Vectors:
@@ -141,6 +156,13 @@ func validate(m Message) error {
 	}
 	if l, ok := m.(*Loaded); ok && l.Dims < 0 {
 		return protoErrorf("bad LOADED: negative dims %d", l.Dims)
+	}
+	if e, ok := m.(*EmbedTokens); ok {
+		for i, it := range e.Items {
+			if it.PoolFrom != 0 {
+				return protoErrorf("bad EMBED_TOKENS: items[%d].pool_from %d; EMBED_TOKENS does not pool", i, it.PoolFrom)
+			}
+		}
 	}
 	if q, ok := m.(*Quantized); ok && q.OutSize < 0 {
 		return protoErrorf("bad QUANTIZED: negative out_size %d", q.OutSize)

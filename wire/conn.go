@@ -172,6 +172,10 @@ func (c *Conn) write(m Message, payload []byte) error {
 		err = writeRaw(c.w, m.IDs)
 	case *Tokens:
 		err = writeRaw(c.w, m.IDs)
+	case *EmbedTokens:
+		err = writeRaw(c.w, m.IDs)
+	case *TokenStates:
+		err = writeRaw(c.w, m.Data)
 	case *Vectors:
 		err = writeRaw(c.w, m.Data)
 	case *Scores:
@@ -236,6 +240,10 @@ func (c *Conn) recv() (Message, error) {
 	case *Vectors:
 		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
 	case *Scores:
+		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
+	case *EmbedTokens:
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
+	case *TokenStates:
 		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
 	}
 	if err != nil {

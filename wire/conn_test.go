@@ -41,6 +41,8 @@ func sampleMessages() []Message {
 		&Tokens{ReqID: 8, N: 4, IDs: []int32{101, 7592, 1010, 102}},
 		&Quantize{ReqID: 9, ArtifactPath: "/models/minilm-f16.gguf", ArtifactDigest: "sha256:00ff", OutPath: "/cache/tmp-1/model.gguf", FType: "q8_0", Threads: 2},
 		&Quantized{ReqID: 9, OutDigest: "sha256:0a1b", OutSize: 25165824, MS: 1250},
+		&EmbedTokens{ReqID: 10, ModelRef: "m1", Items: []Item{{ID: 0, NTokens: 2}, {ID: 1, NTokens: 1}}, IDs: []int32{101, 7592, 102}},
+		&TokenStates{ReqID: 10, Dims: 2, NTokens: []int{2, 1}, Data: []float32{0.5, -1, 2, 0, math.SmallestNonzeroFloat32, -3.25}},
 	}
 }
 
@@ -291,6 +293,10 @@ func withoutFloats(m Message) Message {
 		c := *m
 		c.Data = nil
 		return &c
+	case *TokenStates:
+		c := *m
+		c.Data = nil
+		return &c
 	}
 	return m
 }
@@ -300,6 +306,8 @@ func floatBytes(m Message) []byte {
 	case *Vectors:
 		return byteView(m.Data)
 	case *Scores:
+		return byteView(m.Data)
+	case *TokenStates:
 		return byteView(m.Data)
 	}
 	return nil

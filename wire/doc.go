@@ -149,10 +149,37 @@
 //	94 00 00 00                          control frame, 148 bytes, no raw frame:
 //	{"type":"QUANTIZE","req_id":9,"artifact_path":"/m/src.gguf",...}
 //
+// EMBED_TOKENS and TOKEN_STATES are another ("EMBED_TOKENS"), for token-level
+// outputs (late chunking, multi-vector):
+//
+//	EMBED_TOKENS {req_id, model_ref, items:[{id, n_tokens}]} + raw frame of Σ n_tokens i32 ids
+//	   → TOKEN_STATES {req_id, dims, n_tokens:[…]} + raw frame of dims × Σ n_tokens f32 | ERR
+//
+// The answer holds every token's final hidden state (an ONNX graph's
+// last_hidden_state), unpooled and unnormalised, item after item. A
+// TOKEN_STATES answer is dims times larger than its request, so the
+// module sizes each request so that the answer's raw frame, 4 × dims ×
+// Σ n_tokens bytes, fits the negotiated max_frame; a worker whose answer would not fit sends
+// ERR{code: bad_request} instead, never the oversized frame. A worker that
+// announces the extension but whose engine has no per-token outputs for a
+// model (an ONNX graph without last_hidden_state) answers
+// ERR{code: unsupported}; the
+// module probes a loaded model with a one-token EMBED_TOKENS before any
+// work and refuses the job on unsupported or unknown_type. The frames of
+// EMBED_TOKENS {req_id:10, model_ref:"m1", items:[{id:0,n_tokens:2},{id:1,n_tokens:1}]}
+// with ids 101, 7592, 102:
+//
+//	6a 00 00 00                          control frame, 106 bytes:
+//	{"type":"EMBED_TOKENS","req_id":10,"model_ref":"m1","items":[...]}
+//	0c 00 00 00                          raw frame, 12 bytes = 4 × (2+1):
+//	65 00 00 00  a0 1d 00 00  66 00 00 00
+//
 // A decoder can only skip an unknown message whose raw frame, if any, it
 // knows about: an old peer would read the raw frame of an unknown type as a
 // control frame and fail with *ProtocolError. So a new type that carries a
 // raw frame is sent only to peers known to have it; TOKENIZE and QUANTIZE
 // have none, and only a worker that knows them answers with TOKENS or
-// QUANTIZED.
+// QUANTIZED. EMBED_TOKENS has one, so it is sent only to workers that
+// announce ExtEmbedTokens in HELLO; the module refuses a token-level job
+// before any work when they do not.
 package wire

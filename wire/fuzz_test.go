@@ -93,6 +93,18 @@ func FuzzRecv(f *testing.F) {
 	f.Add(jsonFrame(`{"type":"QUANTIZE","req_id":5,"artifact_pa`)[:20])
 	f.Add(jsonFrame(`{"type":"QUANTIZED","req_id":5,"out_size":-1}`))
 	f.Add(concat(jsonFrame(`{"type":"QUANTIZE","req_id":6,"ftype":7}`), jsonFrame(`{"type":"PING","req_id":7}`)))
+	// EMBED_TOKENS/TOKEN_STATES (extension): valid request and answer; a
+	// truncated states frame; the wrong raw type (a TOKEN_STATES header
+	// followed by another control frame where its states belong); a
+	// pool_from EMBED_TOKENS refuses; states over the limit (2^16 tokens ×
+	// 2^16 dims overflows any frame).
+	f.Add(concat(jsonFrame(`{"type":"EMBED_TOKENS","req_id":1,"model_ref":"m","items":[{"id":0,"n_tokens":2}]}`), idsFrame(7, 8),
+		jsonFrame(`{"type":"TOKEN_STATES","req_id":1,"dims":1,"n_tokens":[2]}`), idsFrame(1, 2)))
+	f.Add(concat(jsonFrame(`{"type":"TOKEN_STATES","req_id":1,"dims":2,"n_tokens":[1,1]}`), []byte{16, 0, 0, 0, 1, 2, 3}))
+	f.Add(concat(jsonFrame(`{"type":"TOKEN_STATES","req_id":1,"dims":1,"n_tokens":[1]}`), jsonFrame(`{"type":"PING","req_id":2}`)))
+	f.Add(concat(jsonFrame(`{"type":"EMBED_TOKENS","req_id":1,"items":[{"id":0,"n_tokens":1,"pool_from":1}]}`), idsFrame(7)))
+	f.Add(jsonFrame(`{"type":"TOKEN_STATES","req_id":1,"dims":65536,"n_tokens":[65536,3]}`))
+	f.Add(concat(jsonFrame(`{"type":"TOKEN_STATES","req_id":1,"dims":1,"n_tokens":[-1,2]}`), idsFrame(1)))
 	// Counts that overflow.
 	f.Add(jsonFrame(`{"type":"VECTORS","n":4294967296,"dims":4294967296}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

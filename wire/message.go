@@ -5,7 +5,7 @@ package wire
 type MsgType string
 
 // Message types of protocol v1, plus the TOKENIZE/TOKENS and
-// QUANTIZE/QUANTIZED extensions.
+// QUANTIZE/QUANTIZED extensions (EMBED_TOKENS/TOKEN_STATES: tokens.go).
 const (
 	TypeHello      MsgType = "HELLO"
 	TypeHelloAck   MsgType = "HELLO_ACK"
@@ -46,7 +46,8 @@ const (
 )
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
-// RERANK, GENERATE, VECTORS, SCORES and TOKENS, the raw frame that follows it.
+// RERANK, GENERATE, VECTORS, SCORES, TOKENS, EMBED_TOKENS and TOKEN_STATES,
+// the raw frame that follows it.
 // Every message type implements Message with a pointer receiver; Recv returns
 // pointers (*Hello, *EmbedBatch, ...) and Send takes them.
 //
@@ -436,6 +437,10 @@ func newMessage(t MsgType) Message {
 		return new(Quantize)
 	case TypeQuantized:
 		return new(Quantized)
+	case TypeEmbedTokens:
+		return new(EmbedTokens)
+	case TypeTokenStates:
+		return new(TokenStates)
 	}
 	return nil
 }

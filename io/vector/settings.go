@@ -44,6 +44,10 @@ type Settings struct {
 	// Dense module changes the vectors though the graph's digest does not.
 	// (omitempty keeps the records of outputs without modules readable.)
 	Modules string `json:"modules,omitempty"`
+	// Output is the kind of vectors when it is not one pooled vector per
+	// chunk ("late-chunking": chunks pooled from their window's token
+	// states); omitempty keeps the digests of outputs before it.
+	Output string `json:"output,omitempty"`
 }
 
 // JSON is the settings' canonical JSON (fields in declaration order).

@@ -89,6 +89,8 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 	case prev != nil && prev.Dtype() == o.Dtype:
 		qz.ranges, err = rangesOf(prev.Metadata(), s.dims)
 		qz.source = "the --previous output's ranges"
+	case o.LateChunking:
+		return nil, configErrorf("--dtype %s with --late-chunking: give the ranges with --calibration (an earlier float32 output of the same settings)", o.Dtype)
 	default:
 		began := time.Now()
 		var tokens int

@@ -24,12 +24,16 @@ import (
 // EmbedOptions is one `synapse embed` job.
 type EmbedOptions struct {
 	Options
-	ChunkTokens int    // content tokens per chunk; 0 = the model's context minus its special tokens
-	Overlap     int    // tokens shared by consecutive chunks
-	Truncate    bool   // one chunk a document: its first window (the rest is not embedded)
-	Pooling     string // mean, cls, last; "" = the model's own
-	Normalize   bool
-	Dims        int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
+	ChunkTokens int  // content tokens per chunk; 0 = the model's context minus its special tokens
+	Overlap     int  // tokens shared by consecutive chunks
+	Truncate    bool // one chunk a document: its first window (the rest is not embedded)
+	// LateChunking embeds windows of up to the model's context (Overlap
+	// tokens shared) once and pools each ChunkTokens chunk from its
+	// window's token states (see LateChunking).
+	LateChunking bool
+	Pooling      string // mean, cls, last; "" = the model's own
+	Normalize    bool
+	Dims         int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
 
 	// Previous are the outputs of an earlier run (one file, or the part
 	// files of a sharded run) whose unchanged documents are copied instead
@@ -97,6 +101,12 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	if err := o.load(ctx, r, p); err != nil {
 		return err
 	}
+	if o.LateChunking {
+		n := p.ch.Window + len(p.ch.Prefix) + len(p.ch.Suffix)
+		if _, err := o.probeTokens(ctx, r, n); err != nil {
+			return err
+		}
+	}
 	e, err := o.open(ctx, r, p)
 	if err != nil {
 		return err
@@ -127,6 +137,9 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 		return nil, err
 	}
 	ch.PoolFrom = st.poolFrom
+	if err := o.checkLate(r.model, st); err != nil {
+		return nil, err
+	}
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
@@ -202,7 +215,7 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
-	settings := fmt.Sprintf("chunks of %d tokens, %d dims, %s", p.ch.Window, p.dims, o.Dtype)
+	settings := fmt.Sprintf("chunks of %d tokens, %d dims, %s", o.chunkSize(p.ch), p.dims, o.Dtype)
 	if qz.cost != "" {
 		settings += "; ranges from the " + qz.cost
 	}
@@ -223,7 +236,13 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
 	cfg := r.config(o.BatchTokens, 0)
 	cfg.SkipReplayed = !o.Dedup // the dedup window takes the replayed records' vectors
-	err := execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+	var err error
+	if o.LateChunking {
+		k := &lateKind{embedKind: e.kind, late: LateChunking{Window: p.ch, Chunk: o.ChunkTokens}, normalize: o.lateNormalize(r.model)}
+		err = execute(ctx, r, cfg, pipeline.Kind[doc, lateWindow, [][]float32](k), e.src, lateSink{e.sink})
+	} else {
+		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+	}
 	if err == nil && p.prev != nil {
 		err = e.inc.finish(r)
 	}
@@ -314,6 +333,9 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 	pre, suf := m.Tokenizer.Affixes()
 	room := m.ContextLength - len(pre) - len(suf)
 	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf, Truncate: o.Truncate}
+	if o.LateChunking {
+		ch.Window = 0 // the windows span the context; --chunk-tokens cuts them
+	}
 	if ch.Window <= 0 {
 		ch.Window = room
 		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
@@ -322,6 +344,9 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 		if ch.Window <= 0 {
 			return ch, configErrorf("%s: max_seq_length %d leaves no room beside %d special tokens", m.Name, m.Chain.MaxSeqLength, len(pre)+len(suf))
 		}
+	}
+	if o.LateChunking && o.ChunkTokens > ch.Window {
+		return ch, configErrorf("--chunk-tokens %d with --late-chunking is larger than the model's window of %d tokens", o.ChunkTokens, ch.Window)
 	}
 	if ch.Window > room {
 		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
@@ -353,7 +378,7 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 		"synapse.pooling":       pooling,
 		"synapse.normalize":     strconv.FormatBool(o.Normalize),
 		"synapse.dims":          strconv.Itoa(dims),
-		"synapse.chunk_tokens":  strconv.Itoa(ch.Window),
+		"synapse.chunk_tokens":  strconv.Itoa(o.chunkSize(ch)),
 		"synapse.chunk_overlap": strconv.Itoa(ch.Overlap),
 		"synapse.batch_tokens":  strconv.Itoa(o.BatchTokens),
 	} {
@@ -362,14 +387,26 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 	return meta
 }
 
+// chunkSize is the content tokens of a chunk: the window's, or
+// --chunk-tokens within windows of the model's context when late chunking.
+func (o *EmbedOptions) chunkSize(ch Chunking) int {
+	if o.LateChunking {
+		return o.ChunkTokens
+	}
+	return ch.Window
+}
+
 // settings are the run's vector.Settings (qz nil: without its dtype).
 func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) vector.Settings {
 	fields := o.Read.TextFields
 	if len(fields) == 0 {
 		fields = []string{"text"}
 	}
-	s := vector.Settings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: ch.Window,
+	s := vector.Settings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: o.chunkSize(ch),
 		Overlap: ch.Overlap, Truncate: ch.Truncate, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
+	if o.LateChunking {
+		s.Output = OutputLateChunking
+	}
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)
 	}
