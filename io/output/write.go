@@ -121,8 +121,8 @@ type Writer struct {
 	sink   batchSink // where batches go while the run lasts
 	errs   *errorLog
 	ckpt   resumer // nil unless made by OpenCheckpointed or OpenStore
-	tmp    string        // final output, written aside
-	errTmp string        // errors file, written aside (Create only)
+	tmp    string  // final output, written aside
+	errTmp string  // errors file, written aside (Create only)
 	closed bool
 }
 

@@ -185,4 +185,3 @@ func TestServerKilledMidRun(t *testing.T) {
 	run(t, append(args, "--resume")...).wantCode(t, 0)
 	sameRows(t, tableRows(t, conn, "docs"), want)
 }
-

@@ -114,9 +114,13 @@ func (s *incSource) Next() (doc, error) {
 	if s.held != nil {
 		known, same, _ := s.held(d.ID, x.hash)
 		x.prev, x.kept = true, same
-		x.status = previous.New
-		if known {
-			x.status = map[bool]previous.Status{true: previous.Unchanged, false: previous.Changed}[same]
+		switch {
+		case same:
+			x.status = previous.Unchanged
+		case known:
+			x.status = previous.Changed
+		default:
+			x.status = previous.New
 		}
 	}
 	if s.window != nil {

@@ -173,8 +173,8 @@ type runner struct {
 	sum       Summary
 	kindState any // the kind's counters (a pointer JSON fills in place), kept in the checkpoint beside the pipeline's
 	closer    []func()
-	ctx       context.Context // the run's, from load: bounds the uploads of outputs in a bucket
-	docsR     *corpus.Reader  // the documents (embed, generate): their id counts go in the summary
+	ctx       context.Context              // the run's, from load: bounds the uploads of outputs in a bucket
+	docsR     *corpus.Reader               // the documents (embed, generate): their id counts go in the summary
 	store     func() (output.Store, error) // a PostgreSQL output's opener (embed's), nil for files
 }
 

@@ -108,4 +108,3 @@ func (r *runner) openStore(opts output.WriterOptions) error {
 	}
 	return r.opened(w, rs, err)
 }
-
