@@ -215,7 +215,11 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
-	r.started(fmt.Sprintf("chunks of %d tokens, %d dims, %s", p.ch.Window, p.dims, o.Dtype))
+	settings := fmt.Sprintf("chunks of %d tokens, %d dims, %s", p.ch.Window, p.dims, o.Dtype)
+	if qz.cost != "" {
+		settings += "; ranges from the " + qz.cost
+	}
+	r.started(settings)
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
@@ -230,7 +234,9 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 
 // embed runs the pipeline and writes the summary's lines.
 func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
-	err := execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+	cfg := r.config(o.BatchTokens, 0)
+	cfg.SkipReplayed = !o.Dedup // the dedup window takes the replayed records' vectors
+	err := execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
 	if err == nil && (p.prev != nil || o.Sync) {
 		err = e.inc.finish(r)
 	}
@@ -239,7 +245,10 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 		prevs = []string{"the table (--sync)"}
 	}
 	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
-	if e.qz.source != "" {
+	switch {
+	case e.qz.cost != "":
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.cost})
+	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
 	if o.Truncate {
@@ -467,10 +476,8 @@ func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, erro
 
 // Check refuses a vector with NaN or infinite values: never a silent value.
 func (k *embedKind) Check(_ Chunk, v []float32) error {
-	for i, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return refuse(ReasonEngineError, "the engine returned %v at dimension %d", x, i)
-		}
+	if i := vector.NonFinite(v); i >= 0 {
+		return refuse(ReasonEngineError, "the engine returned %v at dimension %d", v[i], i)
 	}
 	return nil
 }
