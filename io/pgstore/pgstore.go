@@ -69,8 +69,11 @@ func Parse(out string) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the output URL does not parse (a password with reserved characters must be percent-encoded, or given in PGPASSWORD)", ErrRefused)
 	}
-	q := u.Query()
 	t := &Target{Table: DefaultTable, redacted: Redact(out)}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil { // url.Query would drop the pair silently
+		return nil, fmt.Errorf("%w: %s: its parameters do not parse: %v", ErrRefused, t.redacted, err)
+	}
 	if v, ok := q["table"]; ok {
 		t.Table = v[0]
 		q.Del("table")
