@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/synapse-embed/synapse/io/vector"
 )
@@ -42,17 +43,18 @@ func (s *Store) Write(rec arrow.RecordBatch) error {
 	return nil
 }
 
-// encoder returns the pgvector binary form (its *_send) of row i of an
-// embedding column: vector and halfvec are int16 dims, int16 0, then the
-// elements big-endian; bit is int32 bits, then the bytes, first dimension
-// in the top bit. pgx sends a []byte to a type it does not know as it is.
-func encoder(emb arrow.Array, dims int, dtype vector.Dtype) (func(i int) []byte, error) {
+// encoder returns the COPY value of row i of an embedding column: for
+// vector and halfvec, pgvector's binary form (vector_send: int16 dims,
+// int16 0, the elements big-endian) as a []byte, which pgx sends as it is
+// to a type it does not know; for bit, which pgx knows, a pgtype.Bits, the
+// first dimension in the top bit.
+func encoder(emb arrow.Array, dims int, dtype vector.Dtype) (func(i int) any, error) {
 	switch a := emb.(type) {
 	case *array.FixedSizeList:
 		off := a.Offset() // rows of a sliced list start there in its values
 		switch v := a.ListValues().(type) {
 		case *array.Float32:
-			return func(i int) []byte {
+			return func(i int) any {
 				b := vecHeader(dims, 4)
 				for _, x := range v.Float32Values()[(off+i)*dims : (off+i+1)*dims] {
 					b = binary.BigEndian.AppendUint32(b, math.Float32bits(x))
@@ -60,7 +62,7 @@ func encoder(emb arrow.Array, dims int, dtype vector.Dtype) (func(i int) []byte,
 				return b
 			}, nil
 		case *array.Float16:
-			return func(i int) []byte {
+			return func(i int) any {
 				b := vecHeader(dims, 2)
 				for _, x := range v.Values()[(off+i)*dims : (off+i+1)*dims] {
 					b = binary.BigEndian.AppendUint16(b, x.Uint16())
@@ -75,13 +77,13 @@ func encoder(emb arrow.Array, dims int, dtype vector.Dtype) (func(i int) []byte,
 		if dtype == vector.Binary {
 			flip = 0x80
 		}
-		return func(i int) []byte {
+		return func(i int) any {
 			src := a.Value(i)
-			b := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(src)), uint32(dims))
-			for _, x := range src {
-				b = append(b, x^flip)
+			b := make([]byte, len(src))
+			for j, x := range src {
+				b[j] = x ^ flip
 			}
-			return b
+			return pgtype.Bits{Bytes: b, Len: int32(dims), Valid: true}
 		}, nil
 	}
 	return nil, fmt.Errorf("pgstore: an embedding column of type %s has no pgvector form", emb.DataType())

@@ -185,3 +185,64 @@ func TestServerKilledMidRun(t *testing.T) {
 	run(t, append(args, "--resume")...).wantCode(t, 0)
 	sameRows(t, tableRows(t, conn, "docs"), want)
 }
+
+// TestDtypes: --dtype float16 writes halfvec(D) and binary bit(D), the
+// values those of the float32 run (rounded; the sign bits).
+func TestDtypes(t *testing.T) {
+	s := pgtest.Start(t)
+	model := tinyModel(t)
+	in := writeJSONL(t, filepath.Join(t.TempDir(), "docs.jsonl"), corpus(40))
+	want := embedFile(t, model, in)
+	conn := s.Conn(t)
+	ctx := context.Background()
+	run(t, "embed", in, "-m", model, "-o", tableURL(s, "half"), "--dtype", "float16").wantCode(t, 0)
+	run(t, "embed", in, "-m", model, "-o", tableURL(s, "bits"), "--dtype", "binary").wantCode(t, 0)
+	var types []string
+	for _, table := range []string{"half", "bits"} {
+		var typ string
+		if err := conn.QueryRow(ctx, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'embedding'", table).Scan(&typ); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, typ)
+	}
+	if got := strings.Join(types, " "); got != "halfvec(32) bit(32)" {
+		t.Errorf("embedding types %s; want halfvec(32) bit(32)", got)
+	}
+	rows, err := conn.Query(ctx, "SELECT h.chunk_id, h.embedding::real[], b.embedding::text FROM half h JOIN bits b USING (chunk_id)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var id, bits string
+		var h []float32
+		if err := rows.Scan(&id, &h, &bits); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		ref := want[id].emb
+		var wantBits strings.Builder
+		for i, x := range ref {
+			if d := h[i] - x; d > 1e-3 || d < -1e-3 {
+				t.Errorf("%s: halfvec[%d] = %v; want %v", id, i, h[i], x)
+			}
+			wantBits.WriteByte("01"[b2i(x > 0)])
+		}
+		if bits != wantBits.String() {
+			t.Errorf("%s: bit %s; want %s", id, bits, wantBits.String())
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(want) {
+		t.Errorf("got %d rows in both tables; want %d", n, len(want))
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
