@@ -35,7 +35,7 @@ func embedCommand() *cli.Command {
 
 func embedFlags() []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE`: .arrow (Arrow IPC), .parquet or .jsonl", DefaultText: "FIRST_INPUT.vectors.arrow"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE`: .arrow (Arrow IPC), .parquet or .jsonl; or a PostgreSQL table with pgvector, postgresql://USER@HOST/DB?table=NAME (libpq URL; PG* variables fill what it omits; see docs/postgres.md)", DefaultText: "FIRST_INPUT.vectors.arrow"},
 	}
 	flags = append(flags, readFlags("text")...)
 	flags = append(flags,
@@ -53,6 +53,7 @@ func embedFlags() []cli.Flag {
 		&cli.StringFlag{Name: "dtype", Value: "float32", Usage: "the embedding column's type: float32, float16, int8, uint8 (per-dimension ranges from a calibration), binary or ubinary (sign bits, 8 a byte), as sentence-transformers' quantize_embeddings"},
 		&cli.StringSliceFlag{Name: "calibration", Usage: "int8/uint8: take the ranges from this earlier output `FILE` of the same model and settings (its stored ranges, or the minimum and maximum of its float vectors; repeat it for the parts of a sharded run)", DefaultText: "the --previous output's ranges, else the first --calibration-docs documents of the input"},
 		&cli.IntFlag{Name: "calibration-docs", Value: job.DefaultCalibrationDocs, Usage: "int8/uint8 without --calibration: embed the first N documents of the whole input first (every shard the same ones) and fix the ranges from their vectors"},
+		&cli.BoolFlag{Name: "sync", Usage: "with -o postgresql://…: the table is the previous output: unchanged documents (same id and doc_hash) are kept, changed and new ones written, ids no longer in the input deleted, all published in one transaction"},
 		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", corpus.GroupRecords)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
@@ -63,7 +64,7 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow")
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
-		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"),
+		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"), Sync: c.Bool("sync"),
 		PromptName: c.String("prompt-name"), Truncate: c.Bool("truncate"), LateChunking: c.Bool("late-chunking")}
 	if err != nil {
 		return o, err

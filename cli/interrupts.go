@@ -135,7 +135,7 @@ func drainOnInterrupt(ctx context.Context, o *job.Options, log jobLog) (release 
 
 // interruptNote tells the user what an interrupted run kept.
 func interruptNote(log jobLog, in job.Interrupt, o *job.Options) {
-	log.note(slog.LevelWarn, fmt.Sprintf("%s; run again with --resume (%s)", interruptLine(in), o.Out),
+	log.note(slog.LevelWarn, fmt.Sprintf("%s; run again with --resume (%s)", interruptLine(in), job.ShownOut(o.Out)),
 		"rows_kept", in.Kept, "rows_in_checkpoint", in.Rows, "rows_lost", in.Lost, "drained", in.Drained,
 		"drain_timed_out", in.TimedOut, "requests_finished_in_drain", in.InFlight, "records_dropped", in.Dropped)
 }

@@ -393,7 +393,7 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 		case sum.Interrupt != nil:
 			interruptNote(log, *sum.Interrupt, o)
 		case sum.Resumable:
-			log.note(slog.LevelWarn, fmt.Sprintf("interrupted; run again with --resume to continue (%s)", o.Out))
+			log.note(slog.LevelWarn, fmt.Sprintf("interrupted; run again with --resume to continue (%s)", job.ShownOut(o.Out)))
 		default:
 			log.note(slog.LevelWarn, "interrupted before any output was written")
 		}
@@ -401,7 +401,7 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 	case err != nil:
 		return err
 	case sum.Job.Read == 0 && sum.Job.FileErrors == 0:
-		log.note(slog.LevelWarn, fmt.Sprintf("warning: the input held no records; %s is empty", o.Out))
+		log.note(slog.LevelWarn, fmt.Sprintf("warning: the input held no records; %s is empty", job.ShownOut(o.Out)))
 	case withinErrorRate(sum.Job.Read, sum.Job.Failed, sum.Job.FileErrors, maxErrorRate):
 		log.note(slog.LevelWarn, fmt.Sprintf("%d of %d %s in the errors file (%s), within --max-error-rate %g",
 			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), sum.Errors, maxErrorRate))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/pipeline/job"
 	"github.com/synapse-embed/synapse/pipeline/search"
@@ -144,7 +145,8 @@ func exitCode(ctx context.Context, err error) int {
 func permanent(err error) bool {
 	return errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) ||
 		errors.Is(err, files.ErrPathClash) || errors.Is(err, output.ErrInUse) || errors.Is(err, readlimit.ErrTooLarge) ||
-		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.Is(err, search.ErrInput)
+		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.Is(err, search.ErrInput) ||
+		errors.Is(err, pgstore.ErrRefused) || errors.Is(err, pgstore.ErrInUse)
 }
 
 // isCanceled reports an error that is the run's cancellation itself.

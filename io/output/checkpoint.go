@@ -527,7 +527,7 @@ func (c *checkpointer) abort() {
 // OpenCheckpointed starts over.
 func (w *Writer) Discard() error {
 	w.Abort()
-	if w.ckpt == nil {
+	if _, ok := w.ckpt.(*checkpointer); !ok {
 		return nil
 	}
 	return RemoveResumeFiles(w.out, w.errPath, w.opts.CheckpointDir)

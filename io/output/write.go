@@ -133,10 +133,18 @@ type Writer struct {
 
 	sink   batchSink // where batches go while the run lasts
 	errs   *errorLog
-	ckpt   *checkpointer // nil unless made by OpenCheckpointed
-	tmp    string        // final output, written aside
-	errTmp string        // errors file, written aside (Create only)
+	ckpt   resumer // nil unless made by OpenCheckpointed or OpenStore
+	tmp    string  // final output, written aside
+	errTmp string  // errors file, written aside (Create only)
 	closed bool
+}
+
+// resumer keeps a resumable run's checkpoint: files beside the output
+// (checkpointer) or a database's table (storeCheckpoint).
+type resumer interface {
+	save(w *Writer) error   // make the batches written durable, with the position
+	commit(w *Writer) error // publish the output and end the run
+	abort()                 // stop, keeping what a resume needs
 }
 
 // batchSink receives the record batches of a run.

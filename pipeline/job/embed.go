@@ -12,6 +12,7 @@ import (
 
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -46,6 +47,11 @@ type EmbedOptions struct {
 	Deleted string
 	// Dedup embeds a text once per packing group (see incSource).
 	Dedup bool
+	// Sync makes the PostgreSQL output's table the previous output: its
+	// unchanged documents are kept, not embedded; changed and new ones are
+	// written and documents no longer in the input deleted, all published
+	// in one transaction (see package pgstore).
+	Sync bool
 	// PromptName names a prompt of the model's
 	// config_sentence_transformers.json to put in front of every document;
 	// "" takes its default_prompt_name unless Read.Prefix is set.
@@ -68,6 +74,12 @@ var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, out
 // that cannot work whatever the model (Options.Check, the incremental
 // options and the dtype's).
 func (o *EmbedOptions) Check() error {
+	if err := o.checkStore(); err != nil {
+		return err
+	}
+	if pgstore.IsURL(o.Out) {
+		return o.checkDtype()
+	}
 	if err := o.Options.Check(EmbedFormats); err != nil {
 		return err
 	}
@@ -212,6 +224,7 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	}
 	schema := output.EmbedSchemaOf(p.dims, o.Dtype, o.metadata(r.model, p.ch, p.dims, p.st, qz))
 	r.kindState = inc.counts
+	r.store = o.storeOpener(ctx, p.dims, o.settings(r.model, p.ch, p.dims, p.st, qz))
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
@@ -243,10 +256,14 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	} else {
 		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
 	}
-	if err == nil && p.prev != nil {
+	if err == nil && (p.prev != nil || o.Sync) {
 		err = e.inc.finish(r)
 	}
-	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(o.Previous, e.inc.note, o.Dedup)...)
+	prevs := o.Previous
+	if o.Sync {
+		prevs = []string{"the table (--sync)"}
+	}
+	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
 	switch {
 	case e.qz.cost != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.cost})
@@ -312,6 +329,9 @@ func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
 		return nil, err
 	}
 	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse}
+	if inc.o.Sync {
+		s.held = r.w.Holds
+	}
 	if inc.o.Dedup {
 		s.window = newWindow[struct{}]()
 	}
@@ -320,6 +340,11 @@ func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
 
 // finish writes --deleted and counts the deleted documents.
 func (inc *incRun) finish(r *runner) error {
+	if inc.o.Sync { // the table's documents neither kept nor written again
+		c := inc.counts
+		c.Deleted = int64(r.w.KnownDocs()) - c.Unchanged - c.Changed
+		return nil
+	}
 	if inc.o.Read.Shards > 0 {
 		inc.counts.Deleted = -1
 		return nil
@@ -439,7 +464,7 @@ func (k *embedKind) Weight(d doc) int64 {
 
 // Items cuts a document into chunks; a reused or duplicate document has none.
 func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
-	if d.reuse != nil || d.dup {
+	if d.reuse != nil || d.dup || d.kept {
 		return nil, nil
 	}
 	res := k.tok.Tokenize(d.Text, tokenize.Options{})
@@ -526,6 +551,9 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 		s.inc.Unchanged++
 	}
 	switch {
+	case d.kept:
+		s.inc.Reused++
+		return s.w.PutKept(r.Index, r.Group, d.ID)
 	case d.reuse != nil:
 		s.inc.Reused++
 		s.inc.TokensSaved += d.tokens
@@ -547,7 +575,7 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 // Replay takes a record the interrupted run wrote, replayed by a resumed
 // run: its text joins the dedup window, as in the uninterrupted run.
 func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
-	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup {
+	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup || r.Rec.kept {
 		return
 	}
 	d := r.Rec

@@ -49,6 +49,7 @@ type doc struct {
 	hash   [output.DocHashSize]byte
 	status previous.Status
 	prev   bool             // looked up in a previous output
+	kept   bool             // a sync's: the table holds it unchanged, so it is neither embedded nor written
 	reuse  output.EmbedRows // rows copied from the previous output: not embedded
 	tokens int64            // the reused rows' tokens
 	dup    bool             // a text of the dedup window: the sink copies its rows
@@ -75,6 +76,9 @@ type incSource struct {
 	prev   *previous.Set
 	reuse  bool // the settings match: unchanged documents are copied
 	window *window[struct{}]
+	// held, for a sync, looks the document up in the output's table
+	// (output.Writer.Holds).
+	held func(id string, hash [output.DocHashSize]byte) (known, same, sync bool)
 }
 
 func (s *incSource) Spans() []corpus.Span      { return s.src.Spans() }
@@ -104,10 +108,22 @@ func (s *incSource) Next() (doc, error) {
 			}
 		}
 	}
+	if s.held != nil {
+		known, same, _ := s.held(d.ID, x.hash)
+		x.prev, x.kept = true, same
+		switch {
+		case same:
+			x.status = previous.Unchanged
+		case known:
+			x.status = previous.Changed
+		default:
+			x.status = previous.New
+		}
+	}
 	if s.window != nil {
 		s.window.enter(d.Group)
 		if _, ok := s.window.get(x.hash); ok {
-			x.dup = x.reuse == nil
+			x.dup = x.reuse == nil && !x.kept
 		} else {
 			s.window.add(x.hash, struct{}{})
 		}

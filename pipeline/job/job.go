@@ -25,6 +25,7 @@ import (
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
@@ -191,9 +192,10 @@ type runner struct {
 	sum       Summary
 	kindState any // the kind's counters (a pointer JSON fills in place), kept in the checkpoint beside the pipeline's
 	closer    []func()
-	ctx       context.Context // the run's, from load: bounds the uploads of outputs in a bucket
-	docsR     *corpus.Reader  // the documents (embed, generate): their id counts go in the summary
-	versions  []files.Version // a shard's: its inputs' versions when it started
+	ctx       context.Context              // the run's, from load: bounds the uploads of outputs in a bucket
+	docsR     *corpus.Reader               // the documents (embed, generate): their id counts go in the summary
+	versions  []files.Version              // a shard's: its inputs' versions when it started
+	store     func() (output.Store, error) // a PostgreSQL output's opener (embed's), nil for files
 }
 
 // begin checks the options and the outputs with the kind's Check
@@ -207,7 +209,7 @@ func begin(o *Options, kind string, check func() error) (*runner, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	o.Errors = o.errorsPath()
-	r.sum = Summary{Kind: kind, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos}
+	r.sum = Summary{Kind: kind, Out: ShownOut(o.Out), Errors: o.Errors, Chaos: o.Chaos}
 	r.defaults()
 	if err := check(); err != nil {
 		return nil, err
@@ -243,6 +245,9 @@ func (o *Options) open() (*artifact.Artifact, error) {
 
 // errorsPath is Errors, or its default beside Out.
 func (o *Options) errorsPath() string {
+	if o.Errors == "" && pgstore.IsURL(o.Out) {
+		return pgstore.ErrorsPath(o.Out)
+	}
 	if o.Errors == "" {
 		return o.Out + ".errors.jsonl"
 	}
@@ -311,6 +316,9 @@ func (r *runner) defaults() {
 // written elsewhere (files.CheckPaths), a runtime directory others control.
 func CheckOutputs(o *Options, formats []output.Format) error {
 	errorsPath := o.errorsPath()
+	if pgstore.IsURL(o.Out) {
+		return configErrorf("output %s: a PostgreSQL output is written by synapse embed only", ShownOut(o.Out))
+	}
 	f, err := output.FormatOf(o.Out)
 	if err != nil {
 		return &ConfigError{err}
@@ -564,12 +572,21 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 	if o.Observer != nil {
 		opts.OnError = o.Observer.ErrorRecord
 	}
+	if r.store != nil {
+		return r.openStore(opts)
+	}
 	if !o.Resume {
 		if err := output.RemoveResumeFiles(o.Out, o.Errors, o.CheckpointDir); err != nil {
 			return err
 		}
 	}
 	w, st, err := output.OpenCheckpointed(o.Out, opts)
+	return r.opened(w, st, err)
+}
+
+// opened restores the interrupted run's counters into the writer just opened.
+func (r *runner) opened(w *output.Writer, st output.ResumeState, err error) error {
+	o := r.o
 	if errors.Is(err, output.ErrResumeMismatch) {
 		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
 	}
@@ -619,7 +636,7 @@ func (r *runner) started(settings string) {
 func (r *runner) info(settings string) Info {
 	o := r.o
 	in := Info{Kind: r.kind, Model: r.model, Workers: o.Workers, Threads: o.Threads, Resumed: r.resume.Resumed,
-		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, ResumeRows: r.resume.Rows, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
+		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, ResumeRows: r.resume.Rows, Out: ShownOut(o.Out), Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
 	in.Estimate, _ = corpus.Count(o.Inputs) // errors surface again, per file, while reading
 	if o.Read.Shards > 0 {
 		in.Estimate, _ = corpus.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)

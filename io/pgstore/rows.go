@@ -1,0 +1,96 @@
+package pgstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/synapse-embed/synapse/io/vector"
+)
+
+// Write converts a record batch of the embedding output (columns id,
+// chunk, embedding and doc_hash, found by name) into rows of the staging
+// table; they are committed by the next Save.
+func (s *Store) Write(rec arrow.RecordBatch) error {
+	sc := rec.Schema()
+	col := func(name string) arrow.Array {
+		if i := sc.FieldIndices(name); len(i) == 1 {
+			return rec.Column(i[0])
+		}
+		return nil
+	}
+	ids, _ := col("id").(*array.String)
+	chunks, _ := col("chunk").(*array.Int32)
+	hashes, _ := col("doc_hash").(*array.FixedSizeBinary)
+	emb := col("embedding")
+	if ids == nil || chunks == nil || hashes == nil || emb == nil {
+		return fmt.Errorf("pgstore: a batch without the embedding output's columns: %s", sc)
+	}
+	enc, err := encoder(emb, s.cfg.Dims, s.cfg.Dtype)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < int(rec.NumRows()); i++ {
+		id := ids.Value(i)
+		s.pending = append(s.pending, []any{id, chunks.Value(i), id + "#" + strconv.Itoa(int(chunks.Value(i))),
+			enc(i), hashes.Value(i), s.cfg.Digest})
+	}
+	return nil
+}
+
+// encoder returns the COPY value of row i of an embedding column: for
+// vector and halfvec, pgvector's binary form (vector_send: int16 dims,
+// int16 0, the elements big-endian) as a []byte, which pgx sends as it is
+// to a type it does not know; for bit, which pgx knows, a pgtype.Bits, the
+// first dimension in the top bit.
+func encoder(emb arrow.Array, dims int, dtype vector.Dtype) (func(i int) any, error) {
+	switch a := emb.(type) {
+	case *array.FixedSizeList:
+		off := a.Offset() // rows of a sliced list start there in its values
+		switch v := a.ListValues().(type) {
+		case *array.Float32:
+			return func(i int) any {
+				b := vecHeader(dims, 4)
+				for _, x := range v.Float32Values()[(off+i)*dims : (off+i+1)*dims] {
+					b = binary.BigEndian.AppendUint32(b, math.Float32bits(x))
+				}
+				return b
+			}, nil
+		case *array.Float16:
+			return func(i int) any {
+				b := vecHeader(dims, 2)
+				for _, x := range v.Values()[(off+i)*dims : (off+i+1)*dims] {
+					b = binary.BigEndian.AppendUint16(b, x.Uint16())
+				}
+				return b
+			}, nil
+		}
+	case *array.FixedSizeBinary:
+		// binary's bytes are ubinary's with the top bit flipped (vector's
+		// int8 view); the table holds the sign bits either way.
+		flip := byte(0)
+		if dtype == vector.Binary {
+			flip = 0x80
+		}
+		return func(i int) any {
+			src := a.Value(i)
+			b := make([]byte, len(src))
+			for j, x := range src {
+				b[j] = x ^ flip
+			}
+			return pgtype.Bits{Bytes: b, Len: int32(dims), Valid: true}
+		}, nil
+	}
+	return nil, fmt.Errorf("pgstore: an embedding column of type %s has no pgvector form", emb.DataType())
+}
+
+func vecHeader(dims, width int) []byte {
+	b := make([]byte, 4, 4+width*dims)
+	binary.BigEndian.PutUint16(b, uint16(dims))
+	return b
+}
