@@ -6,18 +6,15 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/synapse-embed/synapse/cli"
 )
 
 func main() {
-	// SIGQUIT too: Go's default (a goroutine dump and exit 2) would read as
-	// a usage error to a scheduler. The first signal stops the run cleanly
-	// (exit 130, resumable); a second one kills it.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
-	go func() { <-ctx.Done(); stop() }()
+	// The first SIGINT, SIGTERM or SIGQUIT drains a job (its finished rows
+	// kept, exit 130, resumable) or stops another command; a second stops
+	// at once (see cli.WithSignals).
+	ctx, stop := cli.WithSignals(context.Background())
 	code := cli.Run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

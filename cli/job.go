@@ -40,6 +40,8 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.DurationFlag{Name: "deadline-per-token", Value: job.DefaultDeadlinePerToken, Usage: "added to --deadline for every token of a request (0: nothing)"},
 		&cli.IntFlag{Name: "deadline-stretch", Value: job.DefaultDeadlineStretch, Usage: "after a request times out, later ones get twice the deadline, up to this many times (1: never); a busy machine slows the run instead of failing it"},
 		&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted run with the same output instead of starting over"},
+		&cli.DurationFlag{Name: "checkpoint-every", Value: job.DefaultCheckpointEvery, Usage: "also checkpoint the rows written when this long has passed since the last checkpoint (besides every 1,024 rows); 0: by rows only. The output is the same bytes either way"},
+		&cli.DurationFlag{Name: "drain", Value: job.DefaultDrain, Usage: "on the first SIGINT or SIGTERM, send no new request and give those in flight this long to finish, then keep every finished row and exit 130 (resumable); a second signal stops at once. 0: keep what is finished, abandon what is in flight"},
 		checkpointDirFlag(),
 		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process the I-th of N contiguous parts of the inputs (auto/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); writes OUT.shard-I-of-N.EXT and, when done, its manifest OUT.shard-I-of-N.json; synapse merge puts the parts together. .gz JSON Lines files are not split by bytes: each goes whole to one shard"},
 		&cli.BoolFlag{Name: "force", Usage: "with --shard: run the shard again although its manifest says it is done"},
@@ -109,7 +111,13 @@ func jobOptionsWith(c *cli.Context, inputs []string, name, defOut string) (job.O
 		BatchTokens: c.Int("batch-tokens"), Workers: c.Int("workers"), Threads: c.Int("threads"),
 		Deadline: c.Duration("deadline"), Resume: c.Bool("resume"), Version: version, Force: c.Bool("force"),
 		BufferBytes: int64(c.Int("buffer-mb")) << 20, DeadlineStretch: c.Int("deadline-stretch"), Chaos: c.String("chaos"),
-		CheckpointDir: c.String("checkpoint-dir"),
+		CheckpointDir: c.String("checkpoint-dir"), CheckpointEvery: c.Duration("checkpoint-every"), DrainTimeout: c.Duration("drain"),
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = -1 // by rows only (0 would mean the default)
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = -1 // no wait (0 would mean the default)
 	}
 	if o.Model == "" {
 		// Checked here rather than with Required, for a message that says what to give.
@@ -156,6 +164,10 @@ func checkTuning(c *cli.Context, name string, o *job.Options) error {
 		return usagef("%s: --buffer-mb %d is more than 1 TiB", name, c.Int("buffer-mb"))
 	case o.DeadlineStretch < 1:
 		return usagef("%s: --deadline-stretch %d must be at least 1", name, o.DeadlineStretch)
+	case c.Duration("checkpoint-every") < 0:
+		return usagef("%s: --checkpoint-every must not be negative", name)
+	case c.Duration("drain") < 0:
+		return usagef("%s: --drain must not be negative", name)
 	}
 	switch per := c.Duration("deadline-per-token"); {
 	case per < 0:
@@ -345,7 +357,9 @@ func serveJob(c *cli.Context, o *job.Options, w words, log jobLog, run func(cont
 	prog.log, prog.every = log, c.Duration("progress-every")
 	o.Started = prog.start
 	st.start(o, log)
+	release := drainOnInterrupt(ctx, o, log)
 	sum, err := run(ctx)
+	release()
 	prog.stop()
 	err = outcome(ctx, o, w, sum, err, quiet, c.Float64("max-error-rate"), stdout, log)
 	st.finish(err)
@@ -369,11 +383,18 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 	if !quiet && sum.Started {
 		printSummary(stdout, sum, w, err == nil)
 	}
+	var ie *job.InterruptedError
 	switch {
-	case err != nil && ctx.Err() != nil && isCanceled(err):
-		if sum.Resumable {
+	case errors.As(err, &ie):
+		interruptNote(log, ie.Interrupt, o)
+		return err
+	case err != nil && isCanceled(err) && (ctx.Err() != nil || interrupted(ctx)):
+		switch {
+		case sum.Interrupt != nil:
+			interruptNote(log, *sum.Interrupt, o)
+		case sum.Resumable:
 			log.note(slog.LevelWarn, fmt.Sprintf("interrupted; run again with --resume to continue (%s)", o.Out))
-		} else {
+		default:
 			log.note(slog.LevelWarn, "interrupted before any output was written")
 		}
 		return err
@@ -433,7 +454,10 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 		fmt.Fprintf(w, "input          empty: no records\n")
 	}
 	if s.Run != s.Job {
-		fmt.Fprintf(w, "resumed        %d of them in this run, the rest by the interrupted run\n", s.Run.Read)
+		fmt.Fprintf(w, "resumed        %d of them in this run, the rest by the interrupted run (its %d output rows kept)\n", s.Run.Read, s.ResumedRows)
+	}
+	if in := s.Interrupt; in != nil {
+		fmt.Fprintf(w, "interrupted    %s\n", interruptLine(*in))
 	}
 	if j.FileErrors > 0 {
 		fmt.Fprintf(w, "files failed   %d (see the errors file)\n", j.FileErrors)

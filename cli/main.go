@@ -91,8 +91,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 }
 
 // Run executes the CLI with args (including the program name) and returns
-// the exit code. The caller owns ctx's cancellation: the first SIGINT or
-// SIGTERM cancels it (the run stops cleanly, exit 130, resumable).
+// the exit code. The caller owns ctx's cancellation; a ctx from
+// WithSignals lets the first SIGINT or SIGTERM drain a job (its finished
+// rows kept, exit 130, resumable) and the second stop it at once.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	err := app.RunContext(ctx, flagsFirst(app, args))
@@ -109,17 +110,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 //	0    success
 //	3    the run finished with rows in the errors file
 //	2    usage or configuration error: do not retry unchanged
-//	130  interrupted (Ctrl-C, SIGTERM): run again with --resume
+//	130  interrupted (Ctrl-C, SIGTERM; drained or stopped at once): run again with --resume
 //	1    any other failure (a quarantined model, I/O): retrying may help
 func exitCode(ctx context.Context, err error) int {
 	var ue usageError
 	var ce *job.ConfigError
 	var pe partialError
 	var ec cli.ExitCoder
+	var ie *job.InterruptedError
 	switch {
 	case err == nil:
 		return exitOK
-	case isCanceled(err) && ctx.Err() != nil:
+	case errors.As(err, &ie), isCanceled(err) && (ctx.Err() != nil || interrupted(ctx)):
 		return exitInterrupted
 	case errors.As(err, &ue), errors.As(err, &ce), permanent(err):
 		return exitUsage

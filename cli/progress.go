@@ -54,14 +54,14 @@ func (p *progress) start(info job.Info) {
 	p.info, p.started = info, time.Now()
 	if p.log.json {
 		p.log.Info("started", "kind", info.Kind, "model", info.Model.Name, "workers", info.Workers, "threads", info.Threads,
-			"settings", info.Settings, "output", info.Out, "errors", info.Errors, "resumed", info.Resumed, "resume_from", info.ResumeFrom, "chaos", info.Chaos)
+			"settings", info.Settings, "output", info.Out, "errors", info.Errors, "resumed", info.Resumed, "resume_from", info.ResumeFrom, "resumed_rows", info.ResumeRows, "chaos", info.Chaos)
 		p.wg.Add(1)
 		go p.loop()
 		return
 	}
 	switch {
 	case info.Resumed:
-		fmt.Fprintf(p.w, "resuming %s: records before #%d were done by an earlier run\n", info.Out, info.ResumeFrom)
+		fmt.Fprintf(p.w, "resuming %s at record %d: %d rows kept from the interrupted run\n", info.Out, info.ResumeFrom, info.ResumeRows)
 	case info.ResumeAsked:
 		fmt.Fprintf(p.w, "no interrupted run of %s to resume: starting from the beginning\n", info.Out)
 	}
@@ -110,17 +110,20 @@ func (p *progress) loop() {
 func (p *progress) show() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	run := p.st.Snapshot().Minus(p.st.Restored())
+	// Counts are the job's (an interrupted run's records too), as the
+	// share of the input read is; the rate is this run's.
+	jobC := p.st.Snapshot()
+	run := jobC.Minus(p.st.Restored())
 	rate := float64(run.Tokens) / max(time.Since(p.started).Seconds(), 1e-9)
 	restarts := 0
 	if p.info.Restarts != nil {
 		restarts = p.info.Restarts()
 	}
 	if p.bar == nil {
-		p.logLine(run, rate, restarts)
+		p.logLine(jobC, rate, restarts)
 		return
 	}
-	line := fmt.Sprintf("%d rows, %d %s, %.0f tok/s, %d restarts, %d failed", run.Read, run.Items, p.words.items, rate, restarts, run.Failed)
+	line := fmt.Sprintf("%d rows, %d %s, %.0f tok/s, %d restarts, %d failed", jobC.Read, jobC.Items, p.words.items, rate, restarts, jobC.Failed)
 	done := p.st.InputRows.Load()
 	if p.bytes {
 		done = p.st.InputBytes.Load()
@@ -132,12 +135,13 @@ func (p *progress) show() {
 	p.bar.Set64(done)
 }
 
-// logLine logs progress as one record: this run's counts (items: chunks,
-// pairs or generations) and rate, and how far the input is read when its
-// size is known.
-func (p *progress) logLine(run pipeline.Counters, rate float64, restarts int) {
-	args := []any{"rows", run.Read, "items", run.Items, "tokens_per_second", int64(rate), "restarts", restarts,
-		"failed", run.Failed, "elapsed", time.Since(p.started).Round(time.Second).String()}
+// logLine logs progress as one record: the job's counts (items: chunks,
+// pairs or generations; after --resume the interrupted run's too, the base
+// of read_percent), this run's rate and seconds, and how far the input is
+// read when its size is known.
+func (p *progress) logLine(c pipeline.Counters, rate float64, restarts int) {
+	args := []any{"rows", c.Read, "items", c.Items, "tokens_per_second", int64(rate), "restarts", restarts,
+		"failed", c.Failed, "elapsed_seconds", math.Round(time.Since(p.started).Seconds()*10) / 10}
 	est := p.info.Estimate
 	switch {
 	case est.JSONLBytes > 0:

@@ -59,8 +59,11 @@ func TestProgressLogRecords(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			w := &lineWriter{wrote: make(chan struct{}, 1)}
 			st := &pipeline.Stats{}
-			st.Read.Store(7)
-			st.Items.Store(9)
+			// A resumed run: 4 records by the interrupted run, 3 by this
+			// one; rows count the job, as read_percent does.
+			st.Restore(pipeline.Counters{Read: 4, Items: 5})
+			st.Read.Add(3)
+			st.Items.Add(4)
 			st.InputBytes.Store(250)
 			p := newProgress(w, st, words{verb: "embedding", items: "chunks"}, false)
 			p.log, p.every = newJobLog(w, format), time.Millisecond
@@ -80,6 +83,9 @@ func TestProgressLogRecords(t *testing.T) {
 					}
 					if r["msg"] == "progress" && r["read_percent"] != 25.0 {
 						t.Errorf("read_percent %v; want 25", r["read_percent"])
+					}
+					if _, isNumber := r["elapsed_seconds"].(float64); r["msg"] == "progress" && (!isNumber || r["elapsed"] != nil) {
+						t.Errorf("progress elapsed_seconds %v (elapsed %v); want a number of seconds, as the summary's", r["elapsed_seconds"], r["elapsed"])
 					}
 				} else if strings.Contains(line, "msg=progress") && !strings.Contains(line, "read_percent=25") {
 					t.Errorf("progress line without read_percent=25: %s", line)

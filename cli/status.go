@@ -109,7 +109,9 @@ func (l jobLog) summary(s job.Summary) {
 	l.Info("summary", "kind", s.Kind, "rows_read", j.Read, "rows_done", j.OK, "rows_failed", j.Failed,
 		"file_errors", j.FileErrors, "items", j.Items, "tokens", j.Tokens, "run_rows_read", s.Run.Read,
 		"elapsed_seconds", s.Elapsed.Seconds(), "restarts", s.Restarts, "quarantined", s.Quarantined,
-		"deadline_stretch", max(s.DeadlineStretch, 1), "output", s.Out, "errors", s.Errors, "chaos", s.Chaos)
+		"deadline_stretch", max(s.DeadlineStretch, 1), "output", s.Out, "errors", s.Errors, "chaos", s.Chaos,
+		"resumed_rows", s.ResumedRows, "requests", s.Requests, "request_items", s.RequestItems, "replayed_items", s.ReplayItems,
+		"replayed_items_sent", s.ReplayItems-s.SkippedReplay, "dropped_items", s.DroppedItems)
 }
 
 // jobStatus is a job's status server, if --status-addr was given.

@@ -66,6 +66,18 @@ func (c *collector[R, I, O]) collect(ctx context.Context, results <-chan batchRe
 			return err
 		}
 	}
+	if len(c.pending) != 0 && c.draining() {
+		// Records after the first incomplete one: a resumed run does them.
+		c.drained.Store(true)
+		st := c.cfg.Stats
+		for _, s := range c.pending {
+			if s.registered {
+				st.Dropped.Add(1)
+			}
+			st.DroppedItems.Add(int64(len(s.answers)))
+		}
+		return nil
+	}
 	if len(c.pending) != 0 {
 		return fmt.Errorf("pipeline: %d records never completed", len(c.pending))
 	}

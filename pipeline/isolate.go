@@ -28,18 +28,70 @@ type isolator[R, I, O any] struct {
 func (p *run[R, I, O]) dispatch(ctx context.Context, in <-chan []unit[I], out chan<- batchResult[I, O]) error {
 	iso := &isolator[R, I, O]{kind: p.kind, classify: p.cfg.Classify, retries: p.cfg.Retries,
 		onRetry: func([]unit[I], error) { p.cfg.Stats.Retries.Add(1) }}
-	for b := range in {
+	st := p.cfg.Stats
+	for {
+		var b []unit[I]
+		var ok bool
+		select {
+		case b, ok = <-in:
+		case <-p.cfg.Drain:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !ok || p.draining() { // no new work once the drain began
+			return nil
+		}
+		if p.cfg.SkipReplayed && replayedOnly(b) {
+			st.ReplayItems.Add(int64(len(b)))
+			st.SkippedReplay.Add(int64(len(b)))
+			res := make(batchResult[I, O], len(b))
+			for i, u := range b {
+				res[i] = answer[I, O]{unit: u}
+			}
+			if err := p.answer(ctx, out, res); err != nil {
+				return err
+			}
+			continue
+		}
+		st.Requests.Add(1)
+		st.RequestItems.Add(int64(len(b)))
+		for _, u := range b {
+			if u.replay {
+				st.ReplayItems.Add(1)
+			}
+		}
 		res, err := iso.run(ctx, b)
 		if err != nil {
 			return err
 		}
-		select {
-		case out <- res:
-		case <-ctx.Done():
-			return ctx.Err()
+		if p.draining() {
+			st.DrainFinished.Add(1)
+		}
+		if err := p.answer(ctx, out, res); err != nil {
+			return err
 		}
 	}
-	return nil
+}
+
+// answer passes a batch's answers to the collector. It never waits on the
+// drain: the collector reads until every dispatcher has ended.
+func (p *run[R, I, O]) answer(ctx context.Context, out chan<- batchResult[I, O], res batchResult[I, O]) error {
+	select {
+	case out <- res:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// replayedOnly reports a batch of replayed records' items only.
+func replayedOnly[I any](b []unit[I]) bool {
+	for _, u := range b {
+		if !u.replay {
+			return false
+		}
+	}
+	return true
 }
 
 // run answers b: every unit comes back answered or failed alone; err is

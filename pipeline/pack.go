@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"slices"
 )
 
@@ -12,6 +13,7 @@ type unit[I any] struct {
 	ord    int
 	item   I
 	tokens int
+	replay bool // its record is below Config.Replay
 }
 
 // Packer groups items of similar cost into batches of at most Budget tokens
@@ -46,8 +48,12 @@ func (p *Packer[I]) Flush() [][]unit[I] {
 	p.held, p.tokens = nil, 0
 	// Similar lengths together: fewer wasted positions in the engine's
 	// ubatches. Stable on (length, record, item) so batches are
-	// deterministic.
-	slices.SortStableFunc(held, func(a, b unit[I]) int { return a.tokens - b.tokens })
+	// deterministic. A request of one item gains nothing from it: those
+	// go in input order, so that records complete in order (a drain
+	// keeps more of them).
+	if p.MaxItems != 1 {
+		slices.SortStableFunc(held, func(a, b unit[I]) int { return a.tokens - b.tokens })
+	}
 	var out [][]unit[I]
 	var cur []unit[I]
 	tokens := 0
@@ -77,15 +83,37 @@ func (p *run[R, I, O]) pack(ctx context.Context, in <-chan rec[R, I], registered
 		for _, b := range bs {
 			select {
 			case out <- b:
+			case <-p.cfg.Drain:
+				return errDraining
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
 		return nil
 	}
+	err := p.packAll(ctx, in, registered, pk, send)
+	if errors.Is(err, errDraining) {
+		// No new work: what pk holds is never sent, and the records still
+		// coming are dropped (the reader has stopped).
+		for range in {
+			p.cfg.Stats.Dropped.Add(1)
+		}
+		return nil
+	}
+	return err
+}
+
+// errDraining ends pack when the drain begins.
+var errDraining = errors.New("pipeline: draining")
+
+// packAll is pack's loop over the records.
+func (p *run[R, I, O]) packAll(ctx context.Context, in <-chan rec[R, I], registered chan<- rec[R, I], pk *Packer[I], send func([][]unit[I]) error) error {
 	group := int64(-1)
 	var heldBytes int64 // text of the records with items in pk
 	for x := range in {
+		if p.draining() {
+			return errDraining
+		}
 		if x.group != group {
 			if err := send(pk.Flush()); err != nil {
 				return err
@@ -101,7 +129,7 @@ func (p *run[R, I, O]) pack(ctx context.Context, in <-chan rec[R, I], registered
 			if w.Err != nil {
 				continue // the collector fails it
 			}
-			bs := pk.Add(unit[I]{seq: x.seq, ord: ord, item: w.Item, tokens: p.kind.Tokens(w.Item)})
+			bs := pk.Add(unit[I]{seq: x.seq, ord: ord, item: w.Item, tokens: p.kind.Tokens(w.Item), replay: x.index < p.cfg.Replay})
 			if len(bs) > 0 { // pk sent everything it held
 				heldBytes = 0
 			}

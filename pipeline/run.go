@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -55,7 +57,23 @@ type Config struct {
 	Classify func(error) Fault
 	// Stats, if set, is updated as the run goes.
 	Stats *Stats
+	// Drain, when closed, stops the run gracefully: the reader stops, no
+	// further batch is sent, the requests in flight finish, and every
+	// record they complete in order reaches the sink; records after the
+	// first incomplete one are dropped. Run then returns ErrDrained (nil
+	// if the input was done anyway). A nil Drain never fires; ctx still
+	// stops the run at once.
+	Drain <-chan struct{}
+	// SkipReplayed: a batch holding only replayed records' items (below
+	// Replay) is not sent, their answers are zero values: for sinks that
+	// need no answers of replayed records (no Replayer, or one that
+	// ignores them).
+	SkipReplayed bool
 }
+
+// ErrDrained: Config.Drain stopped the run before the input was done;
+// every record before Result.Index of the last Put is written.
+var ErrDrained = errors.New("pipeline: drained before the input was done")
 
 // Defaults of Config.
 const (
@@ -118,6 +136,19 @@ type run[R, I, O any] struct {
 	kind  Kind[R, I, O]
 	slots chan struct{} // the reorder window and its backpressure
 	mem   *semaphore.Weighted
+	// drained is set when Config.Drain stopped the reader before the end
+	// of the input.
+	drained atomic.Bool
+}
+
+// draining reports whether Config.Drain has fired.
+func (p *run[R, I, O]) draining() bool {
+	select {
+	case <-p.cfg.Drain:
+		return true
+	default:
+		return false
+	}
 }
 
 // Run streams src through kind and into sink. It returns when the input is
@@ -137,7 +168,25 @@ func Run[R, I, O any](ctx context.Context, cfg Config, kind Kind[R, I, O], src S
 	answers := make(chan batchResult[I, O], cfg.Workers)
 	c := &collector[R, I, O]{run: p, sink: sink, registered: make(chan rec[R, I], cfg.MaxGroup), pending: map[int64]*pending[R, I, O]{}}
 
-	g.Go(func() error { return p.readAll(ctx, src, read) })
+	readCtx, stopRead := context.WithCancel(ctx) // cancelled by the drain too
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	defer stopRead()
+	watch.Go(func() {
+		select {
+		case <-cfg.Drain:
+			stopRead()
+		case <-readCtx.Done():
+		}
+	})
+	g.Go(func() error {
+		err := p.readAll(readCtx, src, read)
+		if err != nil && ctx.Err() == nil && p.draining() { // the drain stopped it
+			p.drained.Store(true)
+			return nil
+		}
+		return err
+	})
 	g.Go(func() error {
 		return fanOut(cfg.Preparers, prepared, func() error { return p.prepareAll(ctx, read, prepared) })
 	})
@@ -147,7 +196,13 @@ func Run[R, I, O any](ctx context.Context, cfg Config, kind Kind[R, I, O], src S
 		return fanOut(cfg.Workers, answers, func() error { return p.dispatch(ctx, batches, answers) })
 	})
 	g.Go(func() error { return c.collect(ctx, answers) })
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if p.drained.Load() {
+		return ErrDrained
+	}
+	return nil
 }
 
 // fanOut runs n copies of stage and closes out once all have ended well.
@@ -186,8 +241,8 @@ func (p *run[R, I, O]) readAll(ctx context.Context, src Source[R], out chan<- re
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		if err != nil && ctx.Err() != nil { // a read cut short by the cancellation itself
-			return ctx.Err()
+		if err != nil && (ctx.Err() != nil || p.draining()) { // a read cut short by the cancellation or the drain
+			return context.Canceled
 		}
 		x := rec[R, I]{seq: seq, r: r, err: err}
 		var re *record.RowError

@@ -268,3 +268,67 @@ func TestRunBoundsInFlightBytes(t *testing.T) {
 		t.Errorf("records longer than the bound: %d records reached the sink; want %d", len(sink.got), len(huge))
 	}
 }
+
+// TestRunDrain closes Config.Drain during the k-th request: the run stops
+// sending, lets the requests in flight finish, writes a contiguous prefix of
+// the records (their answers those of an uninterrupted run) and returns
+// ErrDrained; a resumed run from there (replaying the last group, its
+// replayed-only batches skipped) completes the answers of an uninterrupted
+// run, and the work done twice is exactly the answers dropped after the
+// gap plus the replayed items that were sent.
+func TestRunDrain(t *testing.T) {
+	items := corpus(700, nil)
+	run := func(start, replay int64, drainAt int64) ([]result, *Stats, error) {
+		drain := make(chan struct{})
+		var calls atomic.Int64
+		k := &testKind{window: 6, group: 32, call: func(ctx context.Context, its []item) ([][]float32, error) {
+			if calls.Add(1) == drainAt {
+				close(drain)
+			}
+			return placeCall(ctx, its)
+		}}
+		cfg := Config{BatchTokens: 40, Window: 32, MaxGroup: 32, Replay: replay, Workers: 3, Classify: classifyTest,
+			Stats: &Stats{}, Drain: drain, SkipReplayed: true}
+		sink := &sliceSink{}
+		err := Run(context.Background(), cfg, Kind[record.Doc, item, []float32](k), indexSource(items, start), sink)
+		return sink.got, cfg.Stats, err
+	}
+	full, fst, err := run(0, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []int64{1, 2, 17, 40, 90} {
+		t.Run(fmt.Sprint("drain at request ", at), func(t *testing.T) {
+			got, st, err := run(0, 0, at)
+			if !errors.Is(err, ErrDrained) {
+				t.Fatalf("Run = %v; want ErrDrained", err)
+			}
+			for i, r := range got {
+				if r.Index != int64(i) {
+					t.Fatalf("record %d of the drained run has index %d; want a contiguous prefix", i, r.Index)
+				}
+			}
+			n := int64(len(got))
+			if !reflect.DeepEqual(answers(got), answers(full[:n])) {
+				t.Errorf("drained run's %d records: answers differ from an uninterrupted run's", n)
+			}
+			rest, rst, err := run(n-n%32, n, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(append(answers(got), answers(rest)...), answers(full)) {
+				t.Errorf("drained at record %d and resumed: answers differ from an uninterrupted run's", n)
+			}
+			twice := st.RequestItems.Load() + rst.RequestItems.Load() - fst.RequestItems.Load()
+			sentReplay := rst.ReplayItems.Load() - rst.SkippedReplay.Load()
+			if want := st.DroppedItems.Load() + sentReplay; twice != want {
+				t.Errorf("items done twice %d; want %d dropped after the gap + %d replayed and sent", twice, st.DroppedItems.Load(), sentReplay)
+			}
+			if sentReplay > 32*6 { // at most one packing window: Window items
+				t.Errorf("%d replayed items sent; want at most one window's", sentReplay)
+			}
+			t.Logf("kept %d records; %d requests finished in the drain; %d items dropped, %d replayed (%d of them sent)",
+				n, st.DrainFinished.Load(), st.DroppedItems.Load(), rst.ReplayItems.Load(), sentReplay)
+		})
+	}
+}

@@ -17,6 +17,18 @@ type Stats struct {
 	FileErrors   atomic.Int64
 	Retries      atomic.Int64 // whole-batch retries after a crash
 
+	// This run's requests, never restored: Requests and RequestItems count
+	// the batches dispatched and their items (replayed ones too),
+	// ReplayItems the items of records a resumed run replays (done by the
+	// interrupted run), SkippedReplay the replayed items not sent because
+	// their whole batch was done already (Config.SkipReplayed).
+	Requests, RequestItems, ReplayItems, SkippedReplay atomic.Int64
+	// After a drain (Config.Drain): DrainFinished are the requests in
+	// flight when it began, which it let finish; Dropped the records read
+	// but not written (a resumed run does them again) and DroppedItems
+	// their items that were answered.
+	DrainFinished, Dropped, DroppedItems atomic.Int64
+
 	// DeadlineStretch is the largest deadline factor reached after timeouts
 	// (set by the job's request layer).
 	DeadlineStretch atomic.Int64

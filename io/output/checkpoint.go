@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -104,13 +105,20 @@ type checkpointFile struct {
 	StreamBytes  int64 `json:"stream_bytes"`
 	ErrorRecords int64 `json:"error_records"`
 	ErrorsBytes  int64 `json:"errors_bytes"`
+	// OpenRows and OpenRecords are the rows and records of the record
+	// batch still open, its rows in pieces marked open (openBatch) at the
+	// end of the stream: a checkpoint taken by time (version 3).
+	OpenRows    int `json:"open_rows,omitempty"`
+	OpenRecords int `json:"open_records,omitempty"`
 	// Guard is WriterOptions.ResumeGuard of the run that wrote the files.
 	Guard map[string]string `json:"guard,omitempty"`
 	// State is WriterOptions.State's value (the caller's counters).
 	State json.RawMessage `json:"state,omitempty"`
 }
 
-const checkpointVersion = 2
+// checkpointVersion is the version written; version 2 (no open batch)
+// is read too.
+const checkpointVersion = 3
 
 // checkpointer keeps the resume files of a checkpointed Writer.
 type checkpointer struct {
@@ -202,7 +210,7 @@ func readCheckpoint(path string) (checkpointFile, error) {
 	if err := json.Unmarshal(b, &cp); err != nil {
 		return cp, fmt.Errorf("%w: %s: %v", ErrCheckpointCorrupt, path, err)
 	}
-	if cp.Version != checkpointVersion {
+	if cp.Version != checkpointVersion && cp.Version != 2 {
 		return cp, fmt.Errorf("%w: %s: version %d; want %d", ErrCheckpointCorrupt, path, cp.Version, checkpointVersion)
 	}
 	return cp, nil
@@ -268,6 +276,7 @@ func (c *checkpointer) resume(w *Writer, cp checkpointFile) (ResumeState, error)
 		return ResumeState{}, err
 	}
 	w.last, w.group, w.rows, w.batches = cp.NextIndex-1, cp.ReplayFrom, cp.Rows, cp.Batches
+	w.openRows, w.pendingRecs, w.savedRows = cp.OpenRows, cp.OpenRecords, cp.Rows
 	return ResumeState{Resumed: true, NextIndex: cp.NextIndex, ReplayFrom: cp.ReplayFrom, Rows: cp.Rows,
 		ErrorRecords: cp.ErrorRecords, State: cp.State}, nil
 }
@@ -354,7 +363,7 @@ func (c *checkpointer) save(w *Writer) error {
 	}
 	cp := checkpointFile{Version: checkpointVersion, NextIndex: w.last + 1, ReplayFrom: w.group, Rows: w.rows,
 		Batches: w.batches, BatchRows: w.opts.BatchRows, StreamBytes: c.stream.bytes, ErrorRecords: w.errs.records,
-		ErrorsBytes: w.errs.bytes, Guard: w.opts.ResumeGuard}
+		ErrorsBytes: w.errs.bytes, Guard: w.opts.ResumeGuard, OpenRows: w.openRows, OpenRecords: w.pendingRecs}
 	if w.opts.State != nil {
 		state, err := json.Marshal(w.opts.State())
 		if err != nil {
@@ -366,7 +375,11 @@ func (c *checkpointer) save(w *Writer) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	return files.WriteLocalFileAtomic(c.path, b)
+	if err := files.WriteLocalFileAtomic(c.path, b); err != nil {
+		return err
+	}
+	w.savedRows, w.lastSave = w.rows, w.opts.Now()
+	return nil
 }
 
 // commit converts the partial stream into the final file, copies the
@@ -424,15 +437,83 @@ func (c *checkpointer) convert(w *Writer, sink *finalSink) error {
 		return fmt.Errorf("read %s: %w", c.partial, err)
 	}
 	defer r.Release()
+	var open []arrow.RecordBatch // the pieces of the batch being joined
+	defer func() { releaseAll(open) }()
 	for r.Next() {
-		if err := sink.write(r.RecordBatch()); err != nil {
+		rec := r.RecordBatch()
+		if isOpenPiece(rec) {
+			rec.Retain()
+			open = append(open, rec)
+			continue
+		}
+		if len(open) == 0 {
+			if err := sink.write(rec); err != nil {
+				return err
+			}
+			continue
+		}
+		rec.Retain()
+		open = append(open, rec)
+		joined, err := joinBatches(w.schema, open, w.opts.Allocator)
+		releaseAll(open)
+		open = nil
+		if err != nil {
+			return fmt.Errorf("read %s: %w", c.partial, err)
+		}
+		err = sink.write(joined)
+		joined.Release()
+		if err != nil {
 			return err
 		}
 	}
 	if err := r.Err(); err != nil {
 		return fmt.Errorf("read %s: %w", c.partial, err)
 	}
+	if len(open) > 0 { // Commit ends the batch: never the case
+		return fmt.Errorf("read %s: %w: the stream ends inside a record batch", c.partial, ErrCheckpointCorrupt)
+	}
 	return nil
+}
+
+// isOpenPiece reports a piece of a record batch cut by a checkpoint.
+func isOpenPiece(rec arrow.RecordBatch) bool {
+	m, ok := rec.(arrow.RecordBatchWithMetadata)
+	if !ok {
+		return false
+	}
+	md := m.Metadata()
+	return md.FindKey(openBatch.Keys()[0]) >= 0
+}
+
+// joinBatches is one record batch of the rows of recs, in order: the
+// batch an uninterrupted run writes (its Arrow bytes are the same).
+func joinBatches(sc *arrow.Schema, recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, sc.NumFields())
+	defer func() { releaseAll(cols) }()
+	var rows int64
+	for _, r := range recs {
+		rows += r.NumRows()
+	}
+	parts := make([]arrow.Array, len(recs))
+	for j := range cols {
+		for i, r := range recs {
+			parts[i] = r.Column(j)
+		}
+		col, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, err
+		}
+		cols[j] = col
+	}
+	return array.NewRecordBatch(sc, cols, rows), nil
+}
+
+func releaseAll[T interface{ Release() }](xs []T) {
+	for _, x := range xs {
+		if any(x) != nil {
+			x.Release()
+		}
+	}
 }
 
 // abort closes the resume files, keeping them for a later resume.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -103,6 +104,15 @@ type WriterOptions struct {
 	// Context bounds the uploads of outputs in a bucket; default
 	// context.Background().
 	Context context.Context
+	// CheckpointEvery, if positive, also takes a checkpoint when this long
+	// has passed since the last one (a checkpointed writer only): the rows
+	// of the record batch still open go to the partial stream as a piece
+	// marked open, and Commit joins the pieces of one batch again, so the
+	// output's batches (and bytes) are those of a run that never
+	// checkpointed early. 0: a checkpoint every BatchRows rows only.
+	CheckpointEvery time.Duration
+	// Now is the clock of CheckpointEvery; default time.Now.
+	Now func() time.Time
 }
 
 // Writer writes the rows and error records of a run. One goroutine owns it.
@@ -111,12 +121,15 @@ type Writer struct {
 	opts         WriterOptions
 	schema       *arrow.Schema
 	bld          *array.RecordBuilder
-	pending      int   // rows not yet in a batch
-	pendingRecs  int   // records put since the last checkpoint
+	pending      int   // rows in bld: not yet in the stream
+	openRows     int   // rows of the open batch already in the stream, as open pieces
+	pendingRecs  int   // records put since the last batch ended
 	last         int64 // Index of the last record Put; -1 before the first
 	group        int64 // Group of the last record Put
 	rows         int64
-	batches      int64
+	batches      int64     // batches in the sink (for a checkpointed writer: pieces, open ones too)
+	savedRows    int64     // rows in the last checkpoint
+	lastSave     time.Time // when the last checkpoint was taken
 
 	sink   batchSink // where batches go while the run lasts
 	errs   *errorLog
@@ -190,8 +203,11 @@ func newWriter(out string, opts WriterOptions) (*Writer, error) {
 	if opts.Context == nil {
 		opts.Context = context.Background()
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Writer{out: out, errPath: opts.ErrorsPath, opts: opts, schema: opts.Schema,
-		bld: array.NewRecordBuilder(opts.Allocator, opts.Schema), last: -1}, nil
+		bld: array.NewRecordBuilder(opts.Allocator, opts.Schema), last: -1, lastSave: opts.Now()}, nil
 }
 
 // Schema returns the schema of the output.
@@ -199,6 +215,14 @@ func (w *Writer) Schema() *arrow.Schema { return w.schema }
 
 // Rows returns the number of rows put so far (with a resumed run's).
 func (w *Writer) Rows() int64 { return w.rows }
+
+// NextIndex is the Index after the last record Put: where a resume of
+// the last checkpoint starts after a Checkpoint.
+func (w *Writer) NextIndex() int64 { return w.last + 1 }
+
+// CheckpointedRows returns the rows the last checkpoint holds (with a
+// resumed run's): what a resume keeps if the run stops now.
+func (w *Writer) CheckpointedRows() int64 { return w.savedRows }
 
 // ErrorRecords returns the number of error records written so far.
 func (w *Writer) ErrorRecords() int64 { return w.errs.records }
@@ -233,8 +257,58 @@ func (w *Writer) Put(index, group int64, rows Rows, errs []*record.RowError) err
 	// A batch ends after the record that fills it; a checkpoint is also
 	// taken when only error records advanced. Both depend on the input
 	// alone, so a resumed run cuts the batches an uninterrupted one does.
-	if w.pending >= w.opts.BatchRows || w.pendingRecs >= w.opts.BatchRows {
+	if w.openRows+w.pending >= w.opts.BatchRows || w.pendingRecs >= w.opts.BatchRows {
 		return w.flush()
+	}
+	if w.ckpt != nil && w.opts.CheckpointEvery > 0 && w.opts.Now().Sub(w.lastSave) >= w.opts.CheckpointEvery {
+		return w.Checkpoint()
+	}
+	return nil
+}
+
+// openBatch marks a piece of a record batch that a checkpoint cut before
+// the batch was full: Commit joins it with the pieces after it, up to and
+// with the next piece not so marked.
+var openBatch = arrow.NewMetadata([]string{"synapse.open_batch"}, []string{"1"})
+
+// Checkpoint makes every row and error record Put so far durable and
+// records it, without ending the record batch (see
+// WriterOptions.CheckpointEvery). A writer made by Create has no
+// checkpoints: Checkpoint does nothing.
+func (w *Writer) Checkpoint() error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.ckpt == nil {
+		return nil
+	}
+	if w.pending > 0 {
+		if err := w.writePiece(true); err != nil {
+			return err
+		}
+	}
+	return w.ckpt.save(w)
+}
+
+// writePiece writes the rows in the builder to the sink, marked as an open
+// piece or not.
+func (w *Writer) writePiece(open bool) error {
+	rec := w.bld.NewRecordBatch()
+	if open {
+		marked := array.NewRecordBatchWithMetadata(w.schema, rec.Columns(), rec.NumRows(), openBatch)
+		rec.Release()
+		rec = marked
+	}
+	n := w.pending
+	w.pending = 0
+	err := w.sink.write(rec)
+	rec.Release()
+	if err != nil {
+		return err
+	}
+	w.batches++
+	if open {
+		w.openRows += n
 	}
 	return nil
 }
@@ -254,19 +328,16 @@ func (w *Writer) PutFileError(fe *record.FileError) error {
 	return w.errs.writeJSON(fileErrorJSONOf(fe))
 }
 
-// flush writes the pending rows as one batch (and a checkpoint).
+// flush ends the record batch: it writes the pending rows (and a
+// checkpoint). A batch whose rows are all in open pieces already ends with
+// an empty piece, not marked.
 func (w *Writer) flush() error {
-	if w.pending > 0 {
-		rec := w.bld.NewRecordBatch()
-		w.pending = 0
-		err := w.sink.write(rec)
-		rec.Release()
-		if err != nil {
+	if w.pending > 0 || w.openRows > 0 {
+		if err := w.writePiece(false); err != nil {
 			return err
 		}
-		w.batches++
 	}
-	w.pendingRecs = 0
+	w.openRows, w.pendingRecs = 0, 0
 	if w.ckpt != nil {
 		return w.ckpt.save(w)
 	}

@@ -307,7 +307,11 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper process only")
 	}
 	killAt, _ := strconv.ParseInt(os.Getenv("DATAIO_HELPER_KILL_AT"), 10, 64)
-	w, st, err := OpenCheckpointed(out, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16})
+	opts := WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16}
+	if os.Getenv("DATAIO_HELPER_TICK") != "" {
+		tickEveryPut(&opts)
+	}
+	w, st, err := OpenCheckpointed(out, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -461,6 +465,68 @@ func appendTo(t *testing.T, path string, b []byte) {
 	}
 	f.Write(b)
 	f.Close()
+}
+
+// tickEveryPut makes opts checkpoint by time after every Put: its clock
+// moves a second at every reading.
+func tickEveryPut(opts *WriterOptions) {
+	var now time.Time
+	opts.CheckpointEvery = time.Second
+	opts.Now = func() time.Time { now = now.Add(time.Second); return now }
+}
+
+// TestCheckpointByTime: a writer checkpointing after every document (by
+// its clock) resumes exactly where it was killed, and its output, in every
+// format, is byte for byte that of a run checkpointing every BatchRows
+// rows only: Commit joins the open pieces into the batches they cut.
+func TestCheckpointByTime(t *testing.T) {
+	const n = 150
+	for _, name := range []string{"out.arrow", "out.parquet", "out.jsonl"} {
+		ref := filepath.Join(t.TempDir(), name)
+		w, _, err := OpenCheckpointed(ref, WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		putDocs(t, w, 0, n)
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		wantRaw, _ := os.ReadFile(ref)
+		wantErrs, _ := os.ReadFile(ref + ".errors.jsonl")
+		for _, kills := range [][]int64{{37}, {5, 6, 90}, {16}, {n}} {
+			t.Run(fmt.Sprintf("%s/killed at %v", name, kills), func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), name)
+				for _, k := range kills {
+					crashAt(t, out, k, "DATAIO_HELPER_TICK=1")
+				}
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				defer mem.AssertSize(t, 0)
+				opts := WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 16, Allocator: mem}
+				tickEveryPut(&opts)
+				w, st, err := OpenCheckpointed(out, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := kills[len(kills)-1]
+				if st.NextIndex != last {
+					t.Errorf("resumed at %d; want %d (a checkpoint after every document)", st.NextIndex, last)
+				}
+				if got := int64(len(wantRows(0, last))); st.Rows != got || w.CheckpointedRows() != got {
+					t.Errorf("resume state rows %d, checkpointed %d; want %d", st.Rows, w.CheckpointedRows(), got)
+				}
+				putDocs(t, w, st.NextIndex, n)
+				if err := w.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				raw, _ := os.ReadFile(out)
+				errs, _ := os.ReadFile(out + ".errors.jsonl")
+				if !bytes.Equal(raw, wantRaw) || !bytes.Equal(errs, wantErrs) {
+					t.Errorf("output %d bytes, errors %d bytes; want the uninterrupted run's %d and %d, byte for byte",
+						len(raw), len(errs), len(wantRaw), len(wantErrs))
+				}
+			})
+		}
+	}
 }
 
 func TestCheckpointParquetOutput(t *testing.T) {
@@ -697,5 +763,43 @@ func TestFormats(t *testing.T) {
 		if got.ID != want[i].ID || got.Chunk != want[i].Chunk || !reflect.DeepEqual(got.Embedding, want[i].Embedding) {
 			t.Errorf("line %d: got %+v; want %+v", i, got, want[i])
 		}
+	}
+}
+
+// TestCheckpointByTimeErrorRecordsEndBatch: a batch whose rows are all in
+// open pieces when error records end it (BatchRows records) ends with an
+// empty piece, and the output is that of a writer without time checkpoints.
+func TestCheckpointByTimeErrorRecordsEndBatch(t *testing.T) {
+	write := func(out string, tick bool) []byte {
+		opts := WriterOptions{Schema: EmbedSchema(testDims, testMeta), BatchRows: 4}
+		if tick {
+			tickEveryPut(&opts)
+		}
+		w, _, err := OpenCheckpointed(out, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := int64(0); i < 13; i++ {
+			rows, errs := testDoc(i)
+			if i%4 != 1 { // one document of rows in four: error records end the batches
+				rows, errs = nil, []*record.RowError{{Source: "c.jsonl", Line: int(i) + 1, Index: i, Reason: "empty_text"}}
+			}
+			if err := w.Put(i, i, rows, errs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	dir := t.TempDir()
+	want := write(filepath.Join(dir, "rows.arrow"), false)
+	if got := write(filepath.Join(dir, "time.arrow"), true); !bytes.Equal(got, want) {
+		t.Errorf("checkpointed by time: %d bytes; want the %d of a writer checkpointing by rows, byte for byte", len(got), len(want))
 	}
 }

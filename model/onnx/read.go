@@ -28,7 +28,8 @@ type Info struct {
 	// Weights counts the initializers' elements by element type.
 	Weights map[ElemType]int64
 	// Positions is the first dimension of a BERT-style position embedding
-	// table (an initializer named …position_embeddings.weight): the most
+	// table (an initializer named …position_embeddings.weight, or its
+	// quantized …weight_quantized): the most
 	// tokens a sequence may hold; 0 when the graph has none.
 	Positions int64
 }
@@ -258,7 +259,7 @@ func parseInitializer(b []byte, info *Info, names map[string]bool) error {
 	}
 	info.Parameters += elems
 	info.Weights[elem] += elems
-	if strings.HasSuffix(name, "position_embeddings.weight") && len(dims) == 2 {
+	if strings.Contains(name, "position_embeddings.weight") && len(dims) == 2 { // …weight_quantized too
 		info.Positions = dims[0]
 	}
 	return err

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
@@ -29,6 +29,9 @@ type quantization struct {
 	q      *vector.Quantizer
 	ranges *vector.Ranges
 	source string
+	// cost says what calibrating on the input cost ("" when the ranges
+	// came from a file): those documents are embedded twice.
+	cost string
 }
 
 // checkDtype refuses, before the model loads, a dtype option that cannot
@@ -87,7 +90,11 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 		qz.ranges, err = rangesOf(prev.Metadata(), s.dims)
 		qz.source = "the --previous output's ranges"
 	default:
-		qz.ranges, qz.source, err = o.calibrate(ctx, r, k, s)
+		began := time.Now()
+		var tokens int
+		qz.ranges, qz.source, tokens, err = o.calibrate(ctx, r, k, s)
+		qz.cost = fmt.Sprintf("%s: embedded twice to calibrate %s (%d tokens, %.1fs; --calibration FILE saves it)",
+			qz.source, o.Dtype, tokens, time.Since(began).Seconds())
 	}
 	if err != nil {
 		return nil, err
@@ -192,12 +199,15 @@ func observeFile(ctx context.Context, p string, d vector.Dtype, dims int, ranges
 // makes the same requests, so their ranges are the single run's) and
 // returns the minimum and maximum of their vectors. Rows that are errors
 // are left out; they are reported by the run itself.
-func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s *embedSink) (*vector.Ranges, string, error) {
+//
+// source (kept in the output's metadata) says where the ranges came from;
+// tokens are what the calibration sent.
+func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s *embedSink) (ranges *vector.Ranges, source string, tokens int, err error) {
 	batches, docs, err := o.calibrationBatches(ctx, k)
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
-	ranges := vector.NewRanges(s.dims)
+	ranges = vector.NewRanges(s.dims)
 	var mu sync.Mutex
 	var chunks int
 	g, gctx := errgroup.WithContext(ctx)
@@ -214,18 +224,20 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 				if k.Check(b[i], v) == nil {
 					ranges.Observe(s.vector(v))
 					chunks++
+					tokens += k.Tokens(b[i])
 				}
 			}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	if ranges.Empty() {
-		return nil, "", configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
+		return nil, "", 0, configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
 	}
-	return ranges, "minimum and maximum of the " + strconv.Itoa(chunks) + " chunks of the first " + strconv.Itoa(docs) + " documents of the input", nil
+	source = fmt.Sprintf("minimum and maximum of the %d chunks of the first %d documents of the input", chunks, docs)
+	return ranges, source, tokens, nil
 }
 
 // calibrationBatches reads the first CalibrationDocs documents of the

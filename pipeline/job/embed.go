@@ -235,12 +235,7 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
-	withText := ""
-	if o.WithText {
-		withText = ", with text"
-	}
-	r.started(fmt.Sprintf("text fields %s, chunks of %d tokens, %d dims, %s%s", strings.Join(o.textFields(), " + "),
-		p.ch.Window, p.dims, o.Dtype, withText))
+	r.started(o.startLine(p, qz))
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
@@ -253,14 +248,32 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	return &embedRun{kind: k, sink: sink, qz: qz, inc: inc, src: src}, nil
 }
 
+// startLine is the run's settings as the start line says them: what is
+// embedded, how, and into what.
+func (o *EmbedOptions) startLine(p *embedPlan, qz *quantization) string {
+	s := fmt.Sprintf("text fields %s, chunks of %d tokens, %d dims, %s", strings.Join(o.textFields(), " + "), p.ch.Window, p.dims, o.Dtype)
+	if o.WithText {
+		s += ", with text"
+	}
+	if qz.cost != "" {
+		s += "; ranges from the " + qz.cost
+	}
+	return s
+}
+
 // embed runs the pipeline and writes the summary's lines.
 func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
-	err := execute(ctx, r, r.config(o.BatchTokens, 0), pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+	cfg := r.config(o.BatchTokens, 0)
+	cfg.SkipReplayed = !o.Dedup // the dedup window takes the replayed records' vectors
+	err := execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
 	if err == nil && p.prev != nil {
 		err = e.inc.finish(r)
 	}
 	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(o.Previous, e.inc.note, o.Dedup)...)
-	if e.qz.source != "" {
+	switch {
+	case e.qz.cost != "":
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.cost})
+	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
 	if o.Truncate {

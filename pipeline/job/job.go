@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,6 +61,16 @@ type Options struct {
 	// DefaultDeadlineStretch; 1 = never).
 	DeadlineStretch int
 	Resume          bool
+	// CheckpointEvery also takes a checkpoint when this long has passed
+	// since the last one (output.WriterOptions.CheckpointEvery; 0 =
+	// DefaultCheckpointEvery, negative = every 1,024 rows only).
+	CheckpointEvery time.Duration
+	// Drain, when closed, drains the run (pipeline.Config.Drain): no new
+	// requests, those in flight get DrainTimeout (0 = DefaultDrain;
+	// negative: no time) to finish, every finished row is checkpointed, and the job returns an
+	// *InterruptedError. ctx still stops it at once.
+	Drain        <-chan struct{}
+	DrainTimeout time.Duration
 	// CheckpointDir holds the resume files of outputs in a bucket
 	// (output.WriterOptions.CheckpointDir; "" = output.DefaultCheckpointDir).
 	CheckpointDir string
@@ -114,6 +125,7 @@ type Info struct {
 	Resumed          bool
 	ResumeAsked      bool  // --resume was given (Resumed is false when there was nothing to resume)
 	ResumeFrom       int64 // records with a smaller index were done by an earlier run
+	ResumeRows       int64 // the output rows the earlier run wrote, kept
 	Estimate         corpus.Estimate
 	Out, Errors      string
 	Chaos            string // the drills armed, "" for none
@@ -138,8 +150,18 @@ type Summary struct {
 	DeadlineStretch int // the largest deadline factor used after timeouts; 0 or 1: none
 	Elapsed         time.Duration
 	Out, Errors     string
-	Resumable       bool   // the run stopped with its resume files kept
-	Chaos           string // the drills that were armed
+	Resumable       bool // the run stopped with its resume files kept
+	// Interrupt says what an interrupted run kept (nil: not interrupted).
+	Interrupt *Interrupt
+	// ResumedRows are the rows an interrupted run had written, kept by
+	// this resumed run.
+	ResumedRows int64
+	// This run's requests (pipeline.Stats): sent, their items, the
+	// replayed items (of records an interrupted run had written) and those
+	// of them not sent, and the answered items a drain dropped.
+	Requests, RequestItems, ReplayItems, SkippedReplay, DroppedItems int64
+
+	Chaos string // the drills that were armed
 	// Lines are what the kind adds to the summary (embed: what an
 	// incremental run reused).
 	Lines []SummaryLine
@@ -264,6 +286,18 @@ func (r *runner) defaults() {
 	}
 	if o.DeadlineStretch <= 0 {
 		o.DeadlineStretch = DefaultDeadlineStretch
+	}
+	switch {
+	case o.CheckpointEvery == 0:
+		o.CheckpointEvery = DefaultCheckpointEvery
+	case o.CheckpointEvery < 0:
+		o.CheckpointEvery = 0
+	}
+	switch {
+	case o.DrainTimeout == 0:
+		o.DrainTimeout = DefaultDrain
+	case o.DrainTimeout < 0:
+		o.DrainTimeout = 0 // no wait: what is finished is kept
 	}
 }
 
@@ -510,7 +544,7 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 	o := r.o
 	opts := *schema
 	opts.ErrorsPath = o.Errors
-	opts.CheckpointDir, opts.Context = o.CheckpointDir, r.ctx
+	opts.CheckpointDir, opts.Context, opts.CheckpointEvery = o.CheckpointDir, r.ctx, o.CheckpointEvery
 	opts.ResumeGuard = files.InputGuard(o.Inputs)
 	for _, guard := range guards {
 		for k, v := range guard {
@@ -558,6 +592,7 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 		}
 	}
 	r.w, r.resume = w, st
+	r.sum.ResumedRows = st.Rows
 	r.sum.Resumable = true // from here on, an interrupted run leaves resume files
 	return nil
 }
@@ -580,7 +615,7 @@ func (r *runner) started(settings string) {
 func (r *runner) info(settings string) Info {
 	o := r.o
 	in := Info{Kind: r.kind, Model: r.model, Workers: o.Workers, Threads: o.Threads, Resumed: r.resume.Resumed,
-		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
+		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, ResumeRows: r.resume.Rows, Out: o.Out, Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
 	in.Estimate, _ = corpus.Count(o.Inputs) // errors surface again, per file, while reading
 	if o.Read.Shards > 0 {
 		in.Estimate, _ = corpus.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)
@@ -596,13 +631,32 @@ func (r *runner) info(settings string) Info {
 func (r *runner) readOptions(ctx context.Context) corpus.ReadOptions {
 	ro := r.o.Read
 	ro.StartIndex = r.resume.ReplayFrom
-	ro.Context = ctx
+	ro.Context = r.drainContext(ctx) // a drain stops the reading
 	if ro.Stdin == nil && slices.Contains(r.o.Inputs, "-") {
-		stdinCtx, stop := context.WithCancel(ctx)
+		stdinCtx, stop := context.WithCancel(ro.Context)
 		r.closer = append(r.closer, stop)
 		ro.Stdin = files.CancelableReader(stdinCtx, os.Stdin) // Ctrl-C must not wait for the producer
 	}
 	return ro
+}
+
+// drainContext is ctx, also cancelled when Options.Drain fires (until the
+// job finishes).
+func (r *runner) drainContext(ctx context.Context) context.Context {
+	if r.o.Drain == nil {
+		return ctx
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-r.o.Drain:
+			cancel()
+		case <-dctx.Done():
+		}
+	})
+	r.closer = append(r.closer, func() { cancel(); wg.Wait() })
+	return dctx
 }
 
 // docs opens the inputs as documents, from where a resumed run replays.
@@ -643,13 +697,25 @@ func idLines(s corpus.IDStats, shard bool) []SummaryLine {
 func (r *runner) config(batchTokens, maxItems int) pipeline.Config {
 	return pipeline.Config{BatchTokens: batchTokens, MaxItems: maxItems, MaxGroup: corpus.GroupRecords,
 		Replay: r.resume.NextIndex, Workers: r.o.Workers, Stats: r.o.Stats, InFlightBytes: r.o.BufferBytes,
-		Classify: classify}
+		Classify: classify, SkipReplayed: true}
 }
 
-// execute runs the pipeline into the writer and commits the output.
+// execute runs the pipeline into the writer and commits the output. A run
+// drained (Options.Drain) keeps every row it finished and returns an
+// *InterruptedError; one stopped by ctx keeps its last checkpoint.
 func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k pipeline.Kind[R, I, O], src pipeline.Source[R], sink pipeline.Sink[R, I, O]) error {
 	r.sum.Started = true
-	if err := pipeline.Run(ctx, cfg, k, src, sink); err != nil {
+	took, timedOut, err := runDrained(ctx, r, cfg, k, src, sink)
+	switch {
+	case err != nil && ctx.Err() == nil && (errors.Is(err, pipeline.ErrDrained) || timedOut):
+		if err := r.interrupted(true, timedOut, took); err != nil {
+			return err
+		}
+		return &InterruptedError{*r.sum.Interrupt}
+	case err != nil:
+		if ctx.Err() != nil {
+			return errors.Join(err, r.interrupted(false, false, took))
+		}
 		r.w.Abort() // the resume files stay for --resume
 		return err
 	}
@@ -717,6 +783,8 @@ func (r *runner) finish(err error) (Summary, error) {
 	s.Job = st.Snapshot()
 	s.Run = st.Snapshot().Minus(st.Restored())
 	s.DeadlineStretch = int(st.DeadlineStretch.Load())
+	s.Requests, s.RequestItems, s.ReplayItems = st.Requests.Load(), st.RequestItems.Load(), st.ReplayItems.Load()
+	s.SkippedReplay, s.DroppedItems = st.SkippedReplay.Load(), st.DroppedItems.Load()
 	if r.docsR != nil {
 		s.Lines = append(s.Lines, idLines(r.docsR.IDStats(), r.o.Read.Shards > 0)...)
 	}
