@@ -25,13 +25,16 @@ func searchCommand() *cli.Command {
 sharded run) of one model, pooling, normalisation and dims. A document's score is its best chunk's: the dot product
 (the cosine of normalized vectors) for a float32 or float16 corpus; the integer dot product of the codes for int8 and
 uint8 (float queries are quantized with the corpus's stored ranges); dims minus the Hamming distance for binary and
-ubinary. Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole.
+ubinary. Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole; a
+-k above the corpus's documents keeps them all, in the memory they need. A NaN or infinite value in a float query or
+corpus vector is refused (exit 2, naming the file, row and id). The similarity kernels are chosen by the CPU
+(AVX-512, VNNI and VPOPCNTDQ, or AVX2; Go elsewhere); the summary names them.
 Every path may be an s3:// object (--queries, --corpus and --rescore-with also a glob or a prefix of the parts).`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "queries", Usage: "the embedded queries `FILE` (one chunk per query; required)"},
 			&cli.StringSliceFlag{Name: "corpus", Usage: "the embedded corpus `FILE` (required)"},
 			&cli.IntFlag{Name: "k", Aliases: []string{"top-k"}, Value: search.DefaultK, Usage: "documents kept per query"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the run `FILE`: " + search.RunFormats + " (required)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the run `FILE`: " + search.RunFormats + "; - writes a TREC run to stdout (the summary then goes to stderr) (required)"},
 			&cli.IntFlag{Name: "rescore", Usage: "binary, int8 or uint8 corpus: keep the best N × k documents and re-score them with the float queries against --rescore-with (else the corpus's own codes), as sentence-transformers does"},
 			&cli.StringSliceFlag{Name: "rescore-with", Usage: "with --rescore: the higher-precision embedding `FILE` of the same corpus (e.g. its float32 or int8 output)"},
 			&cli.StringFlag{Name: "qrels", Usage: "print nDCG@10, MRR@10, Recall@10 and Recall@100 of the run against these judgements `FILE`, as synapse eval does"},
@@ -54,7 +57,7 @@ func runSearch(c *cli.Context) error {
 	}
 	tag := o.Corpus.Model + "." + o.Corpus.Dtype.String()
 	w, err := search.CreateRun(c.Context, f.out, map[string]string{output.MetaRunTag: tag, "synapse.version": version,
-		"synapse.search_k": strconv.Itoa(o.K), "synapse.search_rescore": strconv.Itoa(o.Rescore)})
+		"synapse.search_k": strconv.Itoa(o.K), "synapse.search_rescore": strconv.Itoa(o.Rescore)}, c.App.Writer)
 	if err != nil {
 		return err
 	}
@@ -73,14 +76,18 @@ func runSearch(c *cli.Context) error {
 	if err := w.Commit(); err != nil {
 		return err
 	}
+	report, wrote := c.App.Writer, f.out
+	if f.out == search.Stdout { // stdout is the run's
+		report, wrote = c.App.ErrWriter, "the run to stdout"
+	}
 	if !f.quiet {
 		el := time.Since(start)
-		fmt.Fprintf(c.App.Writer, "searched       %d queries × %d chunks (%s, %d passes) in %s: %.3g similarities/s\nwrote          %s\n",
-			st.Queries, st.Chunks, o.Corpus.Dtype, st.Passes, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), f.out)
-		printObjectStore(c.App.Writer)
+		fmt.Fprintf(report, "searched       %d queries × %d chunks (%s, %d passes, %s kernels) in %s: %.3g similarities/s\nwrote          %s\n",
+			st.Queries, st.Chunks, o.Corpus.Dtype, st.Passes, st.Kernels, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), wrote)
+		printObjectStore(report)
 	}
 	if qrels != nil {
-		eval.Report(c.App.Writer, []string{"run"}, []eval.Metrics{eval.Evaluate(ranking, qrels)})
+		eval.Report(report, []string{"run"}, []eval.Metrics{eval.Evaluate(ranking, qrels)})
 	}
 	return nil
 }
@@ -171,8 +178,10 @@ func (f *searchFlags) open(ctx context.Context) (search.Options, eval.Qrels, err
 	if err := checkInputs("search", read); err != nil {
 		return o, nil, err
 	}
-	if err := job.CheckWritable("-o", f.out, read); err != nil {
-		return o, nil, err
+	if f.out != search.Stdout {
+		if err := job.CheckWritable("-o", f.out, read); err != nil {
+			return o, nil, err
+		}
 	}
 	paths := slices.Concat(files.Reads("--queries", f.queries...), files.Reads("--corpus", f.corpus...),
 		files.Reads("--rescore-with", f.rescoreWith...), files.Reads("--qrels", f.qrels), files.Writes("-o", f.out))

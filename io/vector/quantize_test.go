@@ -111,3 +111,25 @@ func TestParseDtype(t *testing.T) {
 		t.Error("ParseDtype(int4): no error")
 	}
 }
+
+func TestNonFinite(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, c := range []struct {
+		v    []float32
+		want int
+	}{
+		{nil, -1},
+		{[]float32{0, -1, math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32}, -1},
+		{[]float32{1, nan}, 1},
+		{[]float32{inf, 1}, 0},
+		{[]float32{1, 2, -inf}, 2},
+		{[]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, nan, 11}, 9}, // past the first eight
+		{[]float32{1, 2, 3, 4, 5, 6, 7, inf, 9, 10, 11, 12, 13, 14, 15, nan}, 7}, // the first of two
+		{[]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, -inf}, 15},
+		{[]float32{-0, 1e38, -1e38, 3.4e38, 1, 1, 1, 1, 1}, -1},
+	} {
+		if got := NonFinite(c.v); got != c.want {
+			t.Errorf("NonFinite(%v): got %d; want %d", c.v, got, c.want)
+		}
+	}
+}

@@ -498,10 +498,8 @@ func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, erro
 
 // Check refuses a vector with NaN or infinite values: never a silent value.
 func (k *embedKind) Check(_ Chunk, v []float32) error {
-	for i, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return refuse(ReasonEngineError, "the engine returned %v at dimension %d", x, i)
-		}
+	if i := vector.NonFinite(v); i >= 0 {
+		return refuse(ReasonEngineError, "the engine returned %v at dimension %d", v[i], i)
 	}
 	return nil
 }

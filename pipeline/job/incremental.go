@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,10 +61,8 @@ type doc struct {
 // reused rows are checked as the engine's answers are (embedKind.Check).
 func finiteRows(rows output.EmbedRows) bool {
 	for _, r := range rows {
-		for _, x := range r.Embedding {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return false
-			}
+		if vector.NonFinite(r.Embedding) >= 0 {
+			return false
 		}
 	}
 	return true

@@ -27,6 +27,7 @@ type Vectors struct {
 	Ranges   *vector.Ranges // int8, uint8
 	Settings vector.Settings
 	Model    string // the model's name, for the run's tag
+	what     string // the flag that names it (--corpus), for errors
 }
 
 // OpenVectors reads the schemas of an embedding output's files and checks
@@ -54,7 +55,7 @@ func OpenVectors(ctx context.Context, what string, paths []string) (*Vectors, er
 			return nil, fmt.Errorf("%w: %s %s is not a part of the same run as %s: %s", ErrInput, what, p, paths[0], d)
 		}
 	}
-	v.Paths = paths
+	v.Paths, v.what = paths, what
 	return v, nil
 }
 
@@ -133,16 +134,21 @@ type batch struct {
 	chunks *array.Int32
 	vecs   vector.Column
 	rec    arrow.RecordBatch
+	path   string // its file
+	row0   int64  // the file's rows before it
 }
 
 // eachBatch calls fn with every batch of v's files, in order.
 func (v *Vectors) eachBatch(ctx context.Context, fn func(b *batch) error) error {
 	for _, p := range v.Paths {
+		var rows int64
 		err := output.EachBatch(ctx, p, nil, func(rec arrow.RecordBatch) error {
 			b, err := v.batchOf(rec)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
+			b.path, b.row0 = p, rows
+			rows += rec.NumRows()
 			return fn(b)
 		})
 		if err != nil {
@@ -165,4 +171,18 @@ func (v *Vectors) batchOf(rec arrow.RecordBatch) (*batch, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInput, err)
 	}
 	return &batch{ids: ids, chunks: chunks, vecs: vecs, rec: rec}, nil
+}
+
+// checkFinite refuses rows of a batch whose float values (f: its rows from
+// r0 on, dims values each, as searched) hold a NaN or an infinity, naming the file, the row
+// (counted from 0 in the file) and the id: no score of such a vector means
+// anything.
+func (v *Vectors) checkFinite(b *batch, r0 int, f []float32, dims int) error {
+	i := vector.NonFinite(f)
+	if i < 0 {
+		return nil
+	}
+	r := r0 + i/dims
+	return fmt.Errorf("%w: %s %s: row %d (id %s, chunk %d): dimension %d is %v; a vector with NaN or infinite values cannot be searched",
+		ErrInput, v.what, b.path, b.row0+int64(r), b.ids.Value(r), b.chunks.Value(r), i%dims, f[i])
 }

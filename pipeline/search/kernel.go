@@ -134,30 +134,100 @@ func appendWords(dst []uint64, b []byte, flip bool, width int) []uint64 {
 	return dst
 }
 
-// score writes the similarity of query q (row qi of qs) to rows [r0, r1)
-// of cs into out[0 : r1-r0].
-func (s space) score(qs *tile, qi int, cs *tile, r0, r1 int, out []float32) {
-	w := s.width
+// score4 writes the similarities of queries [qi, qi+4) of qs (a tile
+// padded to a multiple of 4 queries) to rows [r0, r1) of cs into
+// out[i*TileRows + r-r0]: the CPU's block kernel on the rows in fours, the
+// Go one on the last few.
+func (s space) score4(qs *tile, qi int, cs *tile, r0, r1 int, out []float32) {
+	w, n := s.width, (r1-r0)&^3
+	ref := sets[0]
 	switch {
 	case s.dtype.Float():
-		q := qs.f[qi*w : (qi+1)*w]
-		for r := r0; r < r1; r++ {
-			out[r-r0] = dotF32(q, cs.f[r*w:])
-		}
+		q := qs.f[qi*w : (qi+4)*w]
+		kern.f32(q, cs.f[r0*w:(r0+n)*w], n, w, out, TileRows)
+		ref.f32(q, cs.f[(r0+n)*w:r1*w], r1-r0-n, w, out[n:], TileRows)
 	case s.dtype == vector.Int8:
-		q := qs.i8[qi*w : (qi+1)*w]
-		for r := r0; r < r1; r++ {
-			out[r-r0] = float32(dotCodes(q, cs.i8[r*w:]))
-		}
+		q := qs.i8[qi*w : (qi+4)*w]
+		kern.i8(q, cs.i8[r0*w:(r0+n)*w], n, w, out, TileRows)
+		ref.i8(q, cs.i8[(r0+n)*w:r1*w], r1-r0-n, w, out[n:], TileRows)
 	case s.dtype == vector.Uint8:
-		q := qs.u8[qi*w : (qi+1)*w]
-		for r := r0; r < r1; r++ {
-			out[r-r0] = float32(dotCodes(q, cs.u8[r*w:]))
-		}
+		q := qs.u8[qi*w : (qi+4)*w]
+		kern.u8(q, cs.u8[r0*w:(r0+n)*w], n, w, out, TileRows)
+		ref.u8(q, cs.u8[(r0+n)*w:r1*w], r1-r0-n, w, out[n:], TileRows)
 	default:
-		q := qs.u64[qi*w : (qi+1)*w]
-		for r := r0; r < r1; r++ {
-			out[r-r0] = float32(s.dims - hamming(q, cs.u64[r*w:]))
+		q := qs.u64[qi*w : (qi+4)*w]
+		kern.bin(q, cs.u64[r0*w:(r0+n)*w], n, w, s.dims, out, TileRows)
+		ref.bin(q, cs.u64[(r0+n)*w:r1*w], r1-r0-n, w, s.dims, out[n:], TileRows)
+	}
+}
+
+// pad appends zero queries to t until it holds a multiple of 4 of them
+// (n: the queries it holds), for score4.
+func (s space) pad(t *tile, n int) {
+	z := (-n & 3) * s.width
+	switch {
+	case s.dtype.Float():
+		t.f = append(t.f, make([]float32, z)...)
+	case s.dtype == vector.Int8:
+		t.i8 = append(t.i8, make([]int8, z)...)
+	case s.dtype == vector.Uint8:
+		t.u8 = append(t.u8, make([]uint8, z)...)
+	default:
+		t.u64 = append(t.u64, make([]uint64, z)...)
+	}
+}
+
+// kernelSet is one CPU's block kernels. Each scores 4 queries (rows of q,
+// width elements apart: floats, codes or uint64 words) against rows corpus
+// rows (of c) into out[i*ostride+j], i < 4, j < rows; the assembly ones
+// take rows in multiples of 4.
+type kernelSet struct {
+	name string
+	f32  func(q, c []float32, rows, dims int, out []float32, ostride int)
+	i8   func(q, c []int8, rows, dims int, out []float32, ostride int)
+	u8   func(q, c []uint8, rows, dims int, out []float32, ostride int)
+	bin  func(q, c []uint64, rows, words, dims int, out []float32, ostride int)
+}
+
+// sets are the kernel sets this CPU runs, the Go one (the reference, and
+// the only one off amd64) first; kern is the last, the fastest.
+var (
+	sets = []kernelSet{{name: "go", f32: f32Go, i8: codesGo[int8], u8: codesGo[uint8], bin: binGo}}
+	kern = sets[0]
+)
+
+func f32Go(q, c []float32, rows, dims int, out []float32, ostride int) {
+	for i := range 4 {
+		qi := q[i*dims : (i+1)*dims]
+		for j := range rows {
+			out[i*ostride+j] = dotF32(qi, c[j*dims:])
 		}
+	}
+}
+
+func codesGo[T int8 | uint8](q, c []T, rows, dims int, out []float32, ostride int) {
+	for i := range 4 {
+		qi := q[i*dims : (i+1)*dims]
+		for j := range rows {
+			out[i*ostride+j] = float32(dotCodes(qi, c[j*dims:]))
+		}
+	}
+}
+
+func binGo(q, c []uint64, rows, words, dims int, out []float32, ostride int) {
+	for i := range 4 {
+		qi := q[i*words : (i+1)*words]
+		for j := range rows {
+			out[i*ostride+j] = float32(dims - hamming(qi, c[j*words:]))
+		}
+	}
+}
+
+// checkBlock panics unless a block kernel's slices hold what it reads and
+// writes (the assembly does not check): 4 queries, rows (a multiple of 4)
+// corpus rows, 4 output rows.
+func checkBlock(nq, nc, rows, width, nout, ostride int) {
+	if rows%4 != 0 || nq < 4*width || nc < rows*width || (rows > 0 && nout < 3*ostride+rows) || width <= 0 {
+		panic("search: block kernel: slices too short for the block")
 	}
 }

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -18,9 +19,12 @@ import (
 // RunFormats are the extensions a run output may have.
 const RunFormats = ".trec (or .run), .tsv, .arrow, .parquet or .jsonl"
 
+// Stdout is the output path that names standard output (a TREC run).
+const Stdout = "-"
+
 // CheckRunPath refuses an output path of an unknown format.
 func CheckRunPath(path string) error {
-	if strings.EqualFold(filepath.Ext(path), ".tsv") {
+	if path == Stdout || strings.EqualFold(filepath.Ext(path), ".tsv") {
 		return nil
 	}
 	if _, err := output.FormatOf(path); err != nil {
@@ -44,15 +48,25 @@ func RunSchema(meta map[string]string) *arrow.Schema {
 // a table of RunSchema, to a local file or an s3:// object. It appears at
 // its path on Commit. One goroutine owns it.
 type RunWriter struct {
-	tsv   *files.OutputFile
-	table *output.TableWriter
-	bld   *array.RecordBuilder
+	tsv    *files.OutputFile
+	table  *output.TableWriter
+	bld    *array.RecordBuilder
+	stream *bufio.Writer // Stdout: TREC lines as they come
+	tag    string
 }
 
 // CreateRun starts a run output; meta is a table's schema metadata (its
-// output.MetaRunTag is the TREC tag).
-func CreateRun(ctx context.Context, path string, meta map[string]string) (*RunWriter, error) {
+// output.MetaRunTag is the TREC tag). The path Stdout writes a TREC run to
+// stdout, query by query (nothing to take back on Abort).
+func CreateRun(ctx context.Context, path string, meta map[string]string, stdout io.Writer) (*RunWriter, error) {
 	w := &RunWriter{}
+	if path == Stdout {
+		w.stream, w.tag = bufio.NewWriterSize(stdout, 1<<16), meta[output.MetaRunTag]
+		if w.tag == "" {
+			w.tag = "synapse"
+		}
+		return w, nil
+	}
 	if strings.EqualFold(filepath.Ext(path), ".tsv") {
 		f, err := files.CreateOutput(ctx, path)
 		if err != nil {
@@ -76,6 +90,15 @@ func CreateRun(ctx context.Context, path string, meta map[string]string) (*RunWr
 
 // Put writes one query's hits, best first.
 func (w *RunWriter) Put(query string, hits []Hit) error {
+	if w.stream != nil {
+		for i, h := range hits { // io/output's TREC line
+			line := query + " Q0 " + h.Doc + " " + strconv.Itoa(i+1) + " " + strconv.FormatFloat(float64(h.Score), 'g', -1, 32) + " " + w.tag + "\n"
+			if _, err := w.stream.WriteString(line); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if w.tsv != nil {
 		for _, h := range hits {
 			if _, err := io.WriteString(w.tsv, query+"\t"+h.Doc+"\t"+strconv.FormatFloat(float64(h.Score), 'g', -1, 32)+"\n"); err != nil {
@@ -108,6 +131,9 @@ func (w *RunWriter) flush() error {
 
 // Commit finishes the output: it appears at its path.
 func (w *RunWriter) Commit() error {
+	if w.stream != nil {
+		return w.stream.Flush()
+	}
 	if w.tsv != nil {
 		return w.tsv.Commit()
 	}
@@ -121,6 +147,10 @@ func (w *RunWriter) Commit() error {
 
 // Abort drops the unfinished output.
 func (w *RunWriter) Abort() {
+	if w.stream != nil {
+		w.stream.Flush() // the queries written so far, whole
+		return
+	}
 	if w.tsv != nil {
 		w.tsv.Abort()
 		return

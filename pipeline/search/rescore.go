@@ -42,6 +42,9 @@ func (s *searcher) rescore(ctx context.Context, b *queryBlock, tops []*topK) ([]
 				continue
 			}
 			v = vector.Decode(v[:0], src.Dtype, dims, bt.vecs.Row(i), src.Ranges)
+			if err := src.checkFinite(bt, i, v, dims); err != nil {
+				return err
+			}
 			for _, c := range idx {
 				cd := &cands[c]
 				sc := dotF32(b.float[cd.q*dims:(cd.q+1)*dims], v)

@@ -1,7 +1,7 @@
 // Package search is exact (brute-force) nearest-neighbour search over the
 // embedding outputs of synapse embed: every query of a block against every
 // chunk of the corpus, the corpus streamed once per block of queries and
-// never held whole.
+// never held whole. The module process (synapse search) runs it.
 //
 // A document's score is its best chunk's. The similarity follows the
 // corpus's dtype: the dot product for float32 and float16 (the cosine, the
@@ -12,16 +12,27 @@
 // Ties are broken by document id, the smaller first.
 //
 // Memory: one corpus record batch, the block's query vectors, its top-k
-// lists (k × Rescore entries per query) and a score tile of TileRows
-// floats per query of the block.
+// lists (at most k × Rescore entries per query, and never more than the
+// corpus's documents, whatever k is) and a score tile of 4 × TileRows
+// floats per thread. Cancellation is seen between tiles, within
+// milliseconds.
+//
+// Scores come from block kernels that score 4 queries × 4 corpus rows at a
+// time (kernel.go): Go assembly on amd64, chosen by the CPU's features
+// (kernel_amd64.go), and the Go kernels, the reference, elsewhere.
+//
+// A NaN or infinite value in a float query or corpus vector is refused
+// (ErrInput, naming the file, row and id): no run writes one.
 package search
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
 	"runtime"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 
@@ -52,9 +63,10 @@ type Options struct {
 // Stats say what a search did.
 type Stats struct {
 	Queries int
-	Passes  int   // passes over the corpus
-	Chunks  int64 // corpus rows, per pass
-	Pairs   int64 // query × chunk similarities computed
+	Passes  int    // passes over the corpus
+	Chunks  int64  // corpus rows, per pass
+	Pairs   int64  // query × chunk similarities computed
+	Kernels string // the block kernels this CPU ran ("avx512+vnni+vpopcntdq", "avx2", "go")
 }
 
 // Run searches every query and calls emit with its hits, best first, in
@@ -63,7 +75,7 @@ func Run(ctx context.Context, o Options, emit func(query string, hits []Hit) err
 	if err := Check(&o); err != nil {
 		return Stats{}, err
 	}
-	s := &searcher{o: o, sp: newSpace(o.Corpus.Dtype, o.Corpus.Dims)}
+	s := &searcher{o: o, sp: newSpace(o.Corpus.Dtype, o.Corpus.Dims), stats: Stats{Kernels: kern.name}}
 	if o.Corpus.Dtype.Ranged() || o.Corpus.Dtype.Bits() {
 		d := o.Corpus.Dtype
 		if d.Bits() {
@@ -142,7 +154,7 @@ type searcher struct {
 type queryBlock struct {
 	ids   []string
 	float []float32 // the float queries, for rescoring
-	q     tile      // the queries in the corpus's space
+	q     tile      // the queries in the corpus's space, zero ones after them to a multiple of 4
 }
 
 // eachBlock reads the queries in blocks.
@@ -160,6 +172,9 @@ func (s *searcher) eachBlock(ctx context.Context, fn func(*queryBlock) error) er
 			row := bt.vecs.Row(i)
 			if qv.Dtype.Float() {
 				fl = vector.Decode(fl[:0], qv.Dtype, qv.Dims, row, nil)
+				if err := qv.checkFinite(bt, i, fl, qv.Dims); err != nil {
+					return err
+				}
 				if s.o.Rescore > 0 {
 					b.float = append(b.float, fl...)
 				}
@@ -167,6 +182,7 @@ func (s *searcher) eachBlock(ctx context.Context, fn func(*queryBlock) error) er
 			s.appendQuery(&b.q, row, fl, buf)
 			b.ids = append(b.ids, strings.Clone(id))
 			if len(b.ids) == s.o.Block {
+				s.sp.pad(&b.q, len(b.ids))
 				if err := fn(b); err != nil {
 					return err
 				}
@@ -176,6 +192,7 @@ func (s *searcher) eachBlock(ctx context.Context, fn func(*queryBlock) error) er
 		return nil
 	})
 	if err == nil && len(b.ids) > 0 {
+		s.sp.pad(&b.q, len(b.ids))
 		err = fn(b)
 	}
 	return err
@@ -215,7 +232,7 @@ func (s *searcher) appendCodes(t *tile, code []byte) {
 func (s *searcher) block(ctx context.Context, b *queryBlock) ([][]Hit, error) {
 	keep := s.o.K
 	if s.o.Rescore > 0 {
-		keep *= s.o.Rescore
+		keep = satMul(keep, s.o.Rescore)
 	}
 	tops, err := s.pass(ctx, b, keep)
 	if err != nil {
@@ -233,21 +250,19 @@ func (s *searcher) block(ctx context.Context, b *queryBlock) ([][]Hit, error) {
 }
 
 // pass streams the corpus once, scoring every chunk against the block's
-// queries, split among Threads goroutines by query.
+// queries, split among Threads goroutines by groups of 4 queries.
 func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, error) {
 	nq := len(b.ids)
-	tops := make([]*topK, nq)
-	best := make([]float32, nq)
-	for i := range tops {
-		tops[i], best[i] = newTopK(keep), noDoc
+	st := &passState{tops: make([]*topK, nq), best: make([]float32, nq), floor: make([]float32, nq)}
+	for i := range st.tops {
+		st.tops[i], st.best[i], st.floor[i] = newTopK(keep), noDoc, noDoc
 	}
-	workers := min(s.o.Threads, nq)
+	workers := min(s.o.Threads, (nq+3)/4)
 	scratch := make([][]float32, workers)
 	for w := range scratch {
-		scratch[w] = make([]float32, TileRows)
+		scratch[w] = make([]float32, 4*TileRows)
 	}
 	var ct tile
-	var lastID string
 	var rows int64
 	err := s.o.Corpus.eachBatch(ctx, func(bt *batch) error {
 		if err := ctx.Err(); err != nil {
@@ -255,24 +270,21 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 		}
 		n := bt.vecs.Rows
 		s.sp.load(&ct, bt.vecs)
-		starts := docStarts(bt, lastID, rows == 0)
+		if s.sp.dtype.Float() && s.stats.Passes == 0 {
+			if err := s.o.Corpus.checkFinite(bt, 0, ct.f[:n*s.sp.dims], s.sp.dims); err != nil {
+				return err
+			}
+		}
+		st.starts = docStarts(bt, st.lastID, rows == 0)
 		g := errgroup.Group{}
 		for w := range workers {
-			q0, q1 := w*nq/workers, (w+1)*nq/workers
-			g.Go(func() error {
-				for r0 := 0; r0 < n; r0 += TileRows {
-					r1 := min(n, r0+TileRows)
-					for q := q0; q < q1; q++ {
-						s.sp.score(&b.q, q, &ct, r0, r1, scratch[w])
-						fold(tops[q], &best[q], scratch[w][:r1-r0], starts[r0:r1], bt, r0, lastID)
-					}
-				}
-				return nil
-			})
+			g.Go(func() error { return s.scoreBatch(ctx, b, &ct, bt, st, w, workers, scratch[w]) })
 		}
-		g.Wait()
+		if err := g.Wait(); err != nil {
+			return err
+		}
 		if n > 0 {
-			lastID = strings.Clone(bt.ids.Value(n - 1))
+			st.lastID = strings.Clone(bt.ids.Value(n - 1))
 		}
 		rows += int64(n)
 		return nil
@@ -281,16 +293,63 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 		return nil, err
 	}
 	if rows > 0 {
-		for q := range tops {
-			if best[q] != noDoc && tops[q].admits(best[q]) {
-				tops[q].add(lastID, best[q])
+		for q, t := range st.tops {
+			if st.best[q] != noDoc && t.admits(st.best[q]) {
+				t.add(st.lastID, st.best[q])
 			}
 		}
 	}
 	s.stats.Passes++
 	s.stats.Chunks = rows
 	s.stats.Pairs += rows * int64(nq)
-	return tops, nil
+	return st.tops, nil
+}
+
+// passState is a pass's state between batches: each query's top list,
+// its floor and its open document's score, the batch's document starts and the last batch's
+// last id.
+type passState struct {
+	tops   []*topK
+	best   []float32
+	floor  []float32 // each list's floor, for fold
+	starts []bool
+	lastID string
+}
+
+// scoreBatch is worker w of workers's share of a batch: its groups of 4
+// queries against every tile of the batch's rows.
+func (s *searcher) scoreBatch(ctx context.Context, b *queryBlock, ct *tile, bt *batch, st *passState, w, workers int, scratch []float32) error {
+	nq := len(b.ids)
+	groups := (nq + 3) / 4
+	g0, g1 := w*groups/workers, (w+1)*groups/workers
+	n := bt.vecs.Rows
+	for r0 := 0; r0 < n; r0 += TileRows {
+		if err := ctx.Err(); err != nil { // a tile is milliseconds: cancellation is honoured within one
+			return err
+		}
+		if tileHook != nil {
+			tileHook()
+		}
+		r1 := min(n, r0+TileRows)
+		for q := 4 * g0; q < 4*g1; q += 4 {
+			s.sp.score4(&b.q, q, ct, r0, r1, scratch)
+			for i := range min(4, nq-q) {
+				fold(st.tops[q+i], &st.best[q+i], &st.floor[q+i], scratch[i*TileRows:i*TileRows+r1-r0], st.starts[r0:r1], bt, r0, st.lastID)
+			}
+		}
+	}
+	return nil
+}
+
+// tileHook, when set (by tests), is called before each tile is scored.
+var tileHook func()
+
+// satMul is a × b for positive a and b, math.MaxInt when it overflows.
+func satMul(a, b int) int {
+	if a > math.MaxInt/b {
+		return math.MaxInt
+	}
+	return a * b
 }
 
 // docStarts marks the rows of a batch that start a document: an id other
@@ -314,9 +373,22 @@ var noDoc = float32(math.Inf(-1))
 
 // fold folds the scores of rows [r0, r0+len(scores)) of a batch into the
 // query's documents: a document that ends is offered to the top list with
-// its best chunk's score; *best is the open document's score so far.
-func fold(t *topK, best *float32, scores []float32, starts []bool, bt *batch, r0 int, lastID string) {
+// its best chunk's score; *best is the open document's score so far, and
+// *floor the list's floor (noDoc until it is full), kept beside the list
+// so that a tile none of whose scores can enter costs a scan of them.
+func fold(t *topK, best, floor *float32, scores []float32, starts []bool, bt *batch, r0 int, lastID string) {
 	b := *best
+	if f := *floor; b < f && maxOf(scores) < f {
+		// Nothing that ends here can enter (the usual case once the list is
+		// full): only the open document's best moves on.
+		last := bytes.LastIndexByte(boolBytes(starts), 1)
+		if last < 0 {
+			*best = max(b, maxOf(scores))
+		} else {
+			*best = maxOf(scores[last:])
+		}
+		return
+	}
 	for i, sc := range scores {
 		if !starts[i] {
 			b = max(b, sc)
@@ -333,4 +405,44 @@ func fold(t *topK, best *float32, scores []float32, starts []bool, bt *batch, r0
 		b = sc
 	}
 	*best = b
+	if f, full := t.floor(); full {
+		*floor = f
+	}
+}
+
+// maxOf is the largest of s (not empty; no NaN: inputs are checked):
+// maxGo, or the CPU's kernel.
+var maxOf = maxGo
+
+// maxGo is maxOf in four running maxima.
+func maxGo(s []float32) float32 {
+	m0 := s[0]
+	m1, m2, m3 := m0, m0, m0
+	i := 0
+	for ; i+4 <= len(s); i += 4 {
+		x := s[i : i+4 : i+4]
+		if x[0] > m0 {
+			m0 = x[0]
+		}
+		if x[1] > m1 {
+			m1 = x[1]
+		}
+		if x[2] > m2 {
+			m2 = x[2]
+		}
+		if x[3] > m3 {
+			m3 = x[3]
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] > m0 {
+			m0 = s[i]
+		}
+	}
+	return max(max(m0, m1), max(m2, m3))
+}
+
+// boolBytes is s as bytes (a bool is one byte, 0 or 1).
+func boolBytes(s []bool) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
 }

@@ -12,15 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/pipeline/search/searchtest"
 )
 
 // doc is a test document: its id and its chunks' float32 vectors.
-type doc struct {
-	id   string
-	vecs [][]float32
-}
+type doc = searchtest.Doc
 
 func randomUnit(rng *rand.Rand, dims int) []float32 {
 	v := make([]float32, dims)
@@ -40,37 +37,24 @@ func randomUnit(rng *rand.Rand, dims int) []float32 {
 func randomDocs(rng *rand.Rand, n, maxChunks, dims int) []doc {
 	docs := make([]doc, n)
 	for i := range docs {
-		docs[i].id = fmt.Sprintf("d%05d", (i*7919)%n)
+		docs[i].ID = fmt.Sprintf("d%05d", (i*7919)%n)
 		for range 1 + rng.IntN(maxChunks) {
-			docs[i].vecs = append(docs[i].vecs, randomUnit(rng, dims))
+			docs[i].Vecs = append(docs[i].Vecs, randomUnit(rng, dims))
 		}
 	}
 	return docs
 }
 
-var testSettings = vector.Settings{ModelDigest: "sha256:test", TextFields: []string{"text"}, ChunkTokens: 64, Pooling: "mean", Normalize: true}
-
 // writeVectors writes docs as an embedding output of dtype d (ranges for
 // int8/uint8), parts files of about equal size when parts > 1.
 func writeVectors(t *testing.T, dir, name string, docs []doc, d vector.Dtype, r *vector.Ranges, parts int) []string {
 	t.Helper()
-	dims := len(docs[0].vecs[0])
-	s := testSettings
-	s.Dims = dims
-	if d != vector.Float32 {
-		s.Dtype = string(d)
-	}
-	meta := s.Metadata()
-	meta[vector.MetaDtype], meta["synapse.dims"], meta["synapse.model_name"] = string(d), fmt.Sprint(dims), "test"
-	if r != nil {
-		s.Ranges = r.Digest()
-		meta = s.Metadata()
-		meta[vector.MetaDtype], meta["synapse.dims"], meta[vector.MetaRanges] = string(d), fmt.Sprint(dims), r.JSON()
-	}
-	q, err := vector.NewQuantizer(d, dims, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return writeBatches(t, dir, name, docs, d, r, parts, 100)
+}
+
+// writeBatches is writeVectors with record batches of batchRows rows.
+func writeBatches(t *testing.T, dir, name string, docs []doc, d vector.Dtype, r *vector.Ranges, parts, batchRows int) []string {
+	t.Helper()
 	var paths []string
 	per := (len(docs) + parts - 1) / parts
 	for p := range parts {
@@ -78,28 +62,7 @@ func writeVectors(t *testing.T, dir, name string, docs []doc, d vector.Dtype, r 
 		if p%2 == 1 {
 			path = strings.TrimSuffix(path, ".arrow") + ".parquet"
 		}
-		w, err := output.Create(path, output.WriterOptions{Schema: output.EmbedSchemaOf(dims, d, meta), BatchRows: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, dc := range docs[p*per : min(len(docs), (p+1)*per)] {
-			var rows output.EmbedRows
-			for c, v := range dc.vecs {
-				row := output.EmbedRow{ID: dc.id, Chunk: int32(c)}
-				if d == vector.Float32 {
-					row.Embedding = v
-				} else {
-					row.Vector = q.Append(nil, v)
-				}
-				rows = append(rows, row)
-			}
-			if err := w.Put(int64(i), int64(i), rows, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		searchtest.Write(t, path, docs[p*per:min(len(docs), (p+1)*per)], d, r, batchRows)
 		paths = append(paths, path)
 	}
 	return paths
@@ -118,10 +81,10 @@ func exact(queries []doc, corpus []doc, k int, sim func(q, c []float32) float64)
 		var all []scored
 		for _, d := range corpus {
 			best := math.Inf(-1)
-			for _, v := range d.vecs {
-				best = max(best, sim(q.vecs[0], v))
+			for _, v := range d.Vecs {
+				best = max(best, sim(q.Vecs[0], v))
 			}
-			all = append(all, scored{d.id, best})
+			all = append(all, scored{d.ID, best})
 		}
 		slices.SortFunc(all, func(a, b scored) int {
 			switch {
@@ -190,7 +153,7 @@ func TestSearchFloatEqualsExact(t *testing.T) {
 	corpus := randomDocs(rng, 3000, 3, dims)
 	queries := randomDocs(rng, 70, 1, dims)
 	for i := range queries {
-		queries[i].id = fmt.Sprintf("q%d", i)
+		queries[i].ID = fmt.Sprintf("q%d", i)
 	}
 	dir := t.TempDir()
 	qs := open(t, "--queries", writeVectors(t, dir, "q", queries, vector.Float32, nil, 1))
@@ -210,7 +173,7 @@ func TestSearchQuantizedEqualsExact(t *testing.T) {
 	queries := randomDocs(rng, 30, 1, dims)
 	r := vector.NewRanges(dims)
 	for _, d := range corpus {
-		for _, v := range d.vecs {
+		for _, v := range d.Vecs {
 			r.Observe(v)
 		}
 	}
@@ -269,7 +232,7 @@ func TestSearchRescore(t *testing.T) {
 	for q := range queries {
 		var sub []doc
 		for _, h := range cands[q] {
-			sub = append(sub, corpus[slices.IndexFunc(corpus, func(d doc) bool { return d.id == h.Doc })])
+			sub = append(sub, corpus[slices.IndexFunc(corpus, func(d doc) bool { return d.ID == h.Doc })])
 		}
 		want := exact(queries[q:q+1], sub, k, dot64)
 		sameHits(t, fmt.Sprintf("query %d", q), got[q:q+1], want, 1e-5)

@@ -30,16 +30,19 @@ func sortHits(hs []Hit) {
 }
 
 // topK keeps the k best hits of distinct documents: a min-heap (the worst
-// kept hit on top) with the position of each document in it, so that a
-// document seen again (the same id in two places of the corpus) keeps its
-// best score instead of taking two places.
+// kept hit on top) and the set of the documents in it, so that a document
+// seen again (the same id in two places of the corpus, which is rare: it
+// is then found by a scan of the heap) keeps its best score instead of
+// taking two places. Its heap and set grow with the hits kept, never sized
+// by k: a k larger than the corpus (a number the user typed) costs what
+// the corpus's documents cost.
 type topK struct {
-	k   int
-	h   []Hit
-	pos map[string]int
+	k  int
+	h  []Hit
+	in map[string]struct{}
 }
 
-func newTopK(k int) *topK { return &topK{k: k, pos: make(map[string]int, k)} }
+func newTopK(k int) *topK { return &topK{k: k, in: map[string]struct{}{}} }
 
 // admits says whether a hit of this score could enter: a cheap test before
 // the document's id is looked at.
@@ -47,9 +50,19 @@ func (t *topK) admits(score float32) bool {
 	return len(t.h) < t.k || score >= t.h[0].Score
 }
 
+// floor is the score below which no hit enters, and whether there is one
+// (the list is full).
+func (t *topK) floor() (float32, bool) {
+	if len(t.h) < t.k {
+		return 0, false
+	}
+	return t.h[0].Score, true
+}
+
 // add offers a hit; doc is cloned when kept.
 func (t *topK) add(doc string, score float32) {
-	if i, ok := t.pos[doc]; ok {
+	if _, ok := t.in[doc]; ok {
+		i := slices.IndexFunc(t.h, func(h Hit) bool { return h.Doc == doc })
 		if score > t.h[i].Score {
 			t.h[i].Score = score
 			heap.Fix(t, i)
@@ -59,16 +72,17 @@ func (t *topK) add(doc string, score float32) {
 	hit := Hit{Doc: doc, Score: score}
 	if len(t.h) < t.k {
 		hit.Doc = strings.Clone(doc)
+		t.in[hit.Doc] = struct{}{}
 		heap.Push(t, hit)
 		return
 	}
 	if !better(hit, t.h[0]) {
 		return
 	}
-	delete(t.pos, t.h[0].Doc)
+	delete(t.in, t.h[0].Doc)
 	hit.Doc = strings.Clone(doc)
 	t.h[0] = hit
-	t.pos[hit.Doc] = 0
+	t.in[hit.Doc] = struct{}{}
 	heap.Fix(t, 0)
 }
 
@@ -82,14 +96,10 @@ func (t *topK) hits() []Hit {
 // heap.Interface, worst hit first.
 func (t *topK) Len() int           { return len(t.h) }
 func (t *topK) Less(i, j int) bool { return better(t.h[j], t.h[i]) }
-func (t *topK) Swap(i, j int) {
-	t.h[i], t.h[j] = t.h[j], t.h[i]
-	t.pos[t.h[i].Doc], t.pos[t.h[j].Doc] = i, j
-}
-func (t *topK) Push(x any) { h := x.(Hit); t.pos[h.Doc] = len(t.h); t.h = append(t.h, h) }
+func (t *topK) Swap(i, j int)      { t.h[i], t.h[j] = t.h[j], t.h[i] }
+func (t *topK) Push(x any)         { t.h = append(t.h, x.(Hit)) }
 func (t *topK) Pop() any {
 	h := t.h[len(t.h)-1]
 	t.h = t.h[:len(t.h)-1]
-	delete(t.pos, h.Doc)
 	return h
 }

@@ -1,4 +1,4 @@
-// Command randvec writes the inputs of examples/bench/search-vs-faiss.sh:
+// Command randvec writes the inputs of examples/bench/search-faiss.sh:
 // embedding outputs of random unit vectors, too many to embed with a model
 // here, written by synapse's own output writer with the schema and metadata
 // of a real synapse embed output, and the raw vectors of such an output for

@@ -1,0 +1,69 @@
+// Package searchtest writes small embedding outputs, as synapse embed
+// writes them, for the tests of synapse search (package search and the
+// command line); only test binaries use it.
+package searchtest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/io/vector"
+)
+
+// Doc is a test document: its id and its chunks' float32 vectors.
+type Doc struct {
+	ID   string
+	Vecs [][]float32
+}
+
+// Settings are the embedding settings every output written here records
+// (Write sets Dims, Dtype and Ranges).
+var Settings = vector.Settings{ModelDigest: "sha256:test", TextFields: []string{"text"}, ChunkTokens: 64, Pooling: "mean", Normalize: true}
+
+// Write writes docs to path (.arrow or .parquet) as an embedding output of
+// dtype d (r: the ranges of int8 and uint8), in record batches of
+// batchRows rows. Float32 vectors are written as given, NaN included.
+func Write(t testing.TB, path string, docs []Doc, d vector.Dtype, r *vector.Ranges, batchRows int) {
+	t.Helper()
+	dims := len(docs[0].Vecs[0])
+	s := Settings
+	s.Dims = dims
+	if d != vector.Float32 {
+		s.Dtype = string(d)
+	}
+	if r != nil {
+		s.Ranges = r.Digest()
+	}
+	meta := s.Metadata()
+	meta[vector.MetaDtype], meta["synapse.dims"], meta["synapse.model_name"] = string(d), fmt.Sprint(dims), "test"
+	if r != nil {
+		meta[vector.MetaRanges] = r.JSON()
+	}
+	q, err := vector.NewQuantizer(d, dims, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := output.Create(path, output.WriterOptions{Schema: output.EmbedSchemaOf(dims, d, meta), BatchRows: batchRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, dc := range docs {
+		var rows output.EmbedRows
+		for c, v := range dc.Vecs {
+			row := output.EmbedRow{ID: dc.ID, Chunk: int32(c)}
+			if d == vector.Float32 {
+				row.Embedding = v
+			} else {
+				row.Vector = q.Append(nil, v)
+			}
+			rows = append(rows, row)
+		}
+		if err := w.Put(int64(i), int64(i), rows, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
