@@ -62,10 +62,10 @@ type EmbedOptions struct {
 	WithText bool
 }
 
-// SuggestedFields are fields a record may hold that are worth embedding
+// suggestedFields are fields a record may hold that are worth embedding
 // with its text: a record with one that is not a --text-field gets one
 // warning a run, saying how to include it.
-var SuggestedFields = []string{"title"}
+var suggestedFields = []string{"title"}
 
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, output.FormatJSONL}
@@ -116,11 +116,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 }
 
 // warnUnembedded arms one warning a run (whichever reader meets it first)
-// for a record with a SuggestedFields field that is not a text field.
+// for a record with a suggestedFields field that is not a text field.
 func (o *EmbedOptions) warnUnembedded(r *runner) {
 	var once sync.Once
 	fields := o.textFields()
-	o.Read.Unembedded = SuggestedFields
+	o.Read.Unembedded = suggestedFields
 	o.Read.OnUnembedded = func(d record.Doc, f string) {
 		once.Do(func() {
 			var flags []string
@@ -249,7 +249,7 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 }
 
 // startLine is the run's settings as the start line says them: what is
-// embedded, how, and into what.
+// embedded and how.
 func (o *EmbedOptions) startLine(p *embedPlan, qz *quantization) string {
 	s := fmt.Sprintf("text fields %s, chunks of %d tokens, %d dims, %s", strings.Join(o.textFields(), " + "), p.ch.Window, p.dims, o.Dtype)
 	if o.WithText {
