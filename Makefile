@@ -330,3 +330,28 @@ test-real: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-real: setup real-models
 	$(GO) test -count=1 -timeout 90m -v -run '^TestReal' ./cli ./model/convert/...
 	$(GO) test -count=1 -timeout 30m -run '^TestWorkerParity$$' ./model/tokenize/parity
+
+# The readback check (examples/readback/check.py, run by cli TestReadbackPython):
+# DuckDB, pyarrow and LanceDB read an `embed --with-text` output as written, with
+# no extension, cut each chunk's text by its offsets and find synapse search's
+# top-10. readback-env: a Python venv with their pinned wheels
+# (examples/readback/requirements.txt; about 550 MB), a test reference only,
+# never used by synapse. `make test` skips the test, saying so, without it.
+READBACK_VENV       := $(CURDIR)/.cache/venv-readback
+READBACK_REQS       := examples/readback/requirements.txt
+READBACK_VENV_STAMP := $(READBACK_VENV)/.installed-$(firstword $(shell sha256sum $(READBACK_REQS) 2>/dev/null))
+
+.PHONY: readback-env test-readback
+
+readback-env: $(READBACK_VENV_STAMP)
+
+$(READBACK_VENV_STAMP): $(READBACK_REQS)
+	@command -v python3 >/dev/null 2>&1 || { echo "make readback-env: python3 is required" >&2; exit 1; }
+	@set -euo pipefail; echo "readback-env: creating $(READBACK_VENV) (duckdb, pyarrow, lancedb; about 550 MB)"; \
+	  rm -rf "$(READBACK_VENV)"; python3 -m venv "$(READBACK_VENV)"; \
+	  "$(READBACK_VENV)/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: -r $(READBACK_REQS); \
+	  touch "$@"; echo "readback-env: $(READBACK_VENV)"
+
+test-readback: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-readback: setup readback-env
+	SYNAPSE_REQUIRE_READBACK=1 SYNAPSE_READBACK_VENV="$(READBACK_VENV)" $(GO) test -count=1 -v -run '^TestReadbackPython$$' ./cli

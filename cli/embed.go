@@ -14,7 +14,7 @@ import (
 func embedCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "embed",
-		Usage:     "embed every document of Parquet or JSONL files into an Arrow (or Parquet) file of vectors",
+		Usage:     "embed every document of Parquet or JSONL files into a Parquet (or Arrow, JSONL) file of vectors, one row a chunk",
 		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
 		Flags:     embedFlags(),
 		Action: func(c *cli.Context) error {
@@ -35,7 +35,7 @@ func embedCommand() *cli.Command {
 
 func embedFlags() []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE`: .arrow (Arrow IPC), .parquet or .jsonl; or a PostgreSQL table with pgvector, postgresql://USER@HOST/DB?table=NAME (libpq URL; PG* variables fill what it omits; see docs/postgres.md)", DefaultText: "FIRST_INPUT.vectors.arrow"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output `FILE`: .parquet, .arrow (Arrow IPC) or .jsonl (columns: docs/formats.md); or a PostgreSQL table with pgvector, postgresql://USER@HOST/DB?table=NAME (libpq URL; PG* variables fill what it omits; see docs/postgres.md)", DefaultText: "FIRST_INPUT.vectors.parquet"},
 	}
 	flags = append(flags, readFlags("text")...)
 	flags = append(flags,
@@ -54,6 +54,7 @@ func embedFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "calibration", Usage: "int8/uint8: take the ranges from this earlier output `FILE` of the same model and settings (its stored ranges, or the minimum and maximum of its float vectors; repeat it for the parts of a sharded run)", DefaultText: "the --previous output's ranges, else the first --calibration-docs documents of the input"},
 		&cli.IntFlag{Name: "calibration-docs", Value: job.DefaultCalibrationDocs, Usage: "int8/uint8 without --calibration: embed the first N documents of the whole input first (every shard the same ones) and fix the ranges from their vectors"},
 		&cli.BoolFlag{Name: "sync", Usage: "with -o postgresql://…: the table is the previous output: unchanged documents (same id and doc_hash) are kept, changed and new ones written, ids no longer in the input deleted, all published in one transaction"},
+		&cli.BoolFlag{Name: "with-text", Usage: "write each chunk's text (the embedded text's bytes [byte_start, byte_end)) in a text column, so that a row stands alone: id, chunk_id, offsets in bytes and code points, text, embedding"},
 		&cli.BoolFlag{Name: "dedup", Value: true, Usage: fmt.Sprintf("embed identical texts once and copy their vectors (within a packing group of %d records, so resumed and sharded runs give the same rows); --dedup=false embeds each", corpus.GroupRecords)},
 	)
 	return append(flags, jobFlags("4 × the chunk size")...)
@@ -61,11 +62,11 @@ func embedFlags() []cli.Flag {
 
 // embedOptionsFrom turns flags into a job; flag mistakes are usage errors.
 func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
-	common, err := jobOptionsFrom(c, "embed", ".vectors.arrow")
+	common, err := jobOptionsFrom(c, "embed", ".vectors.parquet")
 	o := job.EmbedOptions{Options: common, ChunkTokens: c.Int("chunk-tokens"), Overlap: c.Int("overlap"),
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
 		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"), Sync: c.Bool("sync"),
-		PromptName: c.String("prompt-name"), Truncate: c.Bool("truncate"), LateChunking: c.Bool("late-chunking")}
+		PromptName: c.String("prompt-name"), Truncate: c.Bool("truncate"), LateChunking: c.Bool("late-chunking"), WithText: c.Bool("with-text")}
 	if err != nil {
 		return o, err
 	}

@@ -553,10 +553,10 @@ func checkCoverage(t *testing.T, text string, chunks []outRow) {
 		if c.Chunk != int32(i) || c.TokenStart != prevTok || c.NTokens != c.TokenEnd-c.TokenStart+2 {
 			t.Fatalf("chunk %d: %+v; want chunk %d from token %d with n_tokens = span + 2", i, c, i, prevTok)
 		}
-		if gap := text[prevChar:c.CharStart]; c.CharStart < prevChar || strings.TrimSpace(gap) != "" {
-			t.Fatalf("chunk %d: char_start %d after %d leaves %q uncovered", i, c.CharStart, prevChar, gap)
+		if gap := text[prevChar:c.ByteStart]; c.ByteStart < prevChar || strings.TrimSpace(gap) != "" {
+			t.Fatalf("chunk %d: byte_start %d after %d leaves %q uncovered", i, c.ByteStart, prevChar, gap)
 		}
-		prevTok, prevChar = c.TokenEnd, c.CharEnd
+		prevTok, prevChar = c.TokenEnd, c.ByteEnd
 	}
 	if rest := text[prevChar:]; strings.TrimSpace(rest) != "" {
 		t.Errorf("the text after the last chunk (%d bytes) is not covered", len(rest))
@@ -590,8 +590,8 @@ func TestEmbedOutputs(t *testing.T) {
 		for _, f := range sc.Fields() {
 			got = append(got, f.Name+" "+f.Type.String())
 		}
-		wantFields := []string{"id utf8", "chunk int32", "token_start int32", "token_end int32", "char_start int32",
-			"char_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[32]", "doc_hash fixed_size_binary[32]"}
+		wantFields := []string{"id utf8", "chunk int32", "chunk_id utf8", "token_start int32", "token_end int32", "byte_start int32",
+			"byte_end int32", "codepoint_start int32", "codepoint_end int32", "n_tokens int32", "embedding fixed_size_list<item: float32>[32]", "doc_hash fixed_size_binary[32]"}
 		if !slices.Equal(got, wantFields) {
 			t.Errorf("schema %v; want %v", got, wantFields)
 		}

@@ -203,8 +203,10 @@ func testCorpus(n int) []map[string]any {
 
 // outRow is one output row.
 type outRow struct {
-	ID                                                       string
-	Chunk, TokenStart, TokenEnd, CharStart, CharEnd, NTokens int32
+	ID, ChunkID                                              string
+	Chunk, TokenStart, TokenEnd, ByteStart, ByteEnd, NTokens int32
+	CPStart, CPEnd                                           int32
+	Text                                                     string // "" without a text column
 	Emb                                                      []float32
 	Hash                                                     [output.DocHashSize]byte
 }
@@ -264,12 +266,21 @@ func appendRows(t *testing.T, rows []outRow, rec arrow.RecordBatch) []outRow {
 	dims := int(fsl.DataType().(*arrow.FixedSizeListType).Len())
 	vals := fsl.ListValues().(*array.Float32).Float32Values()
 	chunk, ts, te := i32(output.ColChunk), i32(output.ColTokenStart), i32(output.ColTokenEnd)
-	cs, ce, nt := i32(output.ColCharStart), i32(output.ColCharEnd), i32(output.ColNTokens)
+	bs, be, nt := i32(output.ColByteStart), i32(output.ColByteEnd), i32(output.ColNTokens)
+	cs, ce := i32(output.ColCPStart), i32(output.ColCPEnd)
+	chunkIDs := col(output.ColChunkID).(*array.String)
+	var texts *array.String
+	if idx := rec.Schema().FieldIndices(output.ColText); len(idx) == 1 {
+		texts = rec.Column(idx[0]).(*array.String)
+	}
 	hashes := col(output.ColDocHash).(*array.FixedSizeBinary)
 	for i := range int(rec.NumRows()) {
 		off := (fsl.Offset() + i) * dims
-		r := outRow{ID: ids.Value(i), Chunk: chunk[i], TokenStart: ts[i], TokenEnd: te[i],
-			CharStart: cs[i], CharEnd: ce[i], NTokens: nt[i], Emb: slices.Clone(vals[off : off+dims])}
+		r := outRow{ID: ids.Value(i), ChunkID: chunkIDs.Value(i), Chunk: chunk[i], TokenStart: ts[i], TokenEnd: te[i],
+			ByteStart: bs[i], ByteEnd: be[i], CPStart: cs[i], CPEnd: ce[i], NTokens: nt[i], Emb: slices.Clone(vals[off : off+dims])}
+		if texts != nil {
+			r.Text = texts.Value(i)
+		}
 		copy(r.Hash[:], hashes.Value(i))
 		rows = append(rows, r)
 	}

@@ -107,7 +107,7 @@ func sameAsFull(t *testing.T, got, want, prev []outRow, reused func(id string) b
 	for i := range got {
 		g, w := got[i], want[i]
 		if g.ID != w.ID || g.Chunk != w.Chunk || g.TokenStart != w.TokenStart || g.TokenEnd != w.TokenEnd ||
-			g.CharStart != w.CharStart || g.CharEnd != w.CharEnd || g.NTokens != w.NTokens || g.Hash != w.Hash {
+			g.ByteStart != w.ByteStart || g.ByteEnd != w.ByteEnd || g.CPStart != w.CPStart || g.CPEnd != w.CPEnd || g.ChunkID != w.ChunkID || g.Text != w.Text || g.NTokens != w.NTokens || g.Hash != w.Hash {
 			t.Fatalf("row %d: got %s chunk %d (%d-%d) hash %x; want %s chunk %d (%d-%d) hash %x", i,
 				g.ID, g.Chunk, g.TokenStart, g.TokenEnd, g.Hash[:4], w.ID, w.Chunk, w.TokenStart, w.TokenEnd, w.Hash[:4])
 		}

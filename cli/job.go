@@ -96,7 +96,7 @@ func fileFlags(c *cli.Context) []files.PathUse {
 }
 
 // jobOptionsFrom reads the common flags; name prefixes messages and defOut
-// is the default output's suffix (".vectors.arrow").
+// is the default output's suffix (".vectors.parquet").
 func jobOptionsFrom(c *cli.Context, name, defOut string) (job.Options, error) {
 	return jobOptionsWith(c, c.Args().Slice(), name, defOut)
 }

@@ -238,6 +238,11 @@ func (s *jsonlSource) parse(d Doc, line []byte) (Doc, error) {
 			return Doc{}, err
 		}
 	}
+	for _, f := range s.opts.Unembedded {
+		if raw := obj[f]; len(raw) > 2 && raw[0] == '"' {
+			s.opts.unembedded(d, f)
+		}
+	}
 	return s.opts.document(d, parts)
 }
 

@@ -47,6 +47,8 @@ type parquetSource struct {
 	id     *column // nil: the ID is the Index
 	leaves []int
 	raw    []column // ReadOptions.Raw: the columns to convert; all leaves are read
+	// unembedded are the ReadOptions.Unembedded fields the file has as columns
+	unembedded []string
 
 	rg      int   // current row group
 	rgStart int64 // file row of the first row of rg
@@ -119,6 +121,11 @@ func (s *parquetSource) resolve(sc *arrow.Schema) {
 	}
 	for _, f := range s.opts.TextFields {
 		s.text = append(s.text, use(s.lookup(sc, f, isText, ReasonNotText)))
+	}
+	for _, f := range s.opts.Unembedded {
+		if len(sc.FieldIndices(f)) > 0 {
+			s.unembedded = append(s.unembedded, f)
+		}
 	}
 	names := []string{s.opts.IDField}
 	if s.opts.IDField == "" {
@@ -421,6 +428,9 @@ func (s *parquetSource) rowDoc(i int, d Doc) (Doc, error) {
 			return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("column %q: invalid UTF-8 at byte %d", c.name, invalidAt([]byte(v))))
 		}
 		parts[k] = v
+	}
+	for _, f := range s.unembedded {
+		s.opts.unembedded(d, f)
 	}
 	return s.opts.document(d, parts) // copies the values out of the batch
 }

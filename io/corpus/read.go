@@ -56,7 +56,16 @@ type ReadOptions struct {
 	Context   context.Context
 	Allocator memory.Allocator // for Parquet reads; default memory.DefaultAllocator
 
-	fallbacks int64 // documents given #INDEX ids
+	// Unembedded names fields that are worth embedding (embed's "title"):
+	// the first document that has one that is not a TextField (a JSONL
+	// object with a non-empty string in it, a row of a Parquet file with
+	// such a column) is passed to OnUnembedded, once per field per
+	// Reader, so that the run can say how to include it.
+	Unembedded   []string
+	OnUnembedded func(d Doc, field string)
+
+	fallbacks int64           // documents given #INDEX ids
+	noted     map[string]bool // Unembedded fields reported
 }
 
 // GroupRecords is the most records of one packing group (record.Doc.Group):
@@ -99,6 +108,10 @@ func (o *ReadOptions) fill() error {
 	if o.Shards > 0 && (o.Shard < 0 || o.Shard >= o.Shards) {
 		return fmt.Errorf("shard %d of %d out of range", o.Shard, o.Shards)
 	}
+	o.Unembedded = slices.DeleteFunc(slices.Clone(o.Unembedded), func(f string) bool {
+		return slices.Contains(o.TextFields, f) || o.Raw != nil || o.OnUnembedded == nil
+	})
+	o.noted = map[string]bool{}
 	if o.UniqueIDs && o.Raw != nil {
 		return errors.New("UniqueIDs is for documents, not raw rows")
 	}
@@ -419,6 +432,14 @@ func Count(files []string) (Estimate, error) {
 
 // document builds the Doc for record idx from the values of the text
 // fields, or the RowError that stands for it.
+// unembedded reports d's Unembedded field f (once per Reader).
+func (o *ReadOptions) unembedded(d Doc, f string) {
+	if !o.noted[f] {
+		o.noted[f] = true
+		o.OnUnembedded(d, f)
+	}
+}
+
 func (o *ReadOptions) document(d Doc, parts []string) (Doc, error) {
 	var b strings.Builder
 	n := len(o.Prefix)

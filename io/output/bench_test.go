@@ -26,7 +26,7 @@ func BenchmarkWrite384(b *testing.B) {
 				b.Fatal(err)
 			}
 			emb := make([]float32, 384)
-			rows := EmbedRows{{ID: "doc", NTokens: 128, TokenEnd: 128, CharEnd: 600, Embedding: emb}}
+			rows := EmbedRows{{ID: "doc", NTokens: 128, TokenEnd: 128, ByteEnd: 600, CPEnd: 600, Embedding: emb}}
 			b.SetBytes(384 * 4)
 			i := int64(0)
 			for b.Loop() {

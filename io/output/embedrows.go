@@ -3,6 +3,8 @@ package output
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,18 +14,52 @@ import (
 	"github.com/synapse-embed/synapse/io/vector"
 )
 
-// Column names of the embedding output.
+// Column names of the embedding output (docs/formats.md).
 const (
 	ColID         = "id"
 	ColChunk      = "chunk"
+	ColChunkID    = "chunk_id" // ID#CHUNK: unique in an output (ChunkID)
 	ColTokenStart = "token_start"
 	ColTokenEnd   = "token_end"
-	ColCharStart  = "char_start"
-	ColCharEnd    = "char_end"
+	ColByteStart  = "byte_start" // UTF-8 byte offsets in the joined text
+	ColByteEnd    = "byte_end"
+	ColCPStart    = "codepoint_start" // Unicode code point offsets in the joined text
+	ColCPEnd      = "codepoint_end"
 	ColNTokens    = "n_tokens"
+	ColText       = "text" // the chunk's text, with --with-text
 	ColEmbedding  = "embedding"
 	ColDocHash    = "doc_hash"
+
+	// ColCharStart and ColCharEnd are the byte offsets' names in the outputs
+	// of synapse before byte_start and byte_end (they were bytes, not
+	// characters): io/previous still reads them.
+	ColCharStart = "char_start"
+	ColCharEnd   = "char_end"
 )
+
+// ChunkSep separates a chunk_id's document id from its chunk number.
+const ChunkSep = "#"
+
+// ChunkID is the chunk_id of chunk c of document id: "ID#C", C in decimal.
+// The id may itself hold '#': the chunk number is what follows the last
+// '#' (ParseChunkID), so that two chunks never share a chunk_id.
+func ChunkID(id string, c int32) string {
+	return id + ChunkSep + strconv.FormatInt(int64(c), 10)
+}
+
+// ParseChunkID splits a chunk_id at its last '#' into the document id and
+// the chunk number.
+func ParseChunkID(s string) (id string, chunk int32, err error) {
+	i := strings.LastIndex(s, ChunkSep)
+	if i < 0 {
+		return "", 0, fmt.Errorf("chunk_id %q has no %q", s, ChunkSep)
+	}
+	n, err := strconv.ParseInt(s[i+1:], 10, 32)
+	if err != nil || n < 0 || s[i+1:] != strconv.FormatInt(n, 10) {
+		return "", 0, fmt.Errorf("chunk_id %q: %q after the last %q is not a chunk number", s, s[i+1:], ChunkSep)
+	}
+	return s[:i], int32(n), nil
+}
 
 // DocHashSize is the width of the doc_hash column: a SHA-256 of the
 // document's joined text (after the prefix).
@@ -40,22 +76,34 @@ func EmbedSchema(dims int, meta map[string]string) *arrow.Schema {
 // EmbedSchemaOf is EmbedSchema with the embedding column of dtype d
 // (vector.Dtype.ArrowType).
 func EmbedSchemaOf(dims int, d vector.Dtype, meta map[string]string) *arrow.Schema {
+	return EmbedSchemaWith(dims, d, false, meta)
+}
+
+// EmbedSchemaWith is EmbedSchemaOf with, when withText, the chunks' text
+// in a text column before the embedding.
+func EmbedSchemaWith(dims int, d vector.Dtype, withText bool, meta map[string]string) *arrow.Schema {
 	i32 := func(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int32} }
-	return NewSchema([]arrow.Field{
-		{Name: ColID, Type: arrow.BinaryTypes.String},
-		i32(ColChunk), i32(ColTokenStart), i32(ColTokenEnd), i32(ColCharStart), i32(ColCharEnd), i32(ColNTokens),
-		{Name: ColEmbedding, Type: d.ArrowType(dims)},
-		{Name: ColDocHash, Type: &arrow.FixedSizeBinaryType{ByteWidth: DocHashSize}},
-	}, meta)
+	str := func(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.BinaryTypes.String} }
+	fields := []arrow.Field{str(ColID), i32(ColChunk), str(ColChunkID), i32(ColTokenStart), i32(ColTokenEnd),
+		i32(ColByteStart), i32(ColByteEnd), i32(ColCPStart), i32(ColCPEnd), i32(ColNTokens)}
+	if withText {
+		fields = append(fields, str(ColText))
+	}
+	fields = append(fields, arrow.Field{Name: ColEmbedding, Type: d.ArrowType(dims)},
+		arrow.Field{Name: ColDocHash, Type: &arrow.FixedSizeBinaryType{ByteWidth: DocHashSize}})
+	return NewSchema(fields, meta)
 }
 
 // EmbedRow is one row of the embedding output: one chunk of a document.
+// Its chunk_id is ChunkID(ID, Chunk).
 type EmbedRow struct {
 	ID                   string
 	Chunk                int32 // 0-based chunk number in the document
 	TokenStart, TokenEnd int32 // token range of the chunk
-	CharStart, CharEnd   int32 // byte range of the chunk in the joined text
+	ByteStart, ByteEnd   int32 // UTF-8 byte range of the chunk in the joined text
+	CPStart, CPEnd       int32 // the same range in Unicode code points
 	NTokens              int32
+	Text                 string    // the joined text's bytes [ByteStart, ByteEnd), for a schema with text
 	Embedding            []float32 // exactly the schema's dims values (a float32 schema)
 	// Vector is the vector in the schema's dtype, as vector.Quantizer.Append
 	// writes it, for any other dtype.
@@ -69,17 +117,22 @@ type EmbedRows []EmbedRow
 // Len implements Rows.
 func (rs EmbedRows) Len() int { return len(rs) }
 
-// AppendTo implements Rows for a builder of an EmbedSchemaOf.
+// AppendTo implements Rows for a builder of an EmbedSchemaWith.
 func (rs EmbedRows) AppendTo(b *array.RecordBuilder) error {
 	f := b.Fields()
-	if len(f) != 9 {
-		return fmt.Errorf("embedding rows for a schema of %d columns", len(f))
+	sc := b.Schema()
+	text := -1
+	switch n := len(f); {
+	case n == 13 && sc.Field(10).Name == ColText:
+		text = 10
+	case n != 12:
+		return fmt.Errorf("embedding rows for a schema of %d columns", n)
 	}
-	hb, ok := f[8].(*array.FixedSizeBinaryBuilder)
+	hb, ok := f[len(f)-1].(*array.FixedSizeBinaryBuilder)
 	if !ok {
 		return fmt.Errorf("embedding rows for a schema without %s", ColDocHash)
 	}
-	appendVec, err := vectorAppender(f[7])
+	appendVec, err := vectorAppender(f[len(f)-2])
 	if err != nil {
 		return err
 	}
@@ -90,8 +143,13 @@ func (rs EmbedRows) AppendTo(b *array.RecordBuilder) error {
 	}
 	for _, r := range rs {
 		f[0].(*array.StringBuilder).Append(r.ID)
-		for i, v := range [...]int32{r.Chunk, r.TokenStart, r.TokenEnd, r.CharStart, r.CharEnd, r.NTokens} {
-			f[1+i].(*array.Int32Builder).Append(v)
+		f[1].(*array.Int32Builder).Append(r.Chunk)
+		f[2].(*array.StringBuilder).Append(ChunkID(r.ID, r.Chunk))
+		for i, v := range [...]int32{r.TokenStart, r.TokenEnd, r.ByteStart, r.ByteEnd, r.CPStart, r.CPEnd, r.NTokens} {
+			f[3+i].(*array.Int32Builder).Append(v)
+		}
+		if text >= 0 {
+			f[text].(*array.StringBuilder).Append(r.Text)
 		}
 		appendVec(r, false)
 		hb.Append(r.DocHash[:])

@@ -48,7 +48,7 @@ func testDoc(i int64) (EmbedRows, []*record.RowError) {
 			emb[k] = float32(i)*0.5 + float32(c) + float32(k)/10
 		}
 		rows[c] = EmbedRow{ID: d.ID, Chunk: int32(c), TokenStart: int32(c * 10), TokenEnd: int32(c*10 + 12),
-			CharStart: int32(c * 40), CharEnd: int32(c*40 + 50), NTokens: 12, Embedding: emb}
+			ByteStart: int32(c * 40), ByteEnd: int32(c*40 + 50), CPStart: int32(c * 40), CPEnd: int32(c*40 + 50), NTokens: 12, Embedding: emb}
 	}
 	var errs []*record.RowError
 	if i%7 == 3 {
@@ -100,14 +100,14 @@ func readArrowFile(t *testing.T, path string) (EmbedRows, []int64, *arrow.Schema
 func recordRows(rec arrow.RecordBatch) EmbedRows {
 	ids := rec.Column(0).(*array.String)
 	col := func(i int) *array.Int32 { return rec.Column(i).(*array.Int32) }
-	emb := rec.Column(7).(*array.FixedSizeList)
+	emb := rec.Column(10).(*array.FixedSizeList)
 	vals := emb.ListValues().(*array.Float32)
 	dims := int(emb.DataType().(*arrow.FixedSizeListType).Len())
 	var rows EmbedRows
 	for i := range int(rec.NumRows()) {
 		e := append([]float32(nil), vals.Float32Values()[(emb.Offset()+i)*dims:(emb.Offset()+i+1)*dims]...)
-		rows = append(rows, EmbedRow{ID: ids.Value(i), Chunk: col(1).Value(i), TokenStart: col(2).Value(i), TokenEnd: col(3).Value(i),
-			CharStart: col(4).Value(i), CharEnd: col(5).Value(i), NTokens: col(6).Value(i), Embedding: e})
+		rows = append(rows, EmbedRow{ID: ids.Value(i), Chunk: col(1).Value(i), TokenStart: col(3).Value(i), TokenEnd: col(4).Value(i),
+			ByteStart: col(5).Value(i), ByteEnd: col(6).Value(i), CPStart: col(7).Value(i), CPEnd: col(8).Value(i), NTokens: col(9).Value(i), Embedding: e})
 	}
 	return rows
 }
@@ -154,7 +154,7 @@ func TestWriterArrow(t *testing.T) {
 			t.Errorf("metadata %q: got %q; want %q", k, got, v)
 		}
 	}
-	if got := sc.Field(7).Type.String(); got != "fixed_size_list<item: float32>[8]" {
+	if got := sc.Field(sc.FieldIndices(ColEmbedding)[0]).Type.String(); got != "fixed_size_list<item: float32>[8]" {
 		t.Errorf("embedding type: got %s", got)
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, "*"))

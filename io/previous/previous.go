@@ -98,7 +98,7 @@ type batchRef struct {
 
 // column positions in an embedding output
 type columns struct {
-	id, chunk, tokenStart, tokenEnd, charStart, charEnd, nTokens, emb, hash int
+	id, chunk, tokenStart, tokenEnd, byteStart, byteEnd, nTokens, emb, hash int
 }
 
 // batchFile is one previous file.
@@ -393,7 +393,14 @@ func (f *batchFile) close() {
 	}
 }
 
+// oldNames are the earlier names of columns that were renamed.
+var oldNames = map[string]string{output.ColByteStart: output.ColCharStart, output.ColByteEnd: output.ColCharEnd}
+
 // checkSchema finds an embedding output's columns, its width and dtype.
+// It takes the schema of this version and those of earlier ones (with
+// char_start, char_end for the byte offsets; without chunk_id, the code
+// point offsets or text, which are not read: a copied row's come from the
+// current document's text, identical since its doc_hash matched).
 func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 	md := sc.Metadata()
 	dtype, err := vector.ParseDtype(metaValue(md, vector.MetaDtype))
@@ -403,6 +410,9 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 	var c columns
 	pos := func(name string, want func(arrow.DataType) bool) int {
 		idx := sc.FieldIndices(name)
+		if len(idx) == 0 && oldNames[name] != "" { // an output of synapse before byte_start, byte_end
+			idx = sc.FieldIndices(oldNames[name])
+		}
 		if len(idx) != 1 || !want(sc.Field(idx[0]).Type) {
 			return -1
 		}
@@ -420,8 +430,8 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 	}{
 		{output.ColID, &c.id, isType(arrow.STRING)},
 		{output.ColChunk, &c.chunk, isType(arrow.INT32)}, {output.ColTokenStart, &c.tokenStart, isType(arrow.INT32)},
-		{output.ColTokenEnd, &c.tokenEnd, isType(arrow.INT32)}, {output.ColCharStart, &c.charStart, isType(arrow.INT32)},
-		{output.ColCharEnd, &c.charEnd, isType(arrow.INT32)}, {output.ColNTokens, &c.nTokens, isType(arrow.INT32)},
+		{output.ColTokenEnd, &c.tokenEnd, isType(arrow.INT32)}, {output.ColByteStart, &c.byteStart, isType(arrow.INT32)},
+		{output.ColByteEnd, &c.byteEnd, isType(arrow.INT32)}, {output.ColNTokens, &c.nTokens, isType(arrow.INT32)},
 		{output.ColEmbedding, &c.emb, func(t arrow.DataType) bool {
 			if l, ok := t.(*arrow.FixedSizeListType); ok {
 				dims = int(l.Len())

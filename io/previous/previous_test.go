@@ -37,7 +37,7 @@ func rowsOf(d testDoc, k int) output.EmbedRows {
 	rows := make(output.EmbedRows, d.chunks)
 	for c := range rows {
 		rows[c] = output.EmbedRow{ID: d.id, Chunk: int32(c), TokenStart: int32(10 * c), TokenEnd: int32(10*c + 10),
-			CharStart: int32(50 * c), CharEnd: int32(50*c + 50), NTokens: 10, DocHash: hashOf(d.text),
+			ByteStart: int32(50 * c), ByteEnd: int32(50*c + 50), NTokens: 10, DocHash: hashOf(d.text),
 			Embedding: []float32{float32(k), float32(c), 0.5, -1}}
 	}
 	return rows

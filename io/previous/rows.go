@@ -48,8 +48,10 @@ func (s *Set) doc(start int64) (id string, hash [output.DocHashSize]byte, end in
 	return id, hash, end, nil
 }
 
-// Copy returns rows [start, end) as embedding rows: vectors, offsets and
-// counts as the previous run wrote them, and their tokens.
+// Copy returns rows [start, end) as embedding rows: vectors, token and
+// byte offsets and counts as the previous run wrote them, and their
+// tokens. Their code point offsets and text are not read
+// (output.FillSpans makes them from the document's text).
 func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
 	rows := make(output.EmbedRows, 0, end-start)
 	var tokens int64
@@ -69,7 +71,7 @@ func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
 		for ; i < int(rec.NumRows()) && row < end; i, row = i+1, row+1 {
 			r := output.EmbedRow{ID: strings.Clone(ids.Value(i)), Chunk: i32(c.chunk).Value(i),
 				TokenStart: i32(c.tokenStart).Value(i), TokenEnd: i32(c.tokenEnd).Value(i),
-				CharStart: i32(c.charStart).Value(i), CharEnd: i32(c.charEnd).Value(i), NTokens: i32(c.nTokens).Value(i)}
+				ByteStart: i32(c.byteStart).Value(i), ByteEnd: i32(c.byteEnd).Value(i), NTokens: i32(c.nTokens).Value(i)}
 			if s.dtype == vector.Float32 {
 				r.Embedding = vector.Decode(make([]float32, 0, s.dims), vector.Float32, s.dims, emb.Row(i), nil)
 			} else {

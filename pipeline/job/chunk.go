@@ -40,10 +40,10 @@ func (c Chunking) Validate() error {
 type Chunk struct {
 	Index int32 // chunk number within the document, 0-based
 	// TokenStart and TokenEnd delimit the window in the document's token list
-	// (special tokens excluded); CharStart and CharEnd are byte offsets into
+	// (special tokens excluded); ByteStart and ByteEnd are byte offsets into
 	// the document's text.
 	TokenStart, TokenEnd int32
-	CharStart, CharEnd   int32
+	ByteStart, ByteEnd   int32
 	IDs                  []int32 // prefix + window + suffix
 	PoolFrom             int     // leading IDs the pooling leaves out (Chunking.PoolFrom, first chunk only)
 }
@@ -59,7 +59,7 @@ func (c Chunking) Cut(toks []tokenize.Token) []Chunk {
 		end := min(start+c.Window, len(toks))
 		ch := Chunk{Index: int32(len(out)), TokenStart: int32(start), TokenEnd: int32(end)}
 		if end > start {
-			ch.CharStart, ch.CharEnd = toks[start].Start, toks[end-1].End
+			ch.ByteStart, ch.ByteEnd = toks[start].Start, toks[end-1].End
 		}
 		ch.IDs = make([]int32, 0, len(c.Prefix)+end-start+len(c.Suffix))
 		ch.IDs = append(ch.IDs, c.Prefix...)

@@ -46,8 +46,8 @@ func TestChunkingCut(t *testing.T) {
 				if len(ch.IDs) != n+2 || ch.IDs[0] != 101 || ch.IDs[len(ch.IDs)-1] != 102 {
 					t.Errorf("chunk %d ids = %v; want [101] + %d tokens + [102]", i, ch.IDs, n)
 				}
-				if n > 0 && (ch.IDs[1] != 1000+ch.TokenStart || ch.CharStart != 2*ch.TokenStart || ch.CharEnd != 2*ch.TokenEnd-1) {
-					t.Errorf("chunk %d: ids %v chars [%d,%d) do not match tokens [%d,%d)", i, ch.IDs, ch.CharStart, ch.CharEnd, ch.TokenStart, ch.TokenEnd)
+				if n > 0 && (ch.IDs[1] != 1000+ch.TokenStart || ch.ByteStart != 2*ch.TokenStart || ch.ByteEnd != 2*ch.TokenEnd-1) {
+					t.Errorf("chunk %d: ids %v chars [%d,%d) do not match tokens [%d,%d)", i, ch.IDs, ch.ByteStart, ch.ByteEnd, ch.TokenStart, ch.TokenEnd)
 				}
 			}
 			if !reflect.DeepEqual(ranges, tt.ranges) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/synapse-embed/synapse/io/files"
@@ -65,7 +66,16 @@ type EmbedOptions struct {
 	Dtype           vector.Dtype
 	Calibration     []string
 	CalibrationDocs int
+
+	// WithText writes each chunk's text, the joined text's bytes
+	// [byte_start, byte_end), in a text column (docs/formats.md).
+	WithText bool
 }
+
+// suggestedFields are fields a record may hold that are worth embedding
+// with its text: a record with one that is not a --text-field gets one
+// warning a run, saying how to include it.
+var suggestedFields = []string{"title"}
 
 // EmbedFormats are the output formats of an embedding job.
 var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, output.FormatJSONL}
@@ -119,11 +129,34 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
+	o.warnUnembedded(r)
 	e, err := o.open(ctx, r, p)
 	if err != nil {
 		return err
 	}
 	return o.embed(ctx, r, p, e)
+}
+
+// warnUnembedded arms one warning a run (whichever reader meets it first)
+// for a record with a suggestedFields field that is not a text field.
+func (o *EmbedOptions) warnUnembedded(r *runner) {
+	var once sync.Once
+	fields := o.textFields()
+	o.Read.Unembedded = suggestedFields
+	o.Read.OnUnembedded = func(d record.Doc, f string) {
+		once.Do(func() {
+			var flags []string
+			for _, tf := range append([]string{f}, fields...) {
+				flags = append(flags, "--text-field "+tf)
+			}
+			where := fmt.Sprintf("%s line %d", d.Source, d.Line)
+			if d.Line == 0 {
+				where = fmt.Sprintf("%s row %d", d.Source, d.Row)
+			}
+			r.o.Logger.Warn(fmt.Sprintf("records have a %q field that is not embedded (only %s is); to embed it too, give %s",
+				f, strings.Join(fields, " + "), strings.Join(flags, " ")), "first", where, "id", d.ID)
+		})
+	}
 }
 
 // embedPlan is what the model and the options decide before any worker
@@ -210,7 +243,7 @@ type embedRun struct {
 // checkpointed output and the records' source.
 func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embedRun, error) {
 	k := &embedKind{tok: r.model.Tokenizer, ch: p.ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
-	sink := &embedSink{w: r.w, dims: p.dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats}
+	sink := &embedSink{w: r.w, dims: p.dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats, withText: o.WithText}
 	qz, err := o.quantization(ctx, r, k, sink, p.prev, o.settings(r.model, p.ch, p.dims, p.st, nil))
 	if err != nil {
 		return nil, err
@@ -222,17 +255,13 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 			return nil, err
 		}
 	}
-	schema := output.EmbedSchemaOf(p.dims, o.Dtype, o.metadata(r.model, p.ch, p.dims, p.st, qz))
+	schema := output.EmbedSchemaWith(p.dims, o.Dtype, o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
 	r.kindState = inc.counts
 	r.store = o.storeOpener(ctx, p.dims, o.settings(r.model, p.ch, p.dims, p.st, qz))
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
-	settings := fmt.Sprintf("chunks of %d tokens, %d dims, %s", o.chunkSize(p.ch), p.dims, o.Dtype)
-	if qz.cost != "" {
-		settings += "; ranges from the " + qz.cost
-	}
-	r.started(settings)
+	r.started(o.startLine(p, qz))
 	src, err := inc.source(ctx, r)
 	if err != nil {
 		r.w.Abort()
@@ -243,6 +272,19 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 		sink.window = newWindow[seen]()
 	}
 	return &embedRun{kind: k, sink: sink, qz: qz, inc: inc, src: src}, nil
+}
+
+// startLine is the run's settings as the start line says them: what is
+// embedded and how.
+func (o *EmbedOptions) startLine(p *embedPlan, qz *quantization) string {
+	s := fmt.Sprintf("text fields %s, chunks of %d tokens, %d dims, %s", strings.Join(o.textFields(), " + "), o.chunkSize(p.ch), p.dims, o.Dtype)
+	if o.WithText {
+		s += ", with text"
+	}
+	if qz.cost != "" {
+		s += "; ranges from the " + qz.cost
+	}
+	return s
 }
 
 // embed runs the pipeline and writes the summary's lines.
@@ -328,7 +370,7 @@ func (inc *incRun) source(ctx context.Context, r *runner) (*incSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse}
+	s := &incSource{src: src, prev: inc.prev, reuse: inc.reuse, withText: inc.o.WithText}
 	if inc.o.Sync {
 		s.held = r.w.Holds
 	}
@@ -406,6 +448,7 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 		"synapse.chunk_tokens":  strconv.Itoa(o.chunkSize(ch)),
 		"synapse.chunk_overlap": strconv.Itoa(ch.Overlap),
 		"synapse.batch_tokens":  strconv.Itoa(o.BatchTokens),
+		"synapse.with_text":     strconv.FormatBool(o.WithText),
 	} {
 		meta[k] = v
 	}
@@ -421,13 +464,17 @@ func (o *EmbedOptions) chunkSize(ch Chunking) int {
 	return ch.Window
 }
 
+// textFields are the fields whose text is embedded, joined by "\n".
+func (o *EmbedOptions) textFields() []string {
+	if len(o.Read.TextFields) == 0 {
+		return []string{"text"}
+	}
+	return o.Read.TextFields
+}
+
 // settings are the run's vector.Settings (qz nil: without its dtype).
 func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) vector.Settings {
-	fields := o.Read.TextFields
-	if len(fields) == 0 {
-		fields = []string{"text"}
-	}
-	s := vector.Settings{ModelDigest: m.Digest, TextFields: fields, Prefix: o.Read.Prefix, ChunkTokens: o.chunkSize(ch),
+	s := vector.Settings{ModelDigest: m.Digest, TextFields: o.textFields(), Prefix: o.Read.Prefix, ChunkTokens: o.chunkSize(ch),
 		Overlap: ch.Overlap, Truncate: ch.Truncate, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
 	if o.LateChunking {
 		s.Output = OutputLateChunking
@@ -528,6 +575,8 @@ type embedSink struct {
 	inc    *Incremental
 	window *window[seen]   // --dedup: the rows of the last distinct texts
 	stats  *pipeline.Stats // a duplicate of a failed document fails too: the sink recounts it
+	// withText: rows carry their chunks' text (--with-text)
+	withText bool
 }
 
 func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
@@ -612,13 +661,16 @@ func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (output.Embed
 	for i, dn := range r.Done {
 		c := dn.Item
 		rows[i] = output.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
-			CharStart: c.CharStart, CharEnd: c.CharEnd, NTokens: int32(len(c.IDs)), DocHash: hash}
+			ByteStart: c.ByteStart, ByteEnd: c.ByteEnd, NTokens: int32(len(c.IDs)), DocHash: hash}
 		if v := s.vector(dn.Out); s.q == nil || s.q.Dtype == vector.Float32 {
 			rows[i].Embedding = v
 		} else {
 			rows[i].Vector = s.q.Append(make([]byte, 0, s.q.Dtype.Width(s.dims)), v)
 		}
 		tokens += int64(len(c.IDs))
+	}
+	if err := output.FillSpans(d.Text, rows, s.withText); err != nil { // the tokenizer's spans index d.Text
+		return nil, []*record.RowError{d.Error(ReasonEngineError, "internal: "+err.Error())}, 0
 	}
 	return rows, itemErrors(r.Failed, func(f pipeline.Failed[Chunk]) *record.RowError {
 		reason, detail, log := describe(f.Err)

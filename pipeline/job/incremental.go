@@ -79,6 +79,8 @@ type incSource struct {
 	// held, for a sync, looks the document up in the output's table
 	// (output.Writer.Holds).
 	held func(id string, hash [output.DocHashSize]byte) (known, same, sync bool)
+	// withText: the copied rows carry their chunks' text (--with-text)
+	withText bool
 }
 
 func (s *incSource) Spans() []corpus.Span      { return s.src.Spans() }
@@ -102,6 +104,11 @@ func (s *incSource) Next() (doc, error) {
 			}
 			for i := range x.reuse {
 				x.reuse[i].ID = d.ID
+			}
+			// code point offsets and text from this text, identical to the
+			// previous run's (same doc_hash), which may not have written them
+			if err := output.FillSpans(d.Text, x.reuse, s.withText); err != nil {
+				return doc{}, fmt.Errorf("job: --previous: %w: %w", previous.ErrInvalid, err)
 			}
 			if !finiteRows(x.reuse) { // no run writes such a vector: embed the document again
 				x.reuse, x.tokens, x.badPrev = nil, 0, true

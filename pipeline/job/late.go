@@ -55,7 +55,7 @@ func (c LateChunking) Cut(toks []tokenize.Token) []lateWindow {
 			end := min(start+c.Chunk, int(w.TokenEnd))
 			off := len(c.Window.Prefix) + start - int(w.TokenStart)
 			lw.Chunks = append(lw.Chunks, Chunk{Index: index, TokenStart: int32(start), TokenEnd: int32(end),
-				CharStart: toks[start].Start, CharEnd: toks[end-1].End, IDs: w.IDs[off : off+end-start : off+end-start]})
+				ByteStart: toks[start].Start, ByteEnd: toks[end-1].End, IDs: w.IDs[off : off+end-start : off+end-start]})
 			lw.Spans = append(lw.Spans, [2]int{off, off + end - start})
 			index++
 		}

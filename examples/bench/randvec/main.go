@@ -220,7 +220,7 @@ func create(path string, tmpl arrow.Metadata, s vector.Settings, d vector.Dtype,
 
 // put writes document i, one chunk of vector v.
 func (o *outFile) put(i int, id string, v []float32) error {
-	row := output.EmbedRow{ID: id, TokenEnd: 128, CharEnd: 600, NTokens: 128, DocHash: sha256.Sum256([]byte(id))}
+	row := output.EmbedRow{ID: id, TokenEnd: 128, ByteEnd: 600, CPEnd: 600, NTokens: 128, DocHash: sha256.Sum256([]byte(id))}
 	if o.d == vector.Float32 {
 		row.Embedding = v
 	} else {
