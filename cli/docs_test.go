@@ -20,7 +20,7 @@ var codeRE = regexp.MustCompile("(?s)```.*?```|`[^`\n]+`")
 var absPathRE = regexp.MustCompile(`(?:^|[\s=:("'])(/[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*)`)
 
 // systemDirs are absolute paths a command may name on any machine.
-var systemDirs = []string{"/tmp", "/dev", "/proc", "/sys", "/usr", "/etc", "/bin", "/opt"}
+var systemDirs = []string{"/tmp", "/dev", "/proc", "/sys", "/usr", "/etc", "/bin", "/opt", "/run", "/var"}
 
 // TestDocsCommandsAreRelative: the commands in the README and docs work
 // from a fresh clone: they name files relative to the repository (or

@@ -52,8 +52,10 @@ func TestGrammarRefusedBeforeWork(t *testing.T) {
 	for _, tc := range []struct {
 		name, flag, file, want string
 	}{
-		{"endless grammar", "--grammar", "/dev/zero", "more than"},
-		{"endless schema", "--json-schema", "/dev/zero", "more than"},
+		{"endless grammar", "--grammar", sparseFile(t, filepath.Join(dir, "endless.gbnf")), "more than"},
+		{"endless schema", "--json-schema", sparseFile(t, filepath.Join(dir, "endless.json")), "more than"},
+		{"a device as the grammar", "--grammar", "/dev/zero", "not a regular file"},
+		{"a device as the schema", "--json-schema", "/dev/zero", "not a regular file"},
 		{"empty grammar", "--grammar", empty, "empty"},
 		{"deeply nested grammar", "--grammar", deep, "nest 20000 deep"},
 	} {
@@ -114,10 +116,15 @@ func TestPermanentFailuresExit2(t *testing.T) {
 	os.WriteFile(damaged+".checkpoint", []byte("{not json"), 0o644)
 	os.WriteFile(damaged+".partial", []byte("x"), 0o644)
 	endless := filepath.Join(dir, "endless.arrow") // resume files and a shard manifest that never end
-	os.Symlink("/dev/zero", endless+".checkpoint")
+	sparseFile(t, endless+".checkpoint")
 	os.WriteFile(endless+".partial", []byte("x"), 0o644)
+	device := filepath.Join(dir, "device.arrow") // a resume checkpoint that is a device
+	os.Symlink("/dev/zero", device+".checkpoint")
+	os.WriteFile(device+".partial", []byte("x"), 0o644)
 	endlessShard := filepath.Join(dir, "shards.arrow")
-	os.Symlink("/dev/zero", filepath.Join(dir, "shards.shard-0-of-1.json"))
+	sparseFile(t, filepath.Join(dir, "shards.shard-0-of-1.json"))
+	deviceShard := filepath.Join(dir, "devshards.arrow")
+	os.Symlink("/dev/zero", filepath.Join(dir, "devshards.shard-0-of-1.json"))
 	deep := dir
 	for len(deep) < 120 {
 		deep = filepath.Join(deep, "dddddddddddddddd")
@@ -143,7 +150,9 @@ func TestPermanentFailuresExit2(t *testing.T) {
 		{"a LOAD that crashes every time", nil, embed("-m", model, "-o", out, "--chaos", "abort-on-type=LOAD"), "crashed loading the model twice"},
 		{"damaged resume files", nil, embed("-m", model, "-o", damaged, "--resume"), "start over without --resume"},
 		{"an endless resume checkpoint", nil, embed("-m", model, "-o", endless, "--resume"), "start over without --resume"},
+		{"a device as the resume checkpoint", nil, embed("-m", model, "-o", device, "--resume"), "start over without --resume"},
 		{"merge: an endless manifest", nil, []string{"merge", endlessShard, "-o", filepath.Join(dir, "merged.arrow")}, "more than"},
+		{"merge: a device as a manifest", nil, []string{"merge", deviceShard, "-o", filepath.Join(dir, "merged.arrow")}, "not a regular file"},
 		{"a runtime directory too deep", []string{"XDG_RUNTIME_DIR=" + deep}, embed("-m", model, "-o", out), "socket path too long"},
 		{"inspect: a bad ONNX model", nil, []string{"inspect", badONNX}, "not a usable model"},
 		{"models add: a name like a digest prefix", []string{"SYNAPSE_MODELS=" + store}, []string{"models", "add", model, "--name", "deadbeef"}, "digest prefix"},
@@ -219,4 +228,18 @@ func TestGrammarCrashExit2(t *testing.T) {
 	if !strings.Contains(res.stderr, "crashed parsing it") {
 		t.Errorf("stderr does not say the engine crashed parsing the grammar:\n%s", res.stderr)
 	}
+}
+
+// sparseFile makes path a regular file of 1 GiB of zeros without a newline,
+// sparse on disk: larger than any file synapse reads whole, so that reading
+// it must stop at a bound. It returns path.
+func sparseFile(t *testing.T, path string) string {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

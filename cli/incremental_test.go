@@ -360,7 +360,10 @@ func TestEmbedDedup(t *testing.T) {
 			id := fmt.Sprintf("r%d-%d", rep, i)
 			copies := slices.Clone(byID[id])
 			for k := range copies {
-				copies[k].ID = first[k].ID
+				if want := fmt.Sprintf("%s#%d", id, copies[k].Chunk); copies[k].ChunkID != want {
+					t.Errorf("%s: chunk_id %q; want %q", id, copies[k].ChunkID, want)
+				}
+				copies[k].ID, copies[k].ChunkID = first[k].ID, first[k].ChunkID
 			}
 			sameRows(t, id+" vs its first text", copies, first)
 		}

@@ -201,7 +201,7 @@ func resumeBases(out, errPath, dir string) (string, string, error) {
 func readCheckpoint(path string) (checkpointFile, error) {
 	var cp checkpointFile
 	b, err := readlimit.ReadFile(path, readlimit.State)
-	if errors.Is(err, readlimit.ErrTooLarge) { // no run writes such a checkpoint
+	if errors.Is(err, readlimit.ErrTooLarge) || errors.Is(err, readlimit.ErrNotRegular) { // no run writes such a checkpoint
 		return cp, fmt.Errorf("%w: %w", ErrCheckpointCorrupt, err)
 	}
 	if err != nil {

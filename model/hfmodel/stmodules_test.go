@@ -147,27 +147,43 @@ func TestReadChain(t *testing.T) {
 }
 
 // TestReadChainBounded: a modules.json or a module's config.json that is
-// endless (a link to /dev/zero in a hostile model directory) is refused
-// with readlimit.ErrTooLarge instead of filling memory.
+// larger than any configuration (a sparse file in a hostile model
+// directory) is refused with readlimit.ErrTooLarge instead of filling
+// memory, and one that is a link to a device (/dev/zero) with
+// readlimit.ErrNotRegular before it is read.
 func TestReadChainBounded(t *testing.T) {
 	for _, file := range []string{"modules.json", filepath.Join("1_Pooling", "config.json")} {
-		t.Run(file, func(t *testing.T) {
-			root := t.TempDir()
-			touch(t, filepath.Join(root, "modules.json"), "["+stTransformer+","+stPooling+"]")
-			touch(t, filepath.Join(root, "1_Pooling", "config.json"), `{"word_embedding_dimension": 8, "pooling_mode_mean_tokens": true}`)
-			p := filepath.Join(root, file)
-			os.Remove(p)
-			if err := os.Symlink("/dev/zero", p); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ReadChain(root); !errors.Is(err, readlimit.ErrTooLarge) {
-				t.Errorf("ReadChain: got %v; want ErrTooLarge", err)
-			}
-			if file == "modules.json" {
-				if _, err := (Files{Root: root}).Sidecars(); !errors.Is(err, readlimit.ErrTooLarge) {
-					t.Errorf("Sidecars: got %v; want ErrTooLarge", err)
+		for _, tc := range []struct {
+			name string
+			want error
+			make func(p string) error
+		}{
+			{"sparse", readlimit.ErrTooLarge, func(p string) error {
+				if err := os.WriteFile(p, nil, 0o644); err != nil {
+					return err
 				}
-			}
-		})
+				return os.Truncate(p, readlimit.Config+1)
+			}},
+			{"device", readlimit.ErrNotRegular, func(p string) error { return os.Symlink("/dev/zero", p) }},
+		} {
+			t.Run(file+"/"+tc.name, func(t *testing.T) {
+				root := t.TempDir()
+				touch(t, filepath.Join(root, "modules.json"), "["+stTransformer+","+stPooling+"]")
+				touch(t, filepath.Join(root, "1_Pooling", "config.json"), `{"word_embedding_dimension": 8, "pooling_mode_mean_tokens": true}`)
+				p := filepath.Join(root, file)
+				os.Remove(p)
+				if err := tc.make(p); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := ReadChain(root); !errors.Is(err, tc.want) {
+					t.Errorf("ReadChain: got %v; want %v", err, tc.want)
+				}
+				if file == "modules.json" {
+					if _, err := (Files{Root: root}).Sidecars(); !errors.Is(err, tc.want) {
+						t.Errorf("Sidecars: got %v; want %v", err, tc.want)
+					}
+				}
+			})
+		}
 	}
 }
