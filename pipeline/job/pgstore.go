@@ -41,6 +41,8 @@ func (o *EmbedOptions) checkStore() error {
 		return configErrorf("--shard with a PostgreSQL output (%s): not supported; run without --shard, or write file parts and merge them", shown)
 	case len(o.Previous) > 0 || o.Deleted != "":
 		return configErrorf("--previous/--deleted with a PostgreSQL output (%s): the table is the previous output: give --sync", shown)
+	case o.WithText:
+		return configErrorf("--with-text with a PostgreSQL output (%s): not supported yet (the table has no text column); write a file output with --with-text (Parquet) and load its chunk_id and text columns beside the table", shown)
 	}
 	t, err := pgstore.Parse(o.Out)
 	if err != nil {
