@@ -216,18 +216,14 @@ fuzz:
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The README's main job: an embedding model learned by synapse from the
-# bundled corpus itself (gen-model --kind word-vectors: PPMI + truncated SVD
-# word vectors in a pass-through BERT that llama.cpp runs), the corpus's 80
-# documents embedded into examples/out/vectors.arrow, read back in Go.
+# The README's main job (examples/demo.sh): the corpus's 80 documents
+# embedded with a real all-MiniLM-L6-v2 (fetched, pinned, by
+# examples/models/fetch.sh) into examples/out/vectors.arrow and read back in
+# Go; where the model cannot be fetched, with a model synapse learns from the
+# corpus itself (gen-model --kind word-vectors), saying why.
 DEMO_OUT := examples/out
 demo: setup build
-	@mkdir -p $(DEMO_OUT)
-	./bin/synapse gen-model --kind word-vectors --train examples/corpus.jsonl --min-count 1 --dims 62 --window 10 \
-	  --out $(DEMO_OUT)/demo-wordvec.gguf
-	./bin/synapse embed examples/corpus.jsonl -m $(DEMO_OUT)/demo-wordvec.gguf \
-	  --text-field title --text-field text -o $(DEMO_OUT)/vectors.arrow
-	$(GO) run ./examples/readback $(DEMO_OUT)/vectors.arrow
+	bash examples/demo.sh $(DEMO_OUT)
 
 # Test server only (never used by synapse): PostgreSQL with pgvector, for the
 # pgvector output tests (io/pgstore/pgtest starts one per test in a private
