@@ -38,7 +38,7 @@ func evalCommand() *cli.Command {
 			if err := checkInputs("eval", []string{c.String("run"), c.String("qrels")}); err != nil {
 				return err
 			}
-			return evaluateOutput(c.App.Writer, c.String("run"), "", c.String("qrels"))
+			return evaluateOutput(c.App.Writer, c.String("run"), "", c.String("qrels"), 0)
 		},
 	}
 }
@@ -46,7 +46,7 @@ func evalCommand() *cli.Command {
 // evaluateOutput prints the metrics of a run file or rerank output against
 // qrels: for a rerank output with input ranks, the input order beside the
 // reranked one; for a TREC output, the first-stage run (firstStage) if given.
-func evaluateOutput(w io.Writer, path, firstStage, qrelsPath string) error {
+func evaluateOutput(w io.Writer, path, firstStage, qrelsPath string, depth int) error {
 	qrels, err := eval.ReadQrels(qrelsPath)
 	if err != nil {
 		return usageError{err}
@@ -59,12 +59,22 @@ func evaluateOutput(w io.Writer, path, firstStage, qrelsPath string) error {
 		if input, err = eval.ReadRun(firstStage); err != nil {
 			return usageError{err}
 		}
+		// Only the run's top depth candidates were re-ranked: the input is
+		// scored at the same depth, so that the columns compare.
+		for q, docs := range input {
+			if depth > 0 && len(docs) > depth {
+				input[q] = docs[:depth]
+			}
+		}
 	}
 	names, ms := []string{"run"}, []eval.Metrics{eval.Evaluate(reranked, qrels)}
 	if input != nil {
 		names, ms = []string{"input", "reranked"}, []eval.Metrics{eval.Evaluate(input, qrels), ms[0]}
 	}
 	fmt.Fprintln(w)
+	if input != nil && firstStage != "" && depth > 0 {
+		fmt.Fprintf(w, "both scored over the top %d candidates of each query of %s (--depth)\n", depth, firstStage)
+	}
 	eval.Report(w, names, ms)
 	return nil
 }

@@ -36,7 +36,7 @@ func rerankCommand() *cli.Command {
 				words: words{rows: "records", verb: "reranking", done: "scored", items: "pairs scored", unit: "pairs"},
 				run:   func(ctx context.Context) (job.Summary, error) { return job.Rerank(ctx, o) }})
 			if q := c.String("qrels"); q != "" && (err == nil || exitCode(c.Context, err) == exitPartial) {
-				if eerr := evaluateOutput(c.App.Writer, o.Out, o.Run.Run, q); eerr != nil {
+				if eerr := evaluateOutput(c.App.Writer, o.Out, o.Run.Run, q, o.Run.Depth); eerr != nil {
 					return eerr
 				}
 			}
@@ -60,7 +60,7 @@ func rerankFlags() []cli.Flag {
 		&cli.IntFlag{Name: "depth", Value: corpus.DefaultDepth, Usage: "with --run: candidates scored per query, the run's best first"},
 		&cli.BoolFlag{Name: "sigmoid", Usage: "write 1/(1+e^-score), in [0, 1], instead of the model's raw score"},
 		&cli.IntFlag{Name: "top-n", Usage: "write only the N best candidates of each query (all are scored)", DefaultText: "all"},
-		&cli.StringFlag{Name: "qrels", Usage: "relevance judgements `FILE` (TREC qrels or BEIR TSV): print nDCG@10, MRR@10, Recall@10/100 of the input order and of the reranked order"},
+		&cli.StringFlag{Name: "qrels", Usage: "relevance judgements `FILE` (TREC qrels or BEIR TSV): print nDCG@10, MRR@10, Recall@10/100 of the input order and of the reranked order (with --run, both over the top --depth candidates)"},
 	}
 	return append(flags, jobFlags("4 × the model's context")...)
 }

@@ -560,3 +560,36 @@ func TestRerankRunMemory(t *testing.T) {
 		t.Errorf("module peak %d MiB with the large corpus, %d MiB without: it grows with the corpus (%d MiB)", withBig, withSmall, big.Len()>>20)
 	}
 }
+
+// TestRerankQrelsSameDepth: with --run and --depth, --qrels scores the
+// input run and the reranked order over the same top --depth candidates
+// and says so: a relevant document the run ranks below the depth counts in
+// neither column (issue: the input column scored the whole run).
+func TestRerankQrelsSameDepth(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	var run, qs, docs, qrels strings.Builder
+	qrels.WriteString("query-id\tcorpus-id\tscore\n")
+	for q := range 4 {
+		fmt.Fprintf(&qs, `{"_id": "q%d", "text": "which cells %d"}`+"\n", q, q)
+		for r := 1; r <= 10; r++ {
+			fmt.Fprintf(&run, "q%d Q0 d%d-%d %d %d.0 bm25\n", q, q, r, r, 20-r)
+			fmt.Fprintf(&docs, `{"_id": "d%d-%d", "text": "b cells and t cells of the blood, sample %d"}`+"\n", q, r, r)
+		}
+		fmt.Fprintf(&qrels, "q%d\td%d-9\t1\n", q, q) // ranked 9th by the run: below --depth 3
+	}
+	for name, s := range map[string]string{"run.trec": run.String(), "q.jsonl": qs.String(), "c.jsonl": docs.String(), "qrels.tsv": qrels.String()} {
+		if err := os.WriteFile(p(name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := runSynapse(t, nil, "rerank", "--run", p("run.trec"), "--queries", p("q.jsonl"), "--corpus", p("c.jsonl"), "--depth", "3",
+		"-m", testmodels.Reranker(t), "-o", p("out.trec"), "--qrels", p("qrels.tsv"), "--workers", "1", "--threads", "1")
+	res.wantCode(t, exitOK)
+	if !regexp.MustCompile(`(?m)^Recall@100 +0\.0000 +0\.0000$`).MatchString(res.stdout) {
+		t.Errorf("Recall@100 of the input must be scored over the 3 reranked candidates (0, as the reranked column):\n%s", res.stdout)
+	}
+	if !strings.Contains(res.stdout, "both scored over the top 3 candidates of each query") {
+		t.Errorf("the report does not say the depth:\n%s", res.stdout)
+	}
+}
