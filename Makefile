@@ -118,18 +118,29 @@ build:
 
 # The binary and both engines' libraries, laid out so that the binary finds
 # them beside itself: PREFIX/bin/synapse, PREFIX/lib/synapse/llama/RELEASE
-# and PREFIX/lib/synapse/onnxruntime/RELEASE (cli TestInstalledLayout).
+# and PREFIX/lib/synapse/onnxruntime/RELEASE; the man page and the bash, zsh
+# and fish completions, written by the binary from its own commands, where
+# man and each shell look for them (cli TestInstalledLayout).
 # DESTDIR stages the install for a package.
 PREFIX ?= /usr/local
 INSTALL_LLAMA := $(DESTDIR)$(PREFIX)/lib/synapse/llama/$(LLAMA_RELEASE)
 INSTALL_ORT   := $(DESTDIR)$(PREFIX)/lib/synapse/onnxruntime/$(ORT_VERSION)
+INSTALL_SHARE := $(DESTDIR)$(PREFIX)/share
 install: build llama-lib ort-lib
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(dir $(INSTALL_LLAMA))" "$(dir $(INSTALL_ORT))"
+	install -d "$(INSTALL_SHARE)/man/man1" "$(INSTALL_SHARE)/bash-completion/completions" \
+	  "$(INSTALL_SHARE)/zsh/site-functions" "$(INSTALL_SHARE)/fish/vendor_completions.d"
 	install -m 0755 bin/synapse "$(DESTDIR)$(PREFIX)/bin/synapse"
+	bin/synapse man > "$(INSTALL_SHARE)/man/man1/synapse.1"
+	bin/synapse completion bash > "$(INSTALL_SHARE)/bash-completion/completions/synapse"
+	bin/synapse completion zsh > "$(INSTALL_SHARE)/zsh/site-functions/_synapse"
+	bin/synapse completion fish > "$(INSTALL_SHARE)/fish/vendor_completions.d/synapse.fish"
+	chmod 0644 "$(INSTALL_SHARE)/man/man1/synapse.1" "$(INSTALL_SHARE)/bash-completion/completions/synapse" \
+	  "$(INSTALL_SHARE)/zsh/site-functions/_synapse" "$(INSTALL_SHARE)/fish/vendor_completions.d/synapse.fish"
 	rm -rf "$(INSTALL_LLAMA)" "$(INSTALL_ORT)"
 	cp -R -P "$(LLAMA_LIB_DIR)" "$(INSTALL_LLAMA)"
 	cp -R -P "$(ORT_LIB_DIR)" "$(INSTALL_ORT)"
-	@echo "installed $(DESTDIR)$(PREFIX)/bin/synapse with llama.cpp $(LLAMA_RELEASE) in $(INSTALL_LLAMA) and ONNX Runtime $(ORT_VERSION) in $(INSTALL_ORT)"
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/synapse with llama.cpp $(LLAMA_RELEASE) in $(INSTALL_LLAMA), ONNX Runtime $(ORT_VERSION) in $(INSTALL_ORT), its man page and shell completions in $(INSTALL_SHARE)"
 
 vet:
 	$(GO) mod tidy -diff

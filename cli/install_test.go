@@ -83,11 +83,13 @@ func TestEmbedLlamaLibMissing(t *testing.T) {
 	}
 }
 
-// TestInstalledLayout: `make install PREFIX=…` installs the binary and
-// both engines' libraries (PREFIX/bin/synapse, PREFIX/lib/synapse/llama/
-// RELEASE, PREFIX/lib/synapse/onnxruntime/RELEASE), and the installed
-// binary, run from an empty directory with no flag or variable naming a
-// library, finds them and embeds with a GGUF and with an ONNX model.
+// TestInstalledLayout: `make install PREFIX=… DESTDIR=…` installs, under
+// DESTDIR, the binary and both engines' libraries (PREFIX/bin/synapse,
+// PREFIX/lib/synapse/llama/RELEASE, PREFIX/lib/synapse/onnxruntime/RELEASE),
+// the man page (PREFIX/share/man/man1/synapse.1) and the bash, zsh and fish
+// completions, and the installed binary, run from an empty directory with
+// no flag or variable naming a library, finds them and embeds with a GGUF
+// and with an ONNX model.
 func TestInstalledLayout(t *testing.T) {
 	testenv.LlamaLib(t) // make install copies the libraries `make setup` fetched
 	testenv.ORTLib(t)
@@ -95,8 +97,9 @@ func TestInstalledLayout(t *testing.T) {
 		t.Skip("no make")
 	}
 	dir := t.TempDir()
-	prefix := filepath.Join(dir, "prefix")
-	install := exec.Command("make", "--no-print-directory", "-C", repoPath(), "install", "PREFIX="+prefix)
+	stage := filepath.Join(dir, "stage") // DESTDIR, as a package build stages files
+	prefix := filepath.Join(stage, "opt", "synapse")
+	install := exec.Command("make", "--no-print-directory", "-C", repoPath(), "install", "DESTDIR="+stage, "PREFIX=/opt/synapse")
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
@@ -104,6 +107,23 @@ func TestInstalledLayout(t *testing.T) {
 	for _, lib := range []string{filepath.Join("llama", engine.LlamaRelease), filepath.Join("onnxruntime", engine.ORTRelease)} {
 		if _, err := os.Stat(filepath.Join(prefix, "lib", "synapse", lib)); err != nil {
 			t.Errorf("make install did not install %s: %v", lib, err)
+		}
+	}
+	// the man page and completions, each what the installed binary prints
+	for path, args := range map[string][]string{
+		"share/man/man1/synapse.1":                     {"man"},
+		"share/bash-completion/completions/synapse":    {"completion", "bash"},
+		"share/zsh/site-functions/_synapse":            {"completion", "zsh"},
+		"share/fish/vendor_completions.d/synapse.fish": {"completion", "fish"},
+	} {
+		got, err := os.ReadFile(filepath.Join(prefix, path))
+		if err != nil {
+			t.Errorf("make install did not install %s: %v", path, err)
+			continue
+		}
+		_, want, _ := runInProcess(args...)
+		if len(got) == 0 || string(got) != want {
+			t.Errorf("PREFIX/%s holds %d bytes; want the %d of synapse %s", path, len(got), len(want), strings.Join(args, " "))
 		}
 	}
 	onnxModel := filepath.Join(dir, "onnx-model")

@@ -38,12 +38,14 @@ const (
 // built by its file's constructor (embed.go: embedCommand).
 func commands() []*cli.Command {
 	return []*cli.Command{
+		completionCommand(),
 		embedCommand(),
 		evalCommand(),
 		genCorpusCommand(),
 		genModelCommand(),
 		generateCommand(),
 		inspectCommand(),
+		manCommand(),
 		mergeCommand(),
 		modelsCommand(),
 		rerankCommand(),
@@ -158,7 +160,7 @@ func isCanceled(err error) bool { return errors.Is(err, context.Canceled) }
 // command with subcommands (`synapse models add`) has its subcommand's
 // flags moved.
 func flagsFirst(app *cli.App, args []string) []string {
-	if len(args) < 3 {
+	if len(args) < 3 || args[len(args)-1] == completionFlag { // urfave/cli looks for it last
 		return args
 	}
 	cmd := app.Command(args[1])
