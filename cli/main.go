@@ -108,7 +108,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // exitCode maps an error to the process exit code; it is the only place that
-// does (the table is in the README):
+// does (the table is in README.md, "Exit codes"):
 //
 //	0    success
 //	3    the run finished with rows in the errors file

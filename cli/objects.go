@@ -16,8 +16,7 @@ import (
 )
 
 // Paths in object storage (s3://bucket/key) are accepted wherever a file
-// is read or written; see package objstore and the README's "Object
-// storage" section.
+// is read or written; see package objstore and docs/s3.md.
 
 // checkpointDirFlag is the --checkpoint-dir of the job commands.
 func checkpointDirFlag() cli.Flag {

@@ -17,7 +17,7 @@ import (
 // rerank, generate, models add).
 
 // libDefaultText is where a library is looked for without its flag.
-const libDefaultText = "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see README)"
+const libDefaultText = "beside the binary, in $XDG_DATA_HOME or the checkout's .cache (see docs/engines.md)"
 
 // llamaLibFlag is --llama-lib, the directory of llama.cpp's libraries.
 func llamaLibFlag() cli.Flag {

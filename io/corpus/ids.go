@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// The id rule of embed and generate inputs (README "Ids"):
+// The id rule of embed and generate inputs (docs/jobs.md, "Ids"):
 //
 //   - a row's id is the ReadOptions.IDField, or else the first of "id" and
 //     "_id" that the row has (JSONL: the key is present; Parquet: the column

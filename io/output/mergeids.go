@@ -20,7 +20,7 @@ import (
 // chunks, tokens and counts are the shard's), so it refuses.
 var ErrIDInTwoShards = errors.New("an id is in two shards' parts")
 
-// The id rule across the parts of a sharded run (README "Shards and merge"):
+// The id rule across the parts of a sharded run (docs/resume-and-shards.md, "Shards and merge"):
 //
 //   - each part claims the ids of its output rows — embed and generate the
 //     id column, rerank the query_id column — and the ids of its error

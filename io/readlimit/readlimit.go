@@ -18,7 +18,7 @@ import (
 // blocked open cannot be interrupted), a device may never end.
 var ErrNotRegular = errors.New("not a regular file")
 
-// The bounds of the files synapse reads whole; the README lists them.
+// The bounds of the files synapse reads whole; docs/security.md lists them.
 const (
 	Grammar   = 1 << 20   // --grammar, --json-schema
 	Tokenizer = 256 << 20 // an ONNX model's tokenizer.json

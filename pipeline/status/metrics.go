@@ -11,8 +11,8 @@ import (
 )
 
 // The metrics. Counters of rows, items and tokens cover the whole job: a
-// resumed run starts from the interrupted run's counts. The README's
-// "Health, metrics and logs" lists them; keep the two in step.
+// resumed run starts from the interrupted run's counts. docs/observability.md
+// lists them; keep the two in step (TestDocsListEveryMetric).
 var (
 	descRowsRead     = desc("synapse_rows_read_total", "Input records that reached the output or the errors file (done + failed).")
 	descRowsDone     = desc("synapse_rows_done_total", "Input records with every item answered.")
