@@ -26,7 +26,9 @@ func evalCommand() *cli.Command {
 		Description: `--run is a TREC run (qid Q0 docid rank score tag), a BEIR TSV run (query-id corpus-id score), or the
 	.arrow, .parquet or .jsonl output of synapse rerank (then both its input order and its reranked order are scored).
 	--qrels is TREC qrels (qid 0 docid grade) or BEIR TSV (query-id corpus-id score). Gains are the grades; the averages
-	are over the queries of the run that the qrels judge.`,
+	are over the queries of the run that the qrels judge.
+
+	Full reference: docs/rerank.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "the run `FILE` (required)"},
 			&cli.StringFlag{Name: "qrels", Usage: "the judgements `FILE` (required)"},

@@ -23,7 +23,9 @@ func generateCommand() *cli.Command {
 	constrain every token; a grammar llama.cpp cannot parse is refused before any row is read.
 	Rows: id, text, finish_reason (stop: the model ended; grammar: the grammar allowed nothing else; length:
 	--max-tokens or the context was reached), n_prompt, n_gen. A prompt longer than the context is an error row
-	(prompt_too_long), never cut.`,
+	(prompt_too_long), never cut.
+
+	Full reference: docs/generate.md (common flags: docs/jobs.md).`,
 		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
 		Flags:     generateFlags(),
 		Action: func(c *cli.Context) error {

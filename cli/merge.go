@@ -25,7 +25,9 @@ func mergeCommand() *cli.Command {
 	An id that two parts hold (an output row's id, rerank's query_id) is refused with exit 2 naming the id and both
 	manifests, before anything is published: a single run would have made the later document a duplicate_id row.
 	The ids are kept as hashes, at most 64 bytes each.
-	Parts can also be named explicitly: synapse merge PART... -o OUT.`,
+	Parts can also be named explicitly: synapse merge PART... -o OUT.
+
+	Full reference: docs/resume-and-shards.md.`,
 		ArgsUsage: "OUT.EXT | PART...",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the merged `FILE`", DefaultText: "OUT.EXT"},

@@ -33,7 +33,9 @@ the Hub are kept in its hub/ directory. -m in every command takes, in this
 order: a file or directory that exists; a cached model's name or digest
 prefix; a Hugging Face hub id (ORG/NAME[@REVISION]) pulled into the model
 cache, else found in the Hugging Face cache ($HF_HUB_CACHE, else
-$HF_HOME/hub, else ~/.cache/huggingface/hub).`,
+$HF_HOME/hub, else ~/.cache/huggingface/hub).
+
+Full reference: docs/model-cache.md and docs/models.md.`,
 		Subcommands: subs,
 	}
 }
@@ -73,7 +75,9 @@ scores with the source's for each query standing in for the cosine.
 A cross-encoder is added only when synapse can read its outputs as one
 score: one label, or two whose label 1 is the positive class (ONNX:
 config.json's id2label; GGUF: classifier.output_labels); anything else is
-refused before the cache is touched.`,
+refused before the cache is touched.
+
+Full reference: docs/model-cache.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
 			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
@@ -242,9 +246,10 @@ func printVariant(w, stderr io.Writer, res ingest.Result) {
 
 func modelsLsCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "ls",
-		Usage: "list the cached models, and the models pulled from the Hugging Face Hub",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array of entries (pulled models are not among them)"}, modelsDirFlag()},
+		Name:        "ls",
+		Usage:       "list the cached models, and the models pulled from the Hugging Face Hub",
+		Description: "Full reference: docs/model-cache.md.",
+		Flags:       []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array of entries (pulled models are not among them)"}, modelsDirFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return usagef("models ls: unexpected arguments %q", c.Args().Slice())
@@ -319,10 +324,11 @@ func qualityColumn(e modelcache.Entry) string {
 
 func modelsRmCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "rm",
-		Usage:     "remove cached models (a hard-linked model's original file stays), or pulled ones by their hub id",
-		ArgsUsage: "NAME|DIGEST-PREFIX|ORG/NAME...",
-		Flags:     []cli.Flag{modelsDirFlag()},
+		Name:        "rm",
+		Usage:       "remove cached models (a hard-linked model's original file stays), or pulled ones by their hub id",
+		ArgsUsage:   "NAME|DIGEST-PREFIX|ORG/NAME...",
+		Description: "Full reference: docs/model-cache.md.",
+		Flags:       []cli.Flag{modelsDirFlag()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() == 0 {
 				return usagef("models rm: give the NAME or digest prefix of the models to remove")
@@ -365,11 +371,12 @@ func lookupError(cmd string, err error) error {
 
 func modelsVerifyCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "verify",
-		Usage:     "hash cached models again and report any whose file changed",
-		ArgsUsage: "[NAME|DIGEST-PREFIX...] (default: every model)",
-		Flags:     []cli.Flag{modelsDirFlag()},
-		Action:    modelsVerify,
+		Name:        "verify",
+		Usage:       "hash cached models again and report any whose file changed",
+		ArgsUsage:   "[NAME|DIGEST-PREFIX...] (default: every model)",
+		Description: "Full reference: docs/model-cache.md.",
+		Flags:       []cli.Flag{modelsDirFlag()},
+		Action:      modelsVerify,
 	}
 }
 

@@ -46,7 +46,9 @@ bearer token (gated or private models) to the endpoint's host only.
 
 Exit status: 0 pulled (or there already); 2 the model, revision or access
 is refused, nothing loadable, a file failing its checksum; 1 the network
-failed after --attempts tries (run again: it resumes); 130 interrupted.`,
+failed after --attempts tries (run again: it resumes); 130 interrupted.
+
+Full reference: docs/models.md.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "onnx", Usage: "fetch the ONNX export (onnx/model.onnx) instead of model.safetensors"},
 			&cli.StringFlag{Name: "endpoint", Usage: "the Hub's `URL`, or a mirror's", EnvVars: []string{"HF_ENDPOINT"}, DefaultText: hub.DefaultEndpoint},

@@ -24,7 +24,9 @@ func rerankCommand() *cli.Command {
 	The worker builds each pair with the model's own layout; a pair longer than the context keeps the whole query and
 	cuts the document (truncated: true). Every candidate is scored; --top-n only trims what is written. Rows: query_id,
 	doc_id, score, rank (1 = best; ties by doc_id), input_rank, input_score, truncated. A .trec/.run output is
-	"qid Q0 docid rank score tag" by rank, the tag being the model's name.`,
+	"qid Q0 docid rank score tag" by rank, the tag being the model's name.
+
+	Full reference: docs/rerank.md (common flags: docs/jobs.md).`,
 		ArgsUsage: "[INPUT...] (or --run with --queries and --corpus)",
 		Flags:     rerankFlags(),
 		Action: func(c *cli.Context) error {

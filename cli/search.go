@@ -29,7 +29,9 @@ ubinary. Ties go to the smaller document id. The corpus is streamed once per --b
 -k above the corpus's documents keeps them all, in the memory they need. A NaN or infinite value in a float query or
 corpus vector is refused (exit 2, naming the file, row and id). The similarity kernels are chosen by the CPU
 (AVX-512, VNNI and VPOPCNTDQ, or AVX2; Go elsewhere); the summary names them.
-Every path may be an s3:// object (--queries, --corpus and --rescore-with also a glob or a prefix of the parts).`,
+Every path may be an s3:// object (--queries, --corpus and --rescore-with also a glob or a prefix of the parts).
+
+Full reference: docs/search.md.`,
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "queries", Usage: "the embedded queries `FILE` (one chunk per query; required)"},
 			&cli.StringSliceFlag{Name: "corpus", Usage: "the embedded corpus `FILE` (required)"},

@@ -28,7 +28,9 @@ func tokenizeCommand() *cli.Command {
 	strings, and "offsets", the [start, end) byte spans in the text). Blank lines
 	are skipped. A line that is not such an object is reported on stderr with its
 	line number and produces no output line; the other lines are still processed
-	and the command exits with status 3.`,
+	and the command exits with status 3.
+
+	Full reference: docs/commands.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "GGUF `FILE` whose vocabulary to use (tensor data is not read), ONNX model directory or .onnx file, tokenizer.json, a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] (pulled, or in the Hugging Face cache)"},
 			&cli.BoolFlag{Name: "special", Usage: "add the model's BOS/CLS and EOS/SEP tokens as its GGUF flags say"},

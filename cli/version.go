@@ -14,8 +14,9 @@ import (
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "version",
-		Usage: "print synapse's version, its worker protocol version and the llama.cpp libraries it would use",
+		Name:        "version",
+		Usage:       "print synapse's version, its worker protocol version and the llama.cpp libraries it would use",
+		Description: "Full reference: docs/commands.md (where the libraries are looked for: docs/engines.md).",
 		Flags: []cli.Flag{
 			llamaLibFlag(),
 		},
