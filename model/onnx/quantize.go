@@ -12,8 +12,12 @@ import (
 )
 
 // Dynamic int8 quantization, the graph onnxruntime.quantization.quantize_dynamic
-// writes with its defaults (per-tensor, symmetric int8 weights, uint8
-// activations quantized at run time). Each MatMul whose B is a constant 2-D
+// writes with per_channel=True (per-column symmetric int8 weights, uint8
+// activations quantized at run time). Per tensor, its default, one outlier
+// column sets the step of the whole matrix: on all-MiniLM-L6-v2's ONNX export
+// (models add --quantize int8, cosine to the float graph over the 24
+// built-in texts) per tensor gave min 0.849 / mean 0.952, per column min
+// 0.974 / mean 0.993. Each MatMul whose B is a constant 2-D
 // float32 initializer,
 //
 //	Y = MatMul(A, W)
@@ -27,7 +31,9 @@ import (
 //	Y = Mul(Y_output_quantized_cast_output, S)
 //
 // with W_quantized = clip(round_half_even(W / W_scale), -127, 127) as int8,
-// W_scale = max|W| / 127 (1 for an all-zero W) and W_zero_point = 0. A Gemm
+// W_scale[n] = max|W[:, n]| / 127 per column n (1 for an all-zero column)
+// and W_zero_point = 0 per column; S is then a vector broadcast over Y's last
+// dimension. A Gemm
 // (transA = 0) with such a B is rewritten the same way, alpha folded into
 // W_scale, transB applied to the stored weight, and beta·C added after.
 // Every other node, initializer, input, output, value_info, opset import and
@@ -659,14 +665,16 @@ func (q *quantizer) weight(key weightKey, w *qinit) ([3]string, error) {
 		}
 		vals, rows, cols = t, cols, rows
 	}
-	data, scale := QuantizeSymmetric(vals)
+	data, scales := QuantizePerColumn(vals, int(rows), int(cols))
 	base := w.name
 	if key.transB || key.alpha != 0 && key.alpha != 1 {
 		base = q.name(w.name + "_gemm")
 	}
 	names := [3]string{q.name(base + "_quantized"), q.name(base + "_scale"), q.name(base + "_zero_point")}
 	if key.alpha != 0 && key.alpha != 1 {
-		scale *= key.alpha
+		for i := range scales {
+			scales[i] *= key.alpha
+		}
 	}
 	raw := make([]byte, len(data))
 	for i, v := range data {
@@ -674,12 +682,34 @@ func (q *quantizer) weight(key weightKey, w *qinit) ([3]string, error) {
 	}
 	q.newInits = append(q.newInits,
 		Tensor{Name: names[0], Dims: []int64{rows, cols}, Elem: Int8, Raw: raw},
-		Tensor{Name: names[1], Floats: []float32{scale}},
-		Tensor{Name: names[2], Elem: Int8, Raw: []byte{0}})
+		Tensor{Name: names[1], Dims: []int64{cols}, Floats: scales},
+		Tensor{Name: names[2], Dims: []int64{cols}, Elem: Int8, Raw: make([]byte, cols)})
 	q.weights[key] = names
 	q.rep.Weights++
 	q.rep.Int8Bytes += int64(len(raw))
 	return names, nil
+}
+
+// QuantizePerColumn quantizes a [rows, cols] weight (row-major, the B of
+// MatMulInteger: one column per output feature) per column: each column is
+// QuantizeSymmetric of its own values, so a column of small weights keeps
+// its precision beside one of large weights. It returns the int8 weights in
+// w's layout and one scale per column.
+func QuantizePerColumn(w []float32, rows, cols int) ([]int8, []float32) {
+	out := make([]int8, len(w))
+	scales := make([]float32, cols)
+	col := make([]float32, rows)
+	for c := range cols {
+		for r := range rows {
+			col[r] = w[r*cols+c]
+		}
+		q, scale := QuantizeSymmetric(col)
+		for r := range rows {
+			out[r*cols+c] = q[r]
+		}
+		scales[c] = scale
+	}
+	return out, scales
 }
 
 // QuantizeSymmetric quantizes w per tensor to int8 as onnxruntime's

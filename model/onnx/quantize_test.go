@@ -159,8 +159,9 @@ func checkNodes(t *testing.T, in, got *qmodel) {
 }
 
 // checkInitializers: the float weights only quantized nodes read are gone,
-// the others unchanged; each quantized weight is QuantizeSymmetric of its
-// float weight (transposed for a transB Gemm, alpha in the scale).
+// the others unchanged; each column of a quantized weight is
+// QuantizeSymmetric of that column of its float weight (transposed for a
+// transB Gemm, alpha in the scales).
 func checkInitializers(t *testing.T, in, got *qmodel) {
 	t.Helper()
 	for name, w := range in.inits {
@@ -197,21 +198,32 @@ func checkInitializers(t *testing.T, in, got *qmodel) {
 			}
 			vals, dims = tr, []int64{dims[1], dims[0]}
 		}
-		wq, scale := QuantizeSymmetric(vals)
+		rows, cols := int(dims[0]), int(dims[1])
 		base := strings.TrimSuffix(name, "_quantized")
 		sc, _ := got.inits[base+"_scale"].weights()
 		zp := got.inits[base+"_zero_point"]
-		if q.elem != Int8 || !slices.Equal(q.dims, dims) || len(q.raw) != len(wq) {
+		if q.elem != Int8 || !slices.Equal(q.dims, dims) || len(q.raw) != len(vals) {
 			t.Errorf("%s: type %v dims %v; want int8 %v", name, q.elem, q.dims, dims)
 			continue
 		}
-		for i, v := range wq {
-			if int8(q.raw[i]) != v {
-				t.Fatalf("%s[%d] = %d; want %d", name, i, int8(q.raw[i]), v)
-			}
+		if len(sc) != cols || zp == nil || zp.elem != Int8 || !bytes.Equal(zp.raw, make([]byte, cols)) || !slices.Equal(zp.dims, []int64{int64(cols)}) {
+			t.Errorf("%s: %d scales, zero point %+v; want %d scales and %[4]d int8 zeros", name, len(sc), zp, cols)
+			continue
 		}
-		if len(sc) != 1 || sc[0] != scale*want.alpha || zp == nil || zp.elem != Int8 || !bytes.Equal(zp.raw, []byte{0}) || len(zp.dims) != 0 {
-			t.Errorf("%s: scale %v zero point %+v; want [%v] and an int8 scalar 0", name, sc, zp, scale*want.alpha)
+		col := make([]float32, rows)
+		for c := range cols { // each column is QuantizeSymmetric of its own values
+			for r := range rows {
+				col[r] = vals[r*cols+c]
+			}
+			wq, scale := QuantizeSymmetric(col)
+			for r, v := range wq {
+				if int8(q.raw[r*cols+c]) != v {
+					t.Fatalf("%s[%d][%d] = %d; want %d", name, r, c, int8(q.raw[r*cols+c]), v)
+				}
+			}
+			if sc[c] != scale*want.alpha {
+				t.Errorf("%s: scale of column %d %v; want %v", name, c, sc[c], scale*want.alpha)
+			}
 		}
 	}
 }
