@@ -14,8 +14,8 @@ import (
 )
 
 // Write converts a record batch of the embedding output (columns id,
-// chunk, embedding and doc_hash, found by name) into rows of the staging
-// table; they are committed by the next Save.
+// chunk, embedding and doc_hash, and text with WithText, found by name)
+// into rows of the staging table; they are committed by the next Save.
 func (s *Store) Write(rec arrow.RecordBatch) error {
 	sc := rec.Schema()
 	col := func(name string) arrow.Array {
@@ -31,14 +31,23 @@ func (s *Store) Write(rec arrow.RecordBatch) error {
 	if ids == nil || chunks == nil || hashes == nil || emb == nil {
 		return fmt.Errorf("pgstore: a batch without the embedding output's columns: %s", sc)
 	}
+	var texts *array.String
+	if s.cfg.WithText {
+		if texts, _ = col("text").(*array.String); texts == nil {
+			return fmt.Errorf("pgstore: a batch without the text column --with-text writes: %s", sc)
+		}
+	}
 	enc, err := encoder(emb, s.cfg.Dims, s.cfg.Dtype)
 	if err != nil {
 		return err
 	}
 	for i := 0; i < int(rec.NumRows()); i++ {
 		id := ids.Value(i)
-		s.pending = append(s.pending, []any{id, chunks.Value(i), id + "#" + strconv.Itoa(int(chunks.Value(i))),
-			enc(i), hashes.Value(i), s.cfg.Digest})
+		row := []any{id, chunks.Value(i), id + "#" + strconv.Itoa(int(chunks.Value(i)))}
+		if texts != nil {
+			row = append(row, texts.Value(i))
+		}
+		s.pending = append(s.pending, append(row, enc(i), hashes.Value(i), s.cfg.Digest))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +22,7 @@ type Config struct {
 	Digest   string // the run's settings digest (vector.Settings.Digest)
 	Settings string // the run's settings JSON, kept as the table's comment
 	Sync     bool   // the table is the previous output (see the package doc)
+	WithText bool   // the table has a text column: each chunk's text (--with-text)
 	// Diff names the first difference between the table's settings (its
 	// comment) and the run's; nil: the digests are compared only.
 	Diff func(tableSettings string) string
@@ -71,7 +73,7 @@ func Connect(ctx context.Context, t *Target, column string) (*pgx.Conn, error) {
 // Check is the check before any work: the login, pgvector and its type
 // for column, and, when T exists, that its columns are a synapse table's
 // (their embedding type is checked by Open, once the dims are known).
-func Check(ctx context.Context, t *Target, column string) error {
+func Check(ctx context.Context, t *Target, column string, withText bool) error {
 	conn, err := Connect(ctx, t, column)
 	if err != nil {
 		return err
@@ -84,7 +86,7 @@ func Check(ctx context.Context, t *Target, column string) error {
 	if cols == nil {
 		return nil
 	}
-	return t.compareColumns(cols, "")
+	return t.compareColumns(cols, "", withText)
 }
 
 // Open connects, takes the table's lock and checks the table against cfg:
@@ -120,7 +122,7 @@ func (s *Store) open() error {
 	}
 	s.exists = cols != nil
 	if s.exists {
-		if err := s.t.compareColumns(cols, s.cfg.column); err != nil {
+		if err := s.t.compareColumns(cols, s.cfg.column, s.cfg.WithText); err != nil {
 			return err
 		}
 		if err := s.checkSettings(); err != nil {
@@ -147,9 +149,22 @@ func lockKey(table string) int64 {
 }
 
 // want are the columns of a table, in order; embedding "" = any type.
-func want(embedding string) [][2]string {
-	return [][2]string{{"id", "text"}, {"chunk", "integer"}, {"chunk_id", "text"},
-		{"embedding", embedding}, {"doc_hash", "bytea"}, {"settings_digest", "text"}}
+// With withText a text column follows chunk_id.
+func want(embedding string, withText bool) [][2]string {
+	cols := [][2]string{{"id", "text"}, {"chunk", "integer"}, {"chunk_id", "text"}}
+	if withText {
+		cols = append(cols, [2]string{"text", "text"})
+	}
+	return append(cols, [2]string{"embedding", embedding}, [2]string{"doc_hash", "bytea"}, [2]string{"settings_digest", "text"})
+}
+
+// names are the column names of want.
+func names(cols [][2]string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c[0]
+	}
+	return out
 }
 
 // columns are a table's columns and their types; nil when it does not exist.
@@ -170,11 +185,11 @@ func columns(ctx context.Context, conn *pgx.Conn, table string) ([][2]string, er
 	return cols, rows.Err()
 }
 
-func (t *Target) compareColumns(got [][2]string, embedding string) error {
-	w := want(embedding)
-	var names []string
+func (t *Target) compareColumns(got [][2]string, embedding string, withText bool) error {
+	w := want(embedding, withText)
+	var have []string
 	for _, c := range got {
-		names = append(names, c[0]+" "+c[1])
+		have = append(have, c[0]+" "+c[1])
 	}
 	bad := len(got) != len(w)
 	for i := 0; !bad && i < len(w); i++ {
@@ -186,8 +201,19 @@ func (t *Target) compareColumns(got [][2]string, embedding string) error {
 	if embedding == "" {
 		embedding = "vector(D)"
 	}
-	return fmt.Errorf("%w: %s: table %s has the columns (%s), not a synapse table's (id text, chunk integer, chunk_id text, embedding %s, doc_hash bytea, settings_digest text): name another table (?table=)",
-		ErrRefused, t, t.Table, strings.Join(names, ", "), embedding)
+	text, hint := "", ":"
+	if withText {
+		text = ", text text"
+	}
+	hasText := slices.ContainsFunc(got, func(c [2]string) bool { return c[0] == "text" })
+	switch {
+	case hasText && !withText && len(got) == len(w)+1:
+		hint = "; it was written with --with-text: give --with-text, or"
+	case !hasText && withText && len(got) == len(w)-1:
+		hint = "; it was written without --with-text: leave out --with-text, or"
+	}
+	return fmt.Errorf("%w: %s: table %s has the columns (%s), not a synapse table's (id text, chunk integer, chunk_id text%s, embedding %s, doc_hash bytea, settings_digest text)%s name another table (?table=)",
+		ErrRefused, t, t.Table, strings.Join(have, ", "), text, embedding, hint)
 }
 
 // checkSettings refuses a table whose rows were made under other settings.
@@ -300,8 +326,8 @@ func (s *Store) Checkpoint() ([]byte, int64, error) {
 // Start discards an interrupted run (its staging tables and checkpoint)
 // and begins one whose checkpoint is cp.
 func (s *Store) Start(cp []byte) error {
-	cols := make([]string, 0, 6)
-	for _, c := range want(s.cfg.column) {
+	cols := make([]string, 0, 7)
+	for _, c := range want(s.cfg.column, s.cfg.WithText) {
 		cols = append(cols, pgx.Identifier{c[0]}.Sanitize()+" "+c[1]+" NOT NULL")
 	}
 	stg := s.ident(stagingSuffix)
@@ -340,7 +366,7 @@ func (s *Store) Keep(id string) { s.kept = append(s.kept, []any{id}) }
 func (s *Store) Save(cp []byte) error {
 	err := pgx.BeginFunc(s.ctx, s.conn, func(tx pgx.Tx) error {
 		if len(s.pending) > 0 {
-			cols := []string{"id", "chunk", "chunk_id", "embedding", "doc_hash", "settings_digest"}
+			cols := names(want(s.cfg.column, s.cfg.WithText))
 			if _, err := tx.CopyFrom(s.ctx, pgx.Identifier{s.t.Table + stagingSuffix}, cols, pgx.CopyFromRows(s.pending)); err != nil {
 				return err
 			}

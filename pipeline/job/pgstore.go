@@ -41,8 +41,6 @@ func (o *EmbedOptions) checkStore() error {
 		return configErrorf("--shard with a PostgreSQL output (%s): not supported; run without --shard, or write file parts and merge them", shown)
 	case len(o.Previous) > 0 || o.Deleted != "":
 		return configErrorf("--previous/--deleted with a PostgreSQL output (%s): the table is the previous output: give --sync", shown)
-	case o.WithText:
-		return configErrorf("--with-text with a PostgreSQL output (%s): not supported yet (the table has no text column); write a file output with --with-text (Parquet) and load its chunk_id and text columns beside the table", shown)
 	}
 	t, err := pgstore.Parse(o.Out)
 	if err != nil {
@@ -60,7 +58,7 @@ func (o *EmbedOptions) checkStore() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	return storeError(pgstore.Check(ctx, t, column))
+	return storeError(pgstore.Check(ctx, t, column, o.WithText))
 }
 
 // storeError makes a refusal of the store a ConfigError (exit 2).
@@ -82,7 +80,7 @@ func (o *EmbedOptions) storeOpener(ctx context.Context, dims int, cur vector.Set
 		if err != nil {
 			return nil, storeError(err)
 		}
-		cfg := pgstore.Config{Dims: dims, Dtype: o.Dtype, Digest: cur.Digest(), Settings: cur.JSON(), Sync: o.Sync,
+		cfg := pgstore.Config{Dims: dims, Dtype: o.Dtype, Digest: cur.Digest(), Settings: cur.JSON(), Sync: o.Sync, WithText: o.WithText,
 			Diff: func(js string) string {
 				var prev vector.Settings
 				if json.Unmarshal([]byte(js), &prev) != nil {
