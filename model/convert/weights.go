@@ -2,7 +2,6 @@ package convert
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 
 	"github.com/synapse-embed/synapse/model/safetensors"
@@ -30,7 +29,7 @@ func (s *Source) openWeights() (*weights, error) {
 			return nil, fmt.Errorf("convert: %w: %w", ErrRefused, err)
 		}
 		w.files = append(w.files, f)
-		w.names = append(w.names, filepath.Base(p))
+		w.names = append(w.names, p)
 	}
 	all := map[string]int{}
 	for i, f := range w.files {
