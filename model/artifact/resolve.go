@@ -140,7 +140,7 @@ func (o Options) resolveConverted(dir string, s *modelcache.Store) (resolved, er
 	e := res.Entry
 	note := fmt.Sprintf("converted %s to ONNX into the model cache as %s (%s)", dir, e.Name, e.Short())
 	if res.Reused {
-		note = fmt.Sprintf("reusing %s (%s), converted from %s before", e.Name, e.Short(), dir)
+		note = fmt.Sprintf("reusing %s (%s) from the model cache, converted before from the same files (%s)", e.Name, e.Short(), e.SourcePath)
 	}
 	known := func(string) (int64, string, error) { return e.Size, e.Digest, nil }
 	return resolved{path: e.Path(), digest: known, converted: note}, nil
