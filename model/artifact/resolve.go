@@ -95,7 +95,7 @@ func (o Options) resolve(ref string) (resolved, error) {
 	lower := strings.ToLower(ref)
 	_, statErr := os.Stat(ref)
 	if statErr == nil && convert.IsSource(ref) {
-		return o.resolveConverted(ref, s)
+		return o.resolveConverted(ref, "", s)
 	}
 	if statErr == nil || !errors.Is(statErr, fs.ErrNotExist) || strings.HasSuffix(lower, ".gguf") || strings.HasSuffix(lower, ".onnx") ||
 		(idErr != nil && (s == nil || strings.ContainsRune(ref, os.PathSeparator))) {
@@ -123,17 +123,22 @@ func (o Options) resolve(ref string) (resolved, error) {
 	if idErr != nil {
 		return resolved{}, fmt.Errorf("model %s: %w: neither a file nor %w", ref, fs.ErrNotExist, lookupErr)
 	}
-	return o.resolveHub(id, s)
+	r, err := o.resolveHub(id, s)
+	if err == nil && convert.IsSource(r.path) { // a snapshot with safetensors weights and no ONNX export
+		return o.resolveConverted(r.path, strings.ReplaceAll(id.String(), "/", "--"), s)
+	}
+	return r, err
 }
 
 // resolveConverted converts a Hugging Face safetensors directory into the
 // model cache, or finds it converted there already, and resolves to the
 // entry.
-func (o Options) resolveConverted(dir string, s *modelcache.Store) (resolved, error) {
+// name is the entry's name when it is a new one ("": the directory's).
+func (o Options) resolveConverted(dir, name string, s *modelcache.Store) (resolved, error) {
 	if s == nil {
 		return resolved{}, fmt.Errorf("model %s: %w: converting a safetensors directory needs the model cache, and there is none (set %s)", dir, ErrInvalid, modelcache.EnvDir)
 	}
-	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version})
+	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version, Name: name, NameIsHint: true})
 	if err != nil {
 		return resolved{}, fmt.Errorf("model %s: %w", dir, err)
 	}

@@ -13,9 +13,12 @@ import (
 
 // Options are how Cached converts.
 type Options struct {
-	Format  string // FormatONNX ("" : it); FormatGGUF is not written yet
-	Name    string // the entry's name; "" : the directory's, made unique with digits of the digest when taken
-	Version string // synapse's version, recorded in the entry
+	Format string // FormatONNX ("" : it); FormatGGUF is not written yet
+	Name   string // the entry's name; "" : the directory's, made unique with digits of the digest when taken
+	// NameIsHint makes Name a derived name: made unique as the
+	// directory's is, rather than an error when another model has it.
+	NameIsHint bool
+	Version    string // synapse's version, recorded in the entry
 	// Check, when set, is called on the staged model directory before it
 	// is committed (ingest has a worker load it); it returns the width of
 	// the vectors it gives, 0 to leave the one the chain implies.
@@ -119,7 +122,7 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 			dims = d
 		}
 	}
-	name, err := pickName(st, src.Dir, o.Name, digest)
+	name, err := pickName(st, src.Dir, o.Name, o.NameIsHint, digest)
 	if err != nil {
 		return modelcache.Entry{}, err
 	}
@@ -144,14 +147,16 @@ func (s *Source) context() int {
 }
 
 // pickName is the entry's name: the one given (an error when another
-// model has it), else the directory's, with the digest's first eight hex
+// model has it), else the hint or the directory's, with the digest's first eight hex
 // digits appended when another model has it or "converted-" and twelve
 // when it is no usable name.
-func pickName(st *modelcache.Store, dir, name, digest string) (string, error) {
+func pickName(st *modelcache.Store, dir, name string, hint bool, digest string) (string, error) {
 	hexd := strings.TrimPrefix(digest, "sha256:")
-	given := name != ""
+	given := name != "" && !hint
 	if !given {
-		name = strings.Join(strings.Fields(filepath.Base(dir)), "-")
+		if name == "" {
+			name = strings.Join(strings.Fields(filepath.Base(dir)), "-")
+		}
 		if modelcache.CheckName(name) != nil {
 			name = "converted-" + hexd[:12]
 		}
