@@ -98,17 +98,34 @@ func maxDiff(a, b [][]float64) float64 {
 var testSeqs = [][]int32{{2, 13, 14, 3}, {2, 5, 6, 7, 8, 9, 10, 11, 12, 3}, {2, 3}}
 
 // TestGraphMatchesReference: a converted random checkpoint's
-// last_hidden_state, run through ONNX Runtime in one padded batch, is the
-// float64 computation of transformers' encoder (converttest) to 1e-4,
-// for each weight prefix and RoBERTa's position offset.
+// last_hidden_state (a classifier's logits), run through ONNX Runtime in
+// one padded batch, is the float64 computation of transformers' encoder
+// (converttest) to 1e-4: for each weight prefix, RoBERTa's position
+// offset, F16 and BF16 weights, sharded weights, and a classifier head.
 func TestGraphMatchesReference(t *testing.T) {
 	initORT(t)
-	roberta := converttest.Tiny()
-	roberta.Arch, roberta.Offset, roberta.PadID, roberta.Prefix = "XLMRobertaModel", true, 1, "roberta."
-	masked := converttest.Tiny()
-	masked.Arch, masked.Prefix, masked.Eps = "BertForMaskedLM", "bert.", 1e-5
-	for name, b := range map[string]converttest.BERT{"BertModel": converttest.Tiny(), "BertForMaskedLM": masked, "XLMRobertaModel": roberta} {
-		t.Run(name, func(t *testing.T) {
+	with := func(edit func(*converttest.BERT)) converttest.BERT {
+		b := converttest.Tiny()
+		edit(&b)
+		return b
+	}
+	tests := []struct {
+		name string
+		b    converttest.BERT
+	}{
+		{"BertModel", converttest.Tiny()},
+		{"BertForMaskedLM eps 1e-5", with(func(b *converttest.BERT) { b.Arch, b.Prefix, b.Eps = "BertForMaskedLM", "bert.", 1e-5 })},
+		{"XLMRobertaModel", with(func(b *converttest.BERT) {
+			b.Arch, b.Offset, b.PadID, b.Prefix = "XLMRobertaModel", true, 1, "roberta."
+		})},
+		{"F16 weights", with(func(b *converttest.BERT) { b.DType = "F16" })},
+		{"BF16 weights", with(func(b *converttest.BERT) { b.DType = "BF16" })},
+		{"three shards", with(func(b *converttest.BERT) { b.Shards = 3 })},
+		{"BertForSequenceClassification", with(func(b *converttest.BERT) { b.Prefix, b.Labels = "bert.", 1 })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.b
 			dir := t.TempDir()
 			if err := b.WriteDir(dir); err != nil {
 				t.Fatal(err)
@@ -122,9 +139,15 @@ func TestGraphMatchesReference(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := runGraph(t, graph, "last_hidden_state", testSeqs)
+			var logits [][][]float64
+			if b.Labels > 0 {
+				logits = runGraph(t, graph, "logits", testSeqs)
+			}
 			for i, s := range testSeqs {
-				want := b.HiddenStates(s)
-				d := maxDiff(got[i], want)
+				d := maxDiff(got[i], b.HiddenStates(s))
+				if b.Labels > 0 {
+					d = math.Max(d, maxDiff(logits[i], [][]float64{b.Logits(s)}))
+				}
 				t.Logf("sequence %d: max abs diff %.3g", i, d)
 				if d > 1e-4 {
 					t.Errorf("sequence %d: max abs diff %g; want ≤ 1e-4", i, d)

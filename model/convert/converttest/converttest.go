@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 
 	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
-	"github.com/synapse-embed/synapse/model/safetensors"
 )
 
 // BERT describes a generated checkpoint.
@@ -29,6 +28,11 @@ type BERT struct {
 	PadID  int
 	Offset bool
 	Labels int // a classifier head of this many labels (BertForSequenceClassification)
+	// DType is the weights' dtype in the file ("" : F32; F16, BF16): the
+	// values Tensors returns are rounded to it.
+	DType string
+	// Shards > 1 writes the weights as that many files and their index.
+	Shards int
 }
 
 // Tiny is a 2-layer, 16-wide, 4-head BERT.
@@ -57,7 +61,7 @@ func (b BERT) Tensors() Tensors {
 		}
 		v := make([]float32, n)
 		for i := range v {
-			v[i] = float32(mean + scale*r.NormFloat64())
+			v[i] = round(float32(mean+scale*r.NormFloat64()), b.DType)
 		}
 		t.Values[b.Prefix+name], t.Shapes[b.Prefix+name] = v, shape
 	}
@@ -104,18 +108,29 @@ func (b BERT) Config() map[string]any {
 	if b.Offset {
 		mt = "roberta"
 	}
+	if b.Labels > 0 && b.Arch == "" {
+		arch = "BertForSequenceClassification"
+	}
 	eps := b.Eps
 	if eps == 0 {
 		eps = 1e-12
 	}
-	return map[string]any{"architectures": []string{arch}, "model_type": mt, "hidden_size": b.Hidden,
+	cfg := map[string]any{"architectures": []string{arch}, "model_type": mt, "hidden_size": b.Hidden,
 		"num_hidden_layers": b.Layers, "num_attention_heads": b.Heads, "intermediate_size": b.FFN, "hidden_act": "gelu",
 		"layer_norm_eps": eps, "max_position_embeddings": b.Positions, "type_vocab_size": 2, "vocab_size": len(Vocab()),
 		"pad_token_id": b.PadID, "position_embedding_type": "absolute"}
+	if b.Labels > 0 {
+		labels := map[string]string{}
+		for i := range b.Labels {
+			labels[fmt.Sprint(i)] = fmt.Sprintf("LABEL_%d", i)
+		}
+		cfg["id2label"] = labels
+	}
+	return cfg
 }
 
-// WriteDir writes config.json, model.safetensors (F32) and tokenizer.json
-// into dir.
+// WriteDir writes config.json, model.safetensors (of DType; with Shards,
+// the shards and their index) and tokenizer.json into dir.
 func (b BERT) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -134,6 +149,8 @@ func (b BERT) WriteDir(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tj, 0o644); err != nil {
 		return err
 	}
-	t := b.Tensors()
-	return safetensors.Write(filepath.Join(dir, "model.safetensors"), t.Values, t.Shapes)
+	if b.Shards > 1 {
+		return writeShards(dir, b.Tensors(), b.DType, b.Shards)
+	}
+	return WriteSafetensors(filepath.Join(dir, "model.safetensors"), b.Tensors(), b.DType)
 }

@@ -40,6 +40,18 @@ func (b BERT) HiddenStates(ids []int32) [][]float64 {
 	return x
 }
 
+// Logits computes a sequence classifier's logits for one unpadded
+// sequence: the classifier over the pooler's tanh(dense(first token)).
+func (b BERT) Logits(ids []int32) []float64 {
+	t := b.Tensors()
+	h := b.HiddenStates(ids)
+	pooled := linear(func(n string) []float32 { return t.Values[b.Prefix+n] }, "pooler.dense", h[:1], b.Hidden, b.Hidden)
+	for i, v := range pooled[0] {
+		pooled[0][i] = math.Tanh(v)
+	}
+	return linear(func(n string) []float32 { return t.Values[n] }, "classifier", pooled, b.Hidden, b.Labels)[0]
+}
+
 // attention is multi-head self-attention's context (before the output
 // projection).
 func (b BERT) attention(get func(string) []float32, p string, x [][]float64) [][]float64 {
