@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/model/convert/converttest"
+	"github.com/synapse-embed/synapse/model/convert/reftest"
 	"github.com/synapse-embed/synapse/model/modelcache"
 	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 	"github.com/synapse-embed/synapse/model/tokenize"
@@ -101,32 +103,62 @@ func TestEmbedConvertsSafetensors(t *testing.T) {
 }
 
 // TestModelsAddConverts: models add DIR converts and validates in a
-// worker; --format gguf is refused (exit 2) and adds nothing.
+// worker, to ONNX and with --format gguf to GGUF; the GGUF entry embeds
+// (llama.cpp) near the float64 encoder. On this random 16-wide model
+// llama.cpp's vectors stray to cosine 0.89–0.96 (the ONNX conversion's
+// are 0.99999; the real MiniLM's GGUF conversion is 0.999999 to its ONNX
+// one and is held to 0.9999 in TestRealConvertMiniLM), so the floor here
+// only catches a wrong layout (a transposed matrix gives ~0).
 func TestModelsAddConverts(t *testing.T) {
 	work := t.TempDir()
-	model, _ := convertedDir(t, work)
+	model, b := convertedDir(t, work)
 	store := filepath.Join(work, "models")
-	env := append(ortEnv(t), "SYNAPSE_MODELS="+store)
-	r := runSynapse(t, env, "models", "add", model, "--format", "gguf")
-	r.wantCode(t, exitUsage)
-	if !strings.Contains(r.stderr, "gguf") {
-		t.Errorf("--format gguf: stderr does not say why:\n%s", r.stderr)
-	}
-	r = runSynapse(t, env, "models", "add", model, "--name", "st-converted")
-	r.wantCode(t, exitOK)
-	if !strings.Contains(r.stderr, "converting") || !strings.Contains(r.stderr, "validating the conversion") {
-		t.Errorf("models add: stderr does not report converting and validating:\n%s", r.stderr)
-	}
+	env := []string{"SYNAPSE_ORT_LIB=" + testenv.ORTLib(t), "SYNAPSE_LLAMA_LIB=" + testenv.LlamaLib(t), "SYNAPSE_MODELS=" + store}
 	s, err := modelcache.Open(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := s.Lookup("st-converted")
+	for _, tc := range []struct{ format, name string }{{"onnx", "st-converted"}, {"gguf", "st-converted-gguf"}} {
+		r := runSynapse(t, env, "models", "add", model, "--name", tc.name, "--format", tc.format)
+		r.wantCode(t, exitOK)
+		if !strings.Contains(r.stderr, "converting") || !strings.Contains(r.stderr, "validating the conversion") {
+			t.Errorf("models add --format %s: stderr does not report converting and validating:\n%s", tc.format, r.stderr)
+		}
+		e, err := s.Lookup(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind != modelcache.KindEmbed || e.Dims != 16 || e.Format() != tc.format {
+			t.Errorf("entry kind %s, dims %d, format %s; want embed, 16, %s", e.Kind, e.Dims, e.Format(), tc.format)
+		}
+	}
+	texts := []string{"the cell", "protein gene study results of the cells", "hello world, and a gene"}
+	var docs []map[string]any
+	for i, s := range texts {
+		docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": s})
+	}
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, docs)
+	out := filepath.Join(work, "gguf.arrow")
+	runSynapse(t, env, "embed", in, "-m", "st-converted-gguf", "-o", out, "--workers", "1").wantCode(t, exitOK)
+	tok, err := tokenize.LoadHF(filepath.Join(model, "tokenizer.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.Kind != modelcache.KindEmbed || e.Dims != 16 || e.Format() != "onnx" {
-		t.Errorf("entry kind %s, dims %d, format %s; want embed, 16, onnx", e.Kind, e.Dims, e.Format())
+	_, rows := readOutput(t, out)
+	if len(rows) != len(texts) {
+		t.Fatalf("%d rows; want %d", len(rows), len(texts))
+	}
+	for _, row := range rows {
+		var i int
+		fmt.Sscan(row.ID, &i)
+		ids := tok.Tokenize(texts[i], tokenize.Options{AddSpecial: true}).IDs()
+		want := onnxtest.STReference(b.HiddenStates(ids), []string{"mean"}, nil, true)
+		c := cosine64(row.Emb, want)
+		t.Logf("GGUF text %d: cosine %.7f to the float64 encoder", i, c)
+		if c < 0.85 {
+			t.Errorf("GGUF text %d: cosine %.7f to the float64 encoder; want ≥ 0.85", i, c)
+		}
 	}
 }
 
@@ -162,9 +194,27 @@ func TestConvertRefusesPickle(t *testing.T) {
 }
 
 // TestRealConvertMiniLM embeds the reference texts with `-m` naming
-// all-MiniLM-L6-v2's Hugging Face directory (safetensors, converted on
-// first use) and compares with sentence-transformers' vectors.
+// all-MiniLM-L6-v2's Hugging Face directory (safetensors, converted to
+// ONNX on first use), then with its GGUF conversion (models add --format
+// gguf, run by llama.cpp), and compares both with sentence-transformers'
+// vectors: min cosine ≥ 0.9999.
 func TestRealConvertMiniLM(t *testing.T) {
-	t.Setenv("SYNAPSE_MODELS", filepath.Join(t.TempDir(), "models"))
-	checkReal(t, realEmbedding{model: "all-MiniLM-L6-v2", checks: []refCheck{{"all-MiniLM-L6-v2", 0.9999}}})
+	store := filepath.Join(t.TempDir(), "models")
+	t.Setenv("SYNAPSE_MODELS", store)
+	t.Run("onnx", func(t *testing.T) {
+		checkReal(t, realEmbedding{model: "all-MiniLM-L6-v2", checks: []refCheck{{"all-MiniLM-L6-v2", 0.9999}}})
+	})
+	t.Run("gguf", func(t *testing.T) {
+		dir := testenv.RealModel(t, "all-MiniLM-L6-v2")
+		ref, err := reftest.Read("all-MiniLM-L6-v2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runSynapse(t, []string{"SYNAPSE_LLAMA_LIB=" + testenv.LlamaLib(t)}, "models", "add", dir, "--format", "gguf", "--name", "minilm-gguf").wantCode(t, exitOK)
+		a := ref.Compare(realEmbed(t, t.TempDir(), "minilm-gguf", ref))
+		t.Logf("GGUF conversion of all-MiniLM-L6-v2 against sentence-transformers: min cosine %.6f (id %s), mean %.6f over %d texts", a.Min, a.Worst, a.Mean, ref.Count-a.Missing)
+		if a.Missing > 0 || a.Min < 0.9999 {
+			t.Errorf("min cosine %.6f, %d missing; want min ≥ 0.9999, none missing", a.Min, a.Missing)
+		}
+	})
 }

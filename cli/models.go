@@ -64,8 +64,9 @@ copied) with the directory's tokenizer.json, config.json, other top-level
 A Hugging Face directory with config.json and model.safetensors (or its
 shards) and no ONNX graph — BertModel, BertForMaskedLM,
 BertForSequenceClassification, RobertaModel, XLMRobertaModel — is
-converted to an ONNX graph by synapse (--format onnx) and stored with the
-same files beside it; pytorch_model.bin alone is refused (get
+converted by synapse to an ONNX graph (--format onnx, the default), stored
+with the same files beside it, or to a GGUF file (--format gguf: BERT
+encoders without Dense modules, pooled mean or cls); pytorch_model.bin alone is refused (get
 model.safetensors). See docs/models.md.
 
 --quantize makes a variant: a GGUF file type (q8_0, q4_k_m, …) for a GGUF
@@ -84,7 +85,7 @@ config.json's id2label; GGUF: classifier.output_labels); anything else is
 refused before the cache is touched.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
-			&cli.StringFlag{Name: "format", Value: "onnx", Usage: "what a Hugging Face safetensors directory is converted to: `onnx` (gguf is not written yet)"},
+			&cli.StringFlag{Name: "format", Value: "onnx", Usage: "what a Hugging Face safetensors directory is converted to: `onnx`, or gguf (BERT encoders with mean or cls pooling, run by llama.cpp)"},
 			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
 			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
 			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},

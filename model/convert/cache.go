@@ -19,9 +19,10 @@ type Options struct {
 	// directory's is, rather than an error when another model has it.
 	NameIsHint bool
 	Version    string // synapse's version, recorded in the entry
-	// Check, when set, is called on the staged model directory before it
-	// is committed (ingest has a worker load it); it returns the width of
-	// the vectors it gives, 0 to leave the one the chain implies.
+	// Check, when set, is called on the staged model file (model.onnx with
+	// its files beside it, or model.gguf) before it is committed (ingest
+	// has a worker load it); it returns the width of the vectors it gives,
+	// 0 to leave the one the chain implies.
 	Check func(ctx context.Context, dir string) (dims int, err error)
 	// Progress, when set, is told what is being done.
 	Progress func(format string, args ...any)
@@ -43,10 +44,7 @@ func Cached(ctx context.Context, st *modelcache.Store, dir string, o Options) (R
 	if o.Format == "" {
 		o.Format = FormatONNX
 	}
-	if o.Format == FormatGGUF {
-		return Result{}, fmt.Errorf("convert: %s: %w: --format gguf is not written yet; convert to onnx (the default)", dir, ErrRefused)
-	}
-	if o.Format != FormatONNX {
+	if o.Format != FormatONNX && o.Format != FormatGGUF {
 		return Result{}, fmt.Errorf("convert: %w: format %q; want onnx or gguf", ErrRefused, o.Format)
 	}
 	abs, err := filepath.Abs(dir)
@@ -96,25 +94,28 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 		return modelcache.Entry{}, err
 	}
 	defer stg.Abort()
-	o.progress("converting %s (%s, %d layers) to ONNX", src.Dir, src.Arch, src.Config.Layers)
-	graph := stg.Path(modelcache.ONNXFile)
-	if err := src.WriteONNX(graph); err != nil {
+	o.progress("converting %s (%s, %d layers) to %s", src.Dir, src.Arch, src.Config.Layers, strings.ToUpper(o.Format))
+	file, path := modelcache.ONNXFile, stg.Path(modelcache.ONNXFile)
+	if o.Format == FormatGGUF {
+		file, path = modelcache.ModelFile, stg.File()
+		err = src.WriteGGUF(path)
+	} else if err = src.WriteONNX(path); err == nil {
+		err = stg.CopyIn(side)
+	}
+	if err != nil {
 		return modelcache.Entry{}, err
 	}
-	if err := stg.CopyIn(side); err != nil {
-		return modelcache.Entry{}, err
-	}
-	size, digest, err := hfmodel.Digest(graph)
+	size, digest, err := hfmodel.Digest(path)
 	if err != nil {
 		return modelcache.Entry{}, fmt.Errorf("convert: %w", err)
 	}
-	chain, err := hfmodel.ReadChain(stg.Dir())
+	chain, err := hfmodel.ReadChain(src.Dir)
 	if err != nil {
 		return modelcache.Entry{}, fmt.Errorf("convert: %s: %w: %w", src.Dir, ErrRefused, err)
 	}
 	dims := chain.Dims(src.Config.HiddenSize)
 	if o.Check != nil {
-		d, err := o.Check(ctx, stg.Dir())
+		d, err := o.Check(ctx, path)
 		if err != nil {
 			return modelcache.Entry{}, err
 		}
@@ -126,9 +127,15 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 	if err != nil {
 		return modelcache.Entry{}, err
 	}
-	e := modelcache.Entry{Name: name, Digest: digest, Size: size, File: modelcache.ONNXFile, SourcePath: src.Dir,
+	e := modelcache.Entry{Name: name, Digest: digest, Size: size, File: file, SourcePath: src.Dir,
 		Stored: modelcache.StoredConverted, Architecture: src.Config.ModelType, Kind: modelcache.KindEmbed, Dims: dims,
 		Context: src.context(), Quantization: "F32", Added: time.Now().UTC(), SynapseVersion: o.Version, ConvertedFrom: key}
+	if o.Format == FormatGGUF {
+		e.Architecture, e.Context = "bert", min(e.Context, max(chain.MaxSeqLength, 0))
+		if chain.MaxSeqLength <= 0 {
+			e.Context = src.context()
+		}
+	}
 	if src.arch.classifier {
 		e.Kind = modelcache.KindRerank
 	}

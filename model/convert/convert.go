@@ -16,7 +16,8 @@
 // per layer multi-head self-attention with the attention mask as an
 // additive bias, residual and LayerNorm, the feed-forward layer with exact
 // (erf) GELU, residual and LayerNorm; its output is last_hidden_state.
-// F16 and BF16 weights are widened to float32.
+// F16 and BF16 weights are widened to float32. A BERT encoder converts to
+// GGUF too (WriteGGUF), for llama.cpp.
 //
 // Anything else is refused with ErrRefused, naming the file and the tensor
 // or setting at fault: an unknown architecture, a missing tensor or one of

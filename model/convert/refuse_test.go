@@ -11,6 +11,7 @@ import (
 
 	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/model/convert/converttest"
+	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/modelcache"
 	"github.com/synapse-embed/synapse/model/safetensors"
 )
@@ -176,5 +177,49 @@ func TestCachedReuses(t *testing.T) {
 	}
 	if changed.Entry.Name == first.Entry.Name {
 		t.Errorf("second entry's name %q is the first's", changed.Entry.Name)
+	}
+}
+
+// TestGGUF: a BERT converts to a GGUF file with llama.cpp's metadata and
+// the vocabulary spelled as llama.cpp spells it; RoBERTa and Dense modules
+// are refused for GGUF.
+func TestGGUF(t *testing.T) {
+	dir := t.TempDir()
+	if err := converttest.Tiny().WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	src, err := convert.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	if err := src.WriteGGUF(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, _ := f.Strings("tokenizer.ggml.tokens")
+	n, _ := f.Uint("bert.block_count")
+	if f.Architecture() != "bert" || n != 2 || len(toks) != len(converttest.Vocab()) || toks[2] != "[CLS]" || toks[5] != "\u2581the" {
+		t.Errorf("architecture %s, %d blocks, %d tokens (2: %q, 5: %q); want bert, 2, %d, [CLS], ▁the",
+			f.Architecture(), n, len(toks), toks[2], toks[5], len(converttest.Vocab()))
+	}
+	if _, ok := f.Tensor("blk.1.ffn_down.weight"); !ok {
+		t.Error("no blk.1.ffn_down.weight")
+	}
+
+	roberta := converttest.Tiny()
+	roberta.Arch, roberta.Offset, roberta.PadID, roberta.Prefix = "XLMRobertaModel", true, 1, "roberta."
+	rdir := t.TempDir()
+	if err := roberta.WriteDir(rdir); err != nil {
+		t.Fatal(err)
+	}
+	if src, err = convert.Open(rdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.WriteGGUF(filepath.Join(t.TempDir(), "model.gguf")); !errors.Is(err, convert.ErrRefused) || !strings.Contains(err.Error(), "XLMRobertaModel") {
+		t.Errorf("RoBERTa to GGUF: got %v; want ErrRefused naming XLMRobertaModel", err)
 	}
 }

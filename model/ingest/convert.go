@@ -11,13 +11,14 @@ import (
 )
 
 // addConverted converts a Hugging Face safetensors directory (package
-// convert) into the store: the converted directory is opened as an ONNX
-// model and a worker LOADs it and runs one request in the staging
-// directory, before the entry is committed. A directory converted before
+// convert) into the store: the converted model (an ONNX directory, or a
+// GGUF file with Options.Format gguf) is opened as any model is and a
+// worker LOADs it and runs one request in the staging directory, before
+// the entry is committed. A directory converted before
 // (same source files, same converter) is returned with existed true.
 func (s *session) addConverted(ctx context.Context, path, name string) (modelcache.Entry, bool, error) {
-	check := func(ctx context.Context, dir string) (int, error) {
-		a, err := artifact.OpenWith(dir, artifact.Options{Store: s.o.Store})
+	check := func(ctx context.Context, file string) (int, error) {
+		a, err := artifact.OpenWith(file, artifact.Options{Store: s.o.Store})
 		if err != nil {
 			return 0, fmt.Errorf("add %s: %w: the converted model: %w", path, ErrInvalid, err)
 		}
