@@ -101,9 +101,13 @@ refused before the cache is touched.`,
 
 // ingestOptions are the worker and store settings of a models command on
 // the model ref: its workers get llama.cpp's library for GGUF, ONNX
-// Runtime's for ONNX.
+// Runtime's for ONNX (a Hugging Face directory: its --format's).
 func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Writer) (ingest.Options, error) {
-	w, err := workersFor(c, ingest.FormatOf(s, ref))
+	format := ingest.FormatOf(s, ref)
+	if convert.IsSource(ref) && c.String("format") == convert.FormatGGUF {
+		format = artifact.FormatGGUF // converted to GGUF, validated by llama.cpp
+	}
+	w, err := workersFor(c, format)
 	if err != nil {
 		return ingest.Options{}, err
 	}
