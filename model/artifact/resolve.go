@@ -125,7 +125,10 @@ func (o Options) resolve(ref string) (resolved, error) {
 	}
 	r, err := o.resolveHub(id, s)
 	if err == nil && convert.IsSource(r.path) { // a snapshot with safetensors weights and no ONNX export
-		return o.resolveConverted(r.path, strings.ReplaceAll(id.String(), "/", "--"), s)
+		r, err = o.resolveConverted(r.path, strings.ReplaceAll(id.String(), "/", "--"), s)
+		if errors.Is(err, convert.ErrRefused) {
+			err = fmt.Errorf("%w; `synapse models pull %s --onnx` fetches its ONNX export, where the repository has one", err, id)
+		}
 	}
 	return r, err
 }
@@ -139,6 +142,9 @@ func (o Options) resolveConverted(dir, name string, s *modelcache.Store) (resolv
 		return resolved{}, fmt.Errorf("model %s: %w: converting a safetensors directory needs the model cache, and there is none (set %s)", dir, ErrInvalid, modelcache.EnvDir)
 	}
 	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version, Name: name, NameIsHint: true})
+	if errors.Is(err, convert.ErrRefused) {
+		return resolved{}, fmt.Errorf("model %s: %w: %w", dir, ErrInvalid, err)
+	}
 	if err != nil {
 		return resolved{}, fmt.Errorf("model %s: %w", dir, err)
 	}
