@@ -30,7 +30,7 @@ import (
 // (text fields, ids) is the command's own.
 func jobFlags(batchDefault string) []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the `MODEL`: a GGUF file, an ONNX model directory or .onnx file, a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] pulled with `synapse models pull` or in the Hugging Face cache (required)"},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the `MODEL`: a GGUF file, an ONNX model directory or .onnx file, a Hugging Face directory with safetensors weights (converted to ONNX into the model cache on first use), a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] pulled with `synapse models pull` or in the Hugging Face cache (required)"},
 		&cli.StringFlag{Name: "errors", Usage: "errors `FILE`, JSON Lines", DefaultText: "OUTPUT.errors.jsonl"},
 		&cli.IntFlag{Name: "batch-tokens", Usage: "token budget of one request to a worker", DefaultText: batchDefault},
 		&cli.IntFlag{Name: "workers", Usage: "worker processes", DefaultText: "from the core count"},
@@ -333,7 +333,7 @@ func prepare(c *cli.Context, j jobSpec) error {
 // prefix), once for the whole run. A degraded cached variant is refused
 // unless allowDegraded.
 func openModel(allowDegraded bool, ref string) (*artifact.Artifact, error) {
-	m, err := artifact.OpenWith(ref, artifact.Options{AllowDegraded: allowDegraded})
+	m, err := artifact.OpenWith(ref, artifact.Options{AllowDegraded: allowDegraded, Version: version})
 	switch {
 	case errors.Is(err, artifact.ErrDegraded), artifact.Unusable(err):
 		return nil, &job.ConfigError{Err: err}

@@ -16,6 +16,7 @@ import (
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/pipeline/job"
 	"github.com/synapse-embed/synapse/pipeline/search"
 	"github.com/synapse-embed/synapse/supervise"
@@ -143,12 +144,13 @@ func exitCode(ctx context.Context, err error) int {
 // cache (one another user could change), a written
 // file that clashes with another, an output another run is writing (running
 // again after that run would overwrite its files), a file over its size
-// limit or not a regular file (readlimit), an input search cannot use.
+// limit or not a regular file (readlimit), an input search cannot use, a
+// model directory the converter refuses.
 func permanent(err error) bool {
 	return errors.Is(err, supervise.ErrRuntimeDir) || errors.Is(err, supervise.ErrSocketPathTooLong) ||
 		errors.Is(err, files.ErrPathClash) || errors.Is(err, output.ErrInUse) || errors.Is(err, readlimit.ErrTooLarge) ||
 		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.Is(err, search.ErrInput) ||
-		errors.Is(err, pgstore.ErrRefused) || errors.Is(err, pgstore.ErrInUse)
+		errors.Is(err, pgstore.ErrRefused) || errors.Is(err, pgstore.ErrInUse) || errors.Is(err, convert.ErrRefused)
 }
 
 // isCanceled reports an error that is the run's cancellation itself.

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/ingest"
 	"github.com/synapse-embed/synapse/model/modelcache"
@@ -56,11 +57,19 @@ func openStore(c *cli.Context) (*modelcache.Store, error) {
 func modelsAddCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "add",
-		Usage:     "validate a GGUF model or an ONNX model directory (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
-		ArgsUsage: "FILE.gguf|ONNX-DIR|FILE.onnx, or s3://BUCKET/KEY.gguf / s3://BUCKET/PREFIX/ (copied locally first) (with --quantize, also a cached NAME)",
+		Usage:     "validate a GGUF model, an ONNX model directory or a Hugging Face directory with safetensors weights (converted to ONNX) (in the module and in a worker) and add it to the cache; --quantize also makes a quantized variant and measures it",
+		ArgsUsage: "FILE.gguf|ONNX-DIR|FILE.onnx|HF-DIR, or s3://BUCKET/KEY.gguf / s3://BUCKET/PREFIX/ (copied locally first) (with --quantize, also a cached NAME)",
 		Description: `An ONNX model directory is stored as its graph (model.onnx, hard-linked or
 copied) with the directory's tokenizer.json, config.json, other top-level
 .json/.txt files and sentence-transformers module directories copied beside it.
+
+A Hugging Face directory with config.json and model.safetensors (or its
+shards) and no ONNX graph — BertModel, BertForMaskedLM,
+BertForSequenceClassification, RobertaModel, XLMRobertaModel — is
+converted by synapse to an ONNX graph (--format onnx, the default), stored
+with the same files beside it, or to a GGUF file (--format gguf: BERT
+encoders without Dense modules, pooled mean or cls); pytorch_model.bin alone is refused (get
+model.safetensors). See docs/models.md.
 
 --quantize makes a variant: a GGUF file type (q8_0, q4_k_m, …) for a GGUF
 model, written by llama.cpp's quantizer; int8 for an ONNX model, the
@@ -80,6 +89,7 @@ refused before the cache is touched.
 Full reference: docs/model-cache.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
+			&cli.StringFlag{Name: "format", Value: "onnx", Usage: "what a Hugging Face safetensors directory is converted to: `onnx`, or gguf (BERT encoders with mean or cls pooling, run by llama.cpp)"},
 			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
 			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
 			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},
@@ -95,9 +105,13 @@ Full reference: docs/model-cache.md.`,
 
 // ingestOptions are the worker and store settings of a models command on
 // the model ref: its workers get llama.cpp's library for GGUF, ONNX
-// Runtime's for ONNX.
+// Runtime's for ONNX (a Hugging Face directory: its --format's).
 func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Writer) (ingest.Options, error) {
-	w, err := workersFor(c, ingest.FormatOf(s, ref))
+	format := ingest.FormatOf(s, ref)
+	if convert.IsSource(ref) && c.String("format") == convert.FormatGGUF {
+		format = artifact.FormatGGUF // converted to GGUF, validated by llama.cpp
+	}
+	w, err := workersFor(c, format)
 	if err != nil {
 		return ingest.Options{}, err
 	}
@@ -111,7 +125,7 @@ func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Wr
 // checkAddFlags checks models add's flags before anything is touched.
 func checkAddFlags(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return usagef("models add: want one FILE.gguf, ONNX model directory or FILE.onnx argument, got %d", c.NArg())
+		return usagef("models add: want one FILE.gguf, ONNX model directory, FILE.onnx or Hugging Face directory argument, got %d", c.NArg())
 	}
 	if c.Int("threads") < 0 || c.Int("rounds") < 1 || c.Int("sample-texts") < 1 {
 		return usagef("models add: --threads must not be negative; --rounds and --sample-texts must be at least 1")
@@ -121,6 +135,9 @@ func checkAddFlags(c *cli.Context) error {
 	}
 	if c.String("quantize") == "" && (c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds")) {
 		return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
+	}
+	if f := c.String("format"); f != convert.FormatONNX && f != convert.FormatGGUF {
+		return usagef("models add: --format %q: want onnx or gguf", f)
 	}
 	return checkChaos(c, "models add")
 }
@@ -143,6 +160,7 @@ func modelsAdd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	o.Format = c.String("format")
 	if c.String("quantize") == "" {
 		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
 		if err != nil {

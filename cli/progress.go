@@ -53,7 +53,7 @@ func (p *progress) start(info job.Info) {
 	defer p.mu.Unlock()
 	p.info, p.started = info, time.Now()
 	if p.log.json {
-		p.log.Info("started", "kind", info.Kind, "model", info.Model.Name, "workers", info.Workers, "threads", info.Threads,
+		p.log.Info("started", "kind", info.Kind, "model", info.Model.Name, "converted", info.Model.Converted, "workers", info.Workers, "threads", info.Threads,
 			"settings", info.Settings, "output", info.Out, "errors", info.Errors, "resumed", info.Resumed, "resume_from", info.ResumeFrom, "resumed_rows", info.ResumeRows, "chaos", info.Chaos)
 		p.wg.Add(1)
 		go p.loop()
@@ -67,6 +67,9 @@ func (p *progress) start(info job.Info) {
 	}
 	if info.Chaos != "" {
 		fmt.Fprintf(p.w, "WARNING: chaos drills armed in every worker (%s): this is a drill, not a production run\n", info.Chaos)
+	}
+	if info.Model.Converted != "" {
+		fmt.Fprintf(p.w, "model: %s\n", info.Model.Converted)
 	}
 	fmt.Fprintf(p.w, "%s with %s on %s × %s, %s\n", p.words.verb, info.Model.Name,
 		plural(info.Workers, "worker"), plural(info.Threads, "thread"), info.Settings)

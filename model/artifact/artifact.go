@@ -22,6 +22,7 @@ import (
 
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/readlimit"
+	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/modelcache"
@@ -79,6 +80,10 @@ type Artifact struct {
 	// max_seq_length and prompts (zero for other formats and plain
 	// directories); see hfmodel.Chain.
 	Chain hfmodel.Chain
+	// Converted says, when ref named a Hugging Face safetensors directory,
+	// that it was converted into the model cache now or reused from there
+	// (package convert); "" otherwise.
+	Converted string
 }
 
 // Open reads the model ref names, with default Options: its metadata, its
@@ -103,6 +108,9 @@ func OpenWith(ref string, o Options) (*Artifact, error) {
 		return openGGUF(r.path, r.digest)
 	}
 	a, err := openONNX(r.path)
+	if a != nil {
+		a.Converted = r.converted
+	}
 	switch {
 	case err == nil && r.name != "" && a.Entry == nil:
 		a.Name = r.name // a hub id: its snapshot directory is named for the commit
@@ -175,7 +183,7 @@ func ReadGGUF(path string) (*gguf.File, error) {
 // Unusable reports an error of Open or ReadGGUF that says the model named
 // cannot be used as it is: it does not exist (no such file, no such cached
 // name), may not be read, is not a usable model, is a degraded cached
-// variant, the digest prefix naming it is ambiguous, one of its files is not
+// variant, the converter refuses its directory, the digest prefix naming it is ambiguous, one of its files is not
 // a regular file (a FIFO, a device), or its path cannot
 // name a file (a loop of symbolic links, a file used as a directory). Running again
 // unchanged cannot succeed.
@@ -185,7 +193,8 @@ func Unusable(err error) bool {
 		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae) ||
 		errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) ||
 		errors.Is(err, syscall.EISDIR) || errors.Is(err, modelcache.ErrNotFound) || errors.Is(err, modelcache.ErrBadName) ||
-		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.As(err, new(*modelcache.CorruptError))
+		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.As(err, new(*modelcache.CorruptError)) ||
+		errors.Is(err, convert.ErrRefused)
 }
 
 // classify keeps file-system errors as they are and marks format errors.

@@ -129,7 +129,7 @@ func TestOpenHubIDsNotFound(t *testing.T) {
 		want    error
 		wantMsg []string
 	}{
-		{"org/st-only", ErrInvalid, []string{"synapse models pull org/st-only --onnx"}},
+		{"org/st-only", ErrInvalid, []string{"cannot convert", "no architectures", "synapse models pull org/st-only --onnx"}},
 		{"org/none", fs.ErrNotExist, []string{"file does not exist as a path", s.Root, hf + ", from HF_HUB_CACHE", "synapse models pull org/none"}},
 		{"org/other-rev", fs.ErrNotExist, []string{"name one as org/other-rev@" + strings.Repeat("1", 40)}},
 		{"org/escaping", ErrInvalid, []string{"outside"}},

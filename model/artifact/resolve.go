@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/hub"
@@ -24,6 +26,9 @@ type Options struct {
 	// variant whose measured quality fell below the threshold it was made
 	// with; without it such a reference is ErrDegraded.
 	AllowDegraded bool
+	// Version is synapse's version, recorded in the entry of a directory
+	// converted on first use (package convert).
+	Version string
 }
 
 // ErrDegraded marks a cached quantized variant refused for its measured
@@ -69,6 +74,9 @@ type resolved struct {
 	path   string
 	digest digestFunc
 	name   string
+	// converted says, for a safetensors directory, that it was converted
+	// into the model cache now or reused from there (Artifact.Converted).
+	converted string
 }
 
 // resolve turns ref into a file path and the way to get its digest, in
@@ -86,6 +94,9 @@ func (o Options) resolve(ref string) (resolved, error) {
 	id, idErr := hub.ParseRef(ref)
 	lower := strings.ToLower(ref)
 	_, statErr := os.Stat(ref)
+	if statErr == nil && convert.IsSource(ref) {
+		return o.resolveConverted(ref, "", s)
+	}
 	if statErr == nil || !errors.Is(statErr, fs.ErrNotExist) || strings.HasSuffix(lower, ".gguf") || strings.HasSuffix(lower, ".onnx") ||
 		(idErr != nil && (s == nil || strings.ContainsRune(ref, os.PathSeparator))) {
 		return r, nil // OpenWith reports the stat error, if any
@@ -112,7 +123,38 @@ func (o Options) resolve(ref string) (resolved, error) {
 	if idErr != nil {
 		return resolved{}, fmt.Errorf("model %s: %w: neither a file nor %w", ref, fs.ErrNotExist, lookupErr)
 	}
-	return o.resolveHub(id, s)
+	r, err := o.resolveHub(id, s)
+	if err == nil && convert.IsSource(r.path) { // a snapshot with safetensors weights and no ONNX export
+		r, err = o.resolveConverted(r.path, strings.ReplaceAll(id.String(), "/", "--"), s)
+		if errors.Is(err, convert.ErrRefused) {
+			err = fmt.Errorf("%w; `synapse models pull %s --onnx` fetches its ONNX export, where the repository has one", err, id)
+		}
+	}
+	return r, err
+}
+
+// resolveConverted converts a Hugging Face safetensors directory into the
+// model cache, or finds it converted there already, and resolves to the
+// entry.
+// name is the entry's name when it is a new one ("": the directory's).
+func (o Options) resolveConverted(dir, name string, s *modelcache.Store) (resolved, error) {
+	if s == nil {
+		return resolved{}, fmt.Errorf("model %s: %w: converting a safetensors directory needs the model cache, and there is none (set %s)", dir, ErrInvalid, modelcache.EnvDir)
+	}
+	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version, Name: name, NameIsHint: true})
+	if errors.Is(err, convert.ErrRefused) {
+		return resolved{}, fmt.Errorf("model %s: %w: %w", dir, ErrInvalid, err)
+	}
+	if err != nil {
+		return resolved{}, fmt.Errorf("model %s: %w", dir, err)
+	}
+	e := res.Entry
+	note := fmt.Sprintf("converted %s to ONNX into the model cache as %s (%s)", dir, e.Name, e.Short())
+	if res.Reused {
+		note = fmt.Sprintf("reusing %s (%s) from the model cache, converted before from the same files (%s)", e.Name, e.Short(), e.SourcePath)
+	}
+	known := func(string) (int64, string, error) { return e.Size, e.Digest, nil }
+	return resolved{path: e.Path(), digest: known, converted: note}, nil
 }
 
 // resolveHub finds a hub id's snapshot: among the model cache's pulled

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/modelcache"
 	"github.com/synapse-embed/synapse/model/tokenize"
@@ -29,10 +30,12 @@ func (s *session) add(ctx context.Context, path, name string) (modelcache.Entry,
 	}
 	if fi, err := os.Stat(path); err != nil {
 		return modelcache.Entry{}, false, fmt.Errorf("add: %w", err)
+	} else if convert.IsSource(path) {
+		return s.addConverted(ctx, path, name)
 	} else if hfmodel.IsONNX(path) {
 		return s.addONNX(ctx, path, name)
 	} else if fi.IsDir() {
-		return modelcache.Entry{}, false, fmt.Errorf("add %s: %w: a directory with no model.onnx, onnx/model.onnx or tokenizer.json (want a GGUF file or an ONNX model directory)", path, ErrInvalid)
+		return modelcache.Entry{}, false, fmt.Errorf("add %s: %w: a directory with no model.onnx, onnx/model.onnx or tokenizer.json (want a GGUF file, an ONNX model directory or a Hugging Face directory with config.json and model.safetensors)", path, ErrInvalid)
 	}
 	key, err := modelcache.KeyOf(path)
 	if err != nil {

@@ -41,6 +41,9 @@ type Options struct {
 	Threads int
 	// Version is the synapse version recorded in entries.
 	Version string
+	// Format is what a Hugging Face safetensors directory is converted to
+	// (convert.FormatONNX, the default, or convert.FormatGGUF).
+	Format string
 	// Progress, if set, receives one line per step ("validating …").
 	Progress func(string)
 	// Pool tunes the worker pool (timeouts, logger); Command, Env and

@@ -23,7 +23,8 @@ type Entry struct {
 	// variant, the source entry's file.
 	SourcePath string `json:"source_path"`
 	// Stored says how the file got here: "hardlink" (shares the source's
-	// inode), "copy", or "quantized" (written by the quantizer).
+	// inode), "copy", "quantized" (written by the quantizer) or
+	// "converted" (written by package convert from a safetensors directory).
 	Stored       string `json:"stored"`
 	Architecture string `json:"architecture"`
 	Kind         string `json:"kind"` // KindEmbed, KindRerank or KindGenerate
@@ -35,6 +36,10 @@ type Entry struct {
 	// Of is the digest of the entry this one was quantized from, "" for an
 	// added model.
 	Of string `json:"of,omitempty"`
+	// ConvertedFrom is, for a model converted from a Hugging Face
+	// safetensors directory (SourcePath), the conversion's key: the digest
+	// of its source files and the converter's version (convert.Source.Key).
+	ConvertedFrom string `json:"converted_from,omitempty"`
 	// Quality is the measured cost of the quantization, nil for an added model.
 	Quality        *Quality  `json:"quality"`
 	Added          time.Time `json:"added"`

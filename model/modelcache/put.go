@@ -19,6 +19,7 @@ const (
 	StoredHardlink  = "hardlink"
 	StoredCopy      = "copy"
 	StoredQuantized = "quantized"
+	StoredConverted = "converted"
 )
 
 // ErrChanged means a file's contents changed while it was being added.

@@ -204,6 +204,18 @@ func (s *Store) Variant(of, ftype string) (Entry, bool, error) {
 	return Entry{}, false, err
 }
 
+// Converted returns the entry converted with key (Entry.ConvertedFrom), if
+// there is one.
+func (s *Store) Converted(key string) (Entry, bool, error) {
+	entries, err := s.Entries()
+	for _, e := range entries {
+		if e.ConvertedFrom == key {
+			return e, true, nil
+		}
+	}
+	return Entry{}, false, err
+}
+
 // Remove deletes an entry: its directory is renamed away under the store's
 // lock, so that readers see it whole or not at all, then removed. A hard
 // link's source file is not touched.

@@ -1,0 +1,221 @@
+//go:build cgo
+
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/convert/converttest"
+	"github.com/synapse-embed/synapse/model/convert/reftest"
+	"github.com/synapse-embed/synapse/model/modelcache"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
+	"github.com/synapse-embed/synapse/model/tokenize"
+)
+
+// `synapse embed -m DIR` and `synapse models add DIR` on Hugging Face
+// directories with safetensors weights (package convert).
+
+// convertedDir writes a generated sentence-transformers checkpoint (mean
+// pooling, normalized) as safetensors into dir/name.
+func convertedDir(t *testing.T, dir string) (string, converttest.BERT) {
+	t.Helper()
+	b := converttest.Tiny()
+	p := filepath.Join(dir, "tiny-st-bert")
+	if err := b.WriteDir(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onnxtest.WriteST(p, onnxtest.ST{Pooling: onnxtest.PoolingConfig(b.Hidden, true, "mean"), Normalize: true, MaxSeqLength: 24}); err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+// TestEmbedConvertsSafetensors: the first run converts the directory into
+// the model cache and says so, its vectors are the float64 encoder's (mean
+// pooled, normalized, as modules.json says); the second reuses the entry
+// and gives the same bytes; models add of the directory finds it cached.
+func TestEmbedConvertsSafetensors(t *testing.T) {
+	work := t.TempDir()
+	model, b := convertedDir(t, work)
+	store := filepath.Join(work, "models")
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+store)
+	texts := []string{"the cell", "protein gene study results of the cells", "hello world, and a gene"}
+	var docs []map[string]any
+	for i, s := range texts {
+		docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": s})
+	}
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, docs)
+	var outs [2][]byte
+	for run, want := range []string{"model: converted " + model + " to ONNX into the model cache as tiny-st-bert", "model: reusing tiny-st-bert"} {
+		out := filepath.Join(work, fmt.Sprintf("out%d.arrow", run))
+		r := runSynapse(t, env, "embed", in, "-m", model, "-o", out, "--workers", "2")
+		r.wantCode(t, exitOK)
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("run %d: stderr does not say %q:\n%s", run+1, want, r.stderr)
+		}
+		var err error
+		if outs[run], err = os.ReadFile(out); err != nil {
+			t.Fatal(err)
+		}
+		if run > 0 {
+			continue
+		}
+		tok, err := tokenize.LoadHF(filepath.Join(model, "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rows := readOutput(t, out)
+		if len(rows) != len(texts) {
+			t.Fatalf("%d rows; want %d", len(rows), len(texts))
+		}
+		for _, row := range rows {
+			var i int
+			fmt.Sscan(row.ID, &i)
+			ids := tok.Tokenize(texts[i], tokenize.Options{AddSpecial: true}).IDs()
+			want := onnxtest.STReference(b.HiddenStates(ids), []string{"mean"}, nil, true)
+			if c := cosine64(row.Emb, want); c < 0.99999 {
+				t.Errorf("text %d: cosine %.7f to the float64 encoder; want ≥ 0.99999", i, c)
+			}
+		}
+	}
+	if string(outs[0]) != string(outs[1]) {
+		t.Error("the run reusing the conversion wrote other bytes than the converting run")
+	}
+	s, err := modelcache.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := s.Entries()
+	if err != nil || len(entries) != 1 || entries[0].Stored != modelcache.StoredConverted || entries[0].SourcePath != model {
+		t.Fatalf("cache entries %+v (%v); want one converted from %s", entries, err, model)
+	}
+	r := runSynapse(t, env, "models", "add", model)
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "tiny-st-bert") {
+		t.Errorf("models add of the converted directory: stdout %q does not name tiny-st-bert", r.stdout)
+	}
+}
+
+// TestModelsAddConverts: models add DIR converts and validates in a
+// worker, to ONNX and with --format gguf to GGUF; the GGUF entry embeds
+// (llama.cpp) near the float64 encoder. On this random 16-wide model
+// llama.cpp's vectors stray to cosine 0.89–0.96 (the ONNX conversion's
+// are 0.99999; the real MiniLM's GGUF conversion is 0.999999 to its ONNX
+// one and is held to 0.9999 in TestRealConvertMiniLM), so the floor here
+// only catches a wrong layout (a transposed matrix gives ~0).
+func TestModelsAddConverts(t *testing.T) {
+	work := t.TempDir()
+	model, b := convertedDir(t, work)
+	store := filepath.Join(work, "models")
+	env := []string{"SYNAPSE_ORT_LIB=" + testenv.ORTLib(t), "SYNAPSE_LLAMA_LIB=" + testenv.LlamaLib(t), "SYNAPSE_MODELS=" + store}
+	s, err := modelcache.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ format, name string }{{"onnx", "st-converted"}, {"gguf", "st-converted-gguf"}} {
+		r := runSynapse(t, env, "models", "add", model, "--name", tc.name, "--format", tc.format)
+		r.wantCode(t, exitOK)
+		if !strings.Contains(r.stderr, "converting") || !strings.Contains(r.stderr, "validating the conversion") {
+			t.Errorf("models add --format %s: stderr does not report converting and validating:\n%s", tc.format, r.stderr)
+		}
+		e, err := s.Lookup(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind != modelcache.KindEmbed || e.Dims != 16 || e.Format() != tc.format {
+			t.Errorf("entry kind %s, dims %d, format %s; want embed, 16, %s", e.Kind, e.Dims, e.Format(), tc.format)
+		}
+	}
+	texts := []string{"the cell", "protein gene study results of the cells", "hello world, and a gene"}
+	var docs []map[string]any
+	for i, s := range texts {
+		docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": s})
+	}
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, docs)
+	out := filepath.Join(work, "gguf.arrow")
+	runSynapse(t, env, "embed", in, "-m", "st-converted-gguf", "-o", out, "--workers", "1").wantCode(t, exitOK)
+	tok, err := tokenize.LoadHF(filepath.Join(model, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readOutput(t, out)
+	if len(rows) != len(texts) {
+		t.Fatalf("%d rows; want %d", len(rows), len(texts))
+	}
+	for _, row := range rows {
+		var i int
+		fmt.Sscan(row.ID, &i)
+		ids := tok.Tokenize(texts[i], tokenize.Options{AddSpecial: true}).IDs()
+		want := onnxtest.STReference(b.HiddenStates(ids), []string{"mean"}, nil, true)
+		c := cosine64(row.Emb, want)
+		t.Logf("GGUF text %d: cosine %.7f to the float64 encoder", i, c)
+		if c < 0.85 {
+			t.Errorf("GGUF text %d: cosine %.7f to the float64 encoder; want ≥ 0.85", i, c)
+		}
+	}
+}
+
+// TestConvertRefusesPickle: a directory with pytorch_model.bin and no
+// safetensors exits 2 from embed and models add, saying what to fetch,
+// and the model cache stays empty.
+func TestConvertRefusesPickle(t *testing.T) {
+	work := t.TempDir()
+	model, _ := convertedDir(t, work)
+	if err := os.Rename(filepath.Join(model, "model.safetensors"), filepath.Join(model, "pytorch_model.bin")); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(work, "models")
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+store)
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "the cell"}})
+	for _, args := range [][]string{{"embed", in, "-m", model, "-o", filepath.Join(work, "out.arrow")}, {"models", "add", model}} {
+		r := runSynapse(t, env, args...)
+		r.wantCode(t, exitUsage)
+		for _, w := range []string{"pytorch_model.bin", "model.safetensors", "synapse models pull"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("synapse %s: stderr does not name %q:\n%s", args[0], w, r.stderr)
+			}
+		}
+	}
+	s, err := modelcache.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := s.Entries(); len(entries) != 0 {
+		t.Errorf("cache entries %v; want none", entries)
+	}
+}
+
+// TestRealConvertMiniLM embeds the reference texts with `-m` naming
+// all-MiniLM-L6-v2's Hugging Face directory (safetensors, converted to
+// ONNX on first use), then with its GGUF conversion (models add --format
+// gguf, run by llama.cpp), and compares both with sentence-transformers'
+// vectors: min cosine ≥ 0.9999.
+func TestRealConvertMiniLM(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "models")
+	t.Setenv("SYNAPSE_MODELS", store)
+	t.Run("onnx", func(t *testing.T) {
+		checkReal(t, realEmbedding{model: "all-MiniLM-L6-v2", checks: []refCheck{{"all-MiniLM-L6-v2", 0.9999}}})
+	})
+	t.Run("gguf", func(t *testing.T) {
+		dir := testenv.RealModel(t, "all-MiniLM-L6-v2")
+		ref, err := reftest.Read("all-MiniLM-L6-v2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// llama.cpp's library only: the GGUF conversion needs no ONNX Runtime.
+		runSynapse(t, nil, "models", "add", dir, "--format", "gguf", "--name", "minilm-gguf").wantCode(t, exitOK)
+		a := ref.Compare(realEmbed(t, t.TempDir(), "minilm-gguf", ref))
+		t.Logf("GGUF conversion of all-MiniLM-L6-v2 against sentence-transformers: min cosine %.6f (id %s), mean %.6f over %d texts", a.Min, a.Worst, a.Mean, ref.Count-a.Missing)
+		if a.Missing > 0 || a.Min < 0.9999 {
+			t.Errorf("min cosine %.6f, %d missing; want min ≥ 0.9999, none missing", a.Min, a.Missing)
+		}
+	})
+}
