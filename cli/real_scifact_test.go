@@ -18,7 +18,7 @@ import (
 const mtebSciFactMiniLM = 0.6451
 
 // sciFactModel is the all-MiniLM-L6-v2 that TestRealSciFact runs.
-var sciFactModel = "all-MiniLM-L6-v2-onnx"
+var sciFactModel = "all-MiniLM-L6-v2"
 
 // TestRealSciFact embeds SciFact's 5,183 documents (title and text,
 // --truncate at all-MiniLM-L6-v2's max_seq_length) and its 300 test
