@@ -132,6 +132,12 @@ func TestModelsAddConverts(t *testing.T) {
 			t.Errorf("entry kind %s, dims %d, format %s; want embed, 16, %s", e.Kind, e.Dims, e.Format(), tc.format)
 		}
 	}
+	// --quantize with --format gguf: a GGUF file type (not ONNX's int8), made by llama.cpp from the conversion.
+	qr := runSynapse(t, env, "models", "add", model, "--name", "st-converted-gguf", "--format", "gguf", "--quantize", "q8_0", "--rounds", "1")
+	qr.wantCode(t, exitOK)
+	if e, err := s.Lookup("st-converted-gguf:q8_0"); err != nil || e.Quantization != "Q8_0" || e.Format() != "gguf" {
+		t.Errorf("models add --format gguf --quantize q8_0: entry %+v, %v; want a Q8_0 GGUF variant\n%s", e, err, qr.stderr)
+	}
 	texts := []string{"the cell", "protein gene study results of the cells", "hello world, and a gene"}
 	var docs []map[string]any
 	for i, s := range texts {

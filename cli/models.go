@@ -107,11 +107,7 @@ Full reference: docs/model-cache.md.`,
 // the model ref: its workers get llama.cpp's library for GGUF, ONNX
 // Runtime's for ONNX (a Hugging Face directory: its --format's).
 func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Writer) (ingest.Options, error) {
-	format := ingest.FormatOf(s, ref)
-	if convert.IsSource(ref) && c.String("format") == convert.FormatGGUF {
-		format = artifact.FormatGGUF // converted to GGUF, validated by llama.cpp
-	}
-	w, err := workersFor(c, format)
+	w, err := workersFor(c, addFormat(c, s, ref))
 	if err != nil {
 		return ingest.Options{}, err
 	}
@@ -120,6 +116,16 @@ func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Wr
 	}
 	return ingest.Options{Store: s, Worker: w.command, Env: w.env, Chaos: w.chaos, Threads: c.Int("threads"), Version: version,
 		Progress: func(line string) { fmt.Fprintf(stderr, "synapse: %s\n", line) }}, nil
+}
+
+// addFormat is the format of the model models add caches for ref: a
+// Hugging Face directory's is its --format's (converted to GGUF, it is
+// validated and quantized by llama.cpp).
+func addFormat(c *cli.Context, s *modelcache.Store, ref string) string {
+	if convert.IsSource(ref) && c.String("format") == convert.FormatGGUF {
+		return artifact.FormatGGUF
+	}
+	return ingest.FormatOf(s, ref)
 }
 
 // checkAddFlags checks models add's flags before anything is touched.
@@ -172,7 +178,7 @@ func modelsAdd(c *cli.Context) error {
 		}
 		return nil
 	}
-	q, err := quantizeOptions(c, ingest.FormatOf(s, ref))
+	q, err := quantizeOptions(c, addFormat(c, s, ref))
 	if err != nil {
 		return err
 	}

@@ -126,6 +126,13 @@ if "$SYNAPSE" models add "$ONNX" --name bench-onnx --quantize int8 >"$WORK/add-i
 else
 	echo "peers-embed: models add --quantize int8 failed (see $WORK/add-int8.log): its row is left out" >&2
 fi
+# The sentence-transformers directory as users have it, converted by
+# synapse to ONNX (once, here, so that no round pays the conversion).
+if "$SYNAPSE" models add "$ST" --name bench-st >"$WORK/add-st.log" 2>&1; then
+	add "synapse-st fp32 syn -m bench-st"
+else
+	echo "peers-embed: this synapse does not convert $ST to ONNX (see $WORK/add-st.log): no synapse-st row" >&2
+fi
 if "$SYNAPSE" models add "$ST" --format gguf --name bench-gguf --quantize q8_0 >"$WORK/add-gguf.log" 2>&1; then
 	add "synapse-gguf fp32 syn -m bench-gguf"
 	add "synapse-gguf-q8_0 int8 syn -m bench-gguf:q8_0 --allow-degraded"
