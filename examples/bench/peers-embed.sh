@@ -117,7 +117,8 @@ add "synapse-onnx fp32 syn -m $ONNX"
 add "synapse-onnx-q int8 syn -m $ONNXQ"
 # synapse's own int8 of the fp32 graph (models add --quantize int8), and
 # its GGUF rows when this synapse converts a sentence-transformers directory
-# to GGUF (models add DIR --format gguf, with its q8_0 variant).
+# to GGUF (models add DIR --format gguf: F32, with F16 and Q8_0 variants;
+# the GGUF rows of the float class are F16, as llama.cpp users run them).
 export SYNAPSE_MODELS="$WORK/model-cache"
 # Its quality report may call the int8 entry degraded: it runs with
 # --allow-degraded, and its cosine is reported like every other.
@@ -133,8 +134,9 @@ if "$SYNAPSE" models add "$ST" --name bench-st >"$WORK/add-st.log" 2>&1; then
 else
 	echo "peers-embed: this synapse does not convert $ST to ONNX (see $WORK/add-st.log): no synapse-st row" >&2
 fi
-if "$SYNAPSE" models add "$ST" --format gguf --name bench-gguf --quantize q8_0 >"$WORK/add-gguf.log" 2>&1; then
-	add "synapse-gguf fp32 syn -m bench-gguf"
+if "$SYNAPSE" models add "$ST" --format gguf --name bench-gguf --quantize f16 >"$WORK/add-gguf.log" 2>&1 &&
+	"$SYNAPSE" models add "$ST" --format gguf --name bench-gguf --quantize q8_0 >>"$WORK/add-gguf.log" 2>&1; then
+	add "synapse-gguf-f16 fp32 syn -m bench-gguf:f16 --allow-degraded"
 	add "synapse-gguf-q8_0 int8 syn -m bench-gguf:q8_0 --allow-degraded"
 else
 	echo "peers-embed: this synapse does not convert $ST to GGUF (see $WORK/add-gguf.log): no GGUF rows" >&2
