@@ -46,8 +46,8 @@ const (
 )
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
-// RERANK, GENERATE, VECTORS, SCORES, TOKENS, EMBED_TOKENS and TOKEN_STATES,
-// the raw frame that follows it.
+// RERANK, GENERATE, VECTORS, SCORES, TOKENS, EMBED_TOKENS, TOKEN_STATES,
+// EMBED_SPARSE and SPARSE_VECTORS, the raw frame that follows it.
 // Every message type implements Message with a pointer receiver; Recv returns
 // pointers (*Hello, *EmbedBatch, ...) and Send takes them.
 //
@@ -441,6 +441,10 @@ func newMessage(t MsgType) Message {
 		return new(EmbedTokens)
 	case TypeTokenStates:
 		return new(TokenStates)
+	case TypeEmbedSparse:
+		return new(EmbedSparse)
+	case TypeSparseVectors:
+		return new(SparseVectors)
 	}
 	return nil
 }
