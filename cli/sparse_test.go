@@ -356,3 +356,76 @@ func sameSparse(t *testing.T, what string, got, want []sparseRow) {
 		}
 	}
 }
+
+// TestSearchSparse: synapse search of sparse queries over a sparse corpus,
+// both embedded by synapse embed --vectors sparse, ranks each query's
+// documents by the sparse dot product of their best chunk, computed here
+// from the two outputs' rows in float64 (ties by id); dense queries against
+// the sparse corpus are refused.
+func TestSearchSparse(t *testing.T) {
+	dir := t.TempDir()
+	model, _ := sparseModel(t)
+	in := filepath.Join(dir, "c.jsonl")
+	lateCorpus(t, in, 60)
+	qin := filepath.Join(dir, "q.jsonl")
+	writeJSONL(t, qin, []map[string]any{{"id": "q0", "text": "protein cell"}, {"id": "q1", "text": "the gene study"}, {"id": "q2", "text": "hello world"}})
+	env := []string{"SYNAPSE_ORT_LIB=" + testenv.ORTLib(t)}
+	embed := func(in, out string, more ...string) {
+		runSynapse(t, env, append([]string{"embed", in, "-m", model, "-o", out, "-q", "--vectors", "sparse", "--chunk-tokens", "8",
+			"--workers", "1", "--threads", "1"}, more...)...).wantCode(t, exitOK)
+	}
+	corpus, queries := filepath.Join(dir, "c.arrow"), filepath.Join(dir, "q.arrow")
+	embed(in, corpus, "--sparse-top-k", "20")
+	embed(qin, queries)
+	run := filepath.Join(dir, "run.trec")
+	const k = 10
+	runSynapse(t, nil, "search", "--queries", queries, "--corpus", corpus, "-k", fmt.Sprint(k), "-o", run).wantCode(t, exitOK)
+	got := readTREC(t, run)
+	_, crow := readSparse(t, corpus)
+	_, qrow := readSparse(t, queries)
+	for _, q := range qrow {
+		w := map[uint32]float64{}
+		for j, ix := range q.Indices {
+			w[ix] = float64(q.Values[j])
+		}
+		best := map[string]float64{}
+		for _, c := range crow {
+			var s float64
+			for j, ix := range c.Indices {
+				s += w[ix] * float64(c.Values[j])
+			}
+			if b, ok := best[c.ID]; !ok || s > b {
+				best[c.ID] = s
+			}
+		}
+		var want []searchHit
+		for id, s := range best {
+			want = append(want, searchHit{id, s})
+		}
+		slices.SortFunc(want, func(a, b searchHit) int {
+			switch {
+			case float32(a.score) > float32(b.score):
+				return -1
+			case float32(a.score) < float32(b.score):
+				return 1
+			}
+			return strings.Compare(a.doc, b.doc)
+		})
+		want = want[:k]
+		if len(got[q.ID]) != k {
+			t.Fatalf("query %s: %d hits; want %d", q.ID, len(got[q.ID]), k)
+		}
+		for i, h := range got[q.ID] {
+			if h.doc != want[i].doc || math.Abs(h.score-want[i].score) > 1e-5*max(1, want[i].score) {
+				t.Errorf("query %s rank %d: %s %.6f; want %s %.6f", q.ID, i+1, h.doc, h.score, want[i].doc, want[i].score)
+			}
+		}
+	}
+	dense := filepath.Join(dir, "dq.arrow")
+	runSynapse(t, env, "embed", qin, "-m", lateModel(t), "-o", dense, "-q", "--workers", "1", "--threads", "1").wantCode(t, exitOK)
+	res := runSynapse(t, nil, "search", "--queries", dense, "--corpus", corpus, "-o", filepath.Join(dir, "x.trec"))
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "dense queries cannot search a sparse corpus") {
+		t.Errorf("dense queries over a sparse corpus: stderr %q; want them refused", res.stderr)
+	}
+}
