@@ -20,7 +20,8 @@
 // A message is one control frame, a JSON object whose "type" member holds
 // the message name (HELLO, EMBED_BATCH, ...) and whose other members are the
 // spec's fields, and for EMBED_BATCH, RERANK, GENERATE, VECTORS, SCORES and
-// TOKENS exactly one raw frame right after it: the token ids (i32) or values
+// TOKENS (and the extensions' EMBED_TOKENS, TOKEN_STATES, EMBED_SPARSE and
+// SPARSE_VECTORS) exactly one raw frame right after it: the token ids (i32) or values
 // (f32) as a little-endian array, with no per-value header. The raw frame's
 // length must match the control frame: 4 × Σ n_tokens for EMBED_BATCH,
 // 4 × (query_n_tokens + Σ n_tokens) for RERANK, any multiple of 4 for

@@ -5,7 +5,8 @@ package wire
 type MsgType string
 
 // Message types of protocol v1, plus the TOKENIZE/TOKENS and
-// QUANTIZE/QUANTIZED extensions (EMBED_TOKENS/TOKEN_STATES: tokens.go).
+// QUANTIZE/QUANTIZED extensions (EMBED_TOKENS/TOKEN_STATES: tokens.go;
+// EMBED_SPARSE/SPARSE_VECTORS: sparse.go).
 const (
 	TypeHello      MsgType = "HELLO"
 	TypeHelloAck   MsgType = "HELLO_ACK"
