@@ -281,8 +281,9 @@ func TestEmbedSparseRefused(t *testing.T) {
 
 // TestEmbedSparseResumeShardsPrevious: a sparse run killed after its first
 // checkpoint and resumed writes the bytes of an uninterrupted run; two
-// shards merged give its rows; a dense run refuses it as --previous, and a
-// sparse run refuses a dense one, naming the output kinds.
+// shards merged give its rows; --previous of it reuses every document; a
+// dense run refuses it as --previous, and a sparse run refuses a dense one
+// (and one of another --sparse-top-k), naming the difference.
 func TestEmbedSparseResumeShardsPrevious(t *testing.T) {
 	dir := t.TempDir()
 	model, _ := sparseModel(t)
@@ -329,6 +330,20 @@ func TestEmbedSparseResumeShardsPrevious(t *testing.T) {
 	_, got := readSparse(t, merged)
 	sameSparse(t, "two sparse shards merged vs one run", got, want)
 
+	inc := filepath.Join(dir, "inc.arrow")
+	res = runSynapse(t, env, args(inc, "--previous", clean)...)
+	res.wantCode(t, exitOK)
+	_, got = readSparse(t, inc)
+	sameSparse(t, "--previous of the same sparse run", got, want)
+	if !strings.Contains(res.stdout, "1500 reused") {
+		t.Errorf("summary:\n%s\nwant it to say 1500 reused", res.stdout)
+	}
+	res = runSynapse(t, env, "embed", in, "-m", model, "-o", filepath.Join(dir, "k5.arrow"), "--vectors", "sparse", "--sparse-top-k", "5",
+		"--chunk-tokens", "6", "--workers", "1", "--threads", "1", "--previous", clean)
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "sparse_top_k: previous 12, this run 5") {
+		t.Errorf("--sparse-top-k 5 with a --previous of 12: stderr %q; want the difference named", res.stderr)
+	}
 	res = runSynapse(t, env, "embed", in, "-m", lateModel(t), "-o", filepath.Join(dir, "dense.arrow"), "--chunk-tokens", "6",
 		"--workers", "1", "--threads", "1", "--previous", clean)
 	res.wantCode(t, exitUsage)

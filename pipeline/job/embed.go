@@ -219,6 +219,10 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := o.checkPreviousKind(prev); err != nil {
+		prev.Close()
+		return nil, err
+	}
 	return &embedPlan{st: st, ch: ch, prev: prev}, nil
 }
 
@@ -547,7 +551,7 @@ func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
 // Weight is the text and the rows copied from the previous output.
 func (k *embedKind) Weight(d doc) int64 {
 	if d.reuse != nil {
-		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+64))
+		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+8*len(d.reuse[0].SparseIndices)+64))
 	}
 	return int64(len(d.Text))
 }

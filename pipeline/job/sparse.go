@@ -9,6 +9,7 @@ import (
 
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/pgstore"
+	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/wire"
 )
@@ -30,14 +31,14 @@ func (o *EmbedOptions) sparse() bool { return o.Vectors == VectorsSparse }
 // checkSparse refuses, before anything starts, what a sparse run cannot
 // do: another output kind, a negative --sparse-top-k, and the options of
 // dense vectors (late chunking, dtypes, --dims, calibration, pooling) or
-// of outputs that hold them (PostgreSQL, --previous).
+// of outputs that hold them (PostgreSQL, a dense --previous).
 func (o *EmbedOptions) checkSparse() error {
 	switch o.Vectors {
 	case "", VectorsDense:
 		if o.SparseTopK != 0 {
 			return configErrorf("--sparse-top-k needs --vectors sparse")
 		}
-		return o.checkPreviousKind(false)
+		return nil
 	case VectorsSparse:
 	default:
 		return configErrorf("--vectors %q: want dense or sparse", o.Vectors)
@@ -61,26 +62,22 @@ func (o *EmbedOptions) checkSparse() error {
 	case pgstore.IsURL(o.Out) || o.Sync:
 		return refuse("a PostgreSQL output: write a file and load it (docs/token-outputs.md shows pgvector's sparsevec)")
 	}
-	return o.checkPreviousKind(true)
+	return nil
 }
 
-// checkPreviousKind refuses --previous files of the other output kind,
-// naming both, and any --previous for a sparse run (not supported yet:
-// its rows are embedded again).
-func (o *EmbedOptions) checkPreviousKind(sparse bool) error {
-	for _, p := range o.Previous {
-		sc, err := output.FileSchema(context.Background(), p)
-		if err != nil {
-			continue // the incremental checks report it
-		}
-		switch prev := output.IsSparse(sc); {
-		case prev && !sparse:
-			return configErrorf("--previous %s holds sparse vectors (--vectors sparse); this run writes dense ones: output: previous %q, this run %q", p, OutputSparse, "")
-		case !prev && sparse:
-			return configErrorf("--previous %s holds dense vectors; this run writes sparse ones (--vectors sparse): output: previous %q, this run %q", p, "", OutputSparse)
-		case sparse:
-			return configErrorf("--previous with --vectors sparse: not supported yet (embed the corpus again)")
-		}
+// checkPreviousKind refuses a --previous output of the other kind, naming
+// both, before the workers start (its settings would refuse it too, once
+// the model is loaded, but as a difference of dims).
+func (o *EmbedOptions) checkPreviousKind(prev *previous.Set) error {
+	if prev == nil || o.PreviousAny {
+		return nil
+	}
+	sparse := output.IsSparse(prev.Schema())
+	switch {
+	case sparse && !o.sparse():
+		return configErrorf("--previous %s holds sparse vectors (--vectors sparse); this run writes dense ones: output: previous %q, this run %q", o.Previous[0], OutputSparse, "")
+	case !sparse && o.sparse():
+		return configErrorf("--previous %s holds dense vectors; this run writes sparse ones (--vectors sparse): output: previous %q, this run %q", o.Previous[0], "", OutputSparse)
 	}
 	return nil
 }
