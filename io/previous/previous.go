@@ -433,7 +433,10 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 	if output.IsSparse(sc) { // a sparse output: its vectors' columns instead of the embedding
 		dims, _ = strconv.Atoi(metaValue(md, "synapse.dims"))
 		isList := func(elem arrow.DataType) func(arrow.DataType) bool {
-			return func(t arrow.DataType) bool { l, ok := t.(*arrow.ListType); return ok && arrow.TypeEqual(l.Elem(), elem) }
+			return func(t arrow.DataType) bool {
+				l, ok := t.(*arrow.ListType)
+				return ok && arrow.TypeEqual(l.Elem(), elem)
+			}
 		}
 		if c.sparseIx = pos(output.ColSparseIndices, isList(arrow.PrimitiveTypes.Uint32)); c.sparseIx < 0 {
 			missing = append(missing, output.ColSparseIndices)
