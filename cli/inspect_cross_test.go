@@ -18,6 +18,13 @@ func TestInspectONNXKind(t *testing.T) {
 	if _, err := onnxtest.WriteDir(embedder, onnxtest.Dir{Encoder: onnxtest.Tiny()}); err != nil {
 		t.Fatal(err)
 	}
+	mlm := filepath.Join(dir, "mlm")
+	enc := onnxtest.Tiny()
+	enc.MLM, enc.NoHidden, enc.Pooled = true, true, false
+	enc, err := onnxtest.WriteDir(mlm, onnxtest.Dir{Encoder: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cross := func(name string, labels int, names ...string) string {
 		p := filepath.Join(dir, name)
 		if _, err := onnxtest.WriteCrossDir(p, onnxtest.CrossDir{Labels: names,
@@ -32,6 +39,7 @@ func TestInspectONNXKind(t *testing.T) {
 		text       []string
 	}{
 		{"embedder", embedder, onnxModelInfo{Kind: "embedder", Dims: 8}, []string{"embedder (synapse embed)", "embedding width"}},
+		{"masked-LM", mlm, onnxModelInfo{Kind: "masked-lm", Dims: int64(enc.Vocab)}, []string{"masked-lm (synapse embed --vectors sparse)", "vocabulary width"}},
 		{"1 label", cross("one", 1), onnxModelInfo{Kind: "cross-encoder", Labels: 1, Scoring: "logits[0] (1 label)",
 			PairLayout: "[CLS] A:0 [SEP] B:1 [SEP]:1"}, []string{"cross-encoder (synapse rerank)", "logits[0]", "[CLS] A:0 [SEP] B:1 [SEP]:1"}},
 		{"2 labels", cross("two", 2), onnxModelInfo{Kind: "cross-encoder", Labels: 2, Scoring: "logits[1] - logits[0] (2 labels, label 1 positive)",

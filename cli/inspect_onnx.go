@@ -39,7 +39,9 @@ type onnxModelInfo struct {
 
 	Architecture string `json:"architecture,omitempty"` // config.json model_type
 	// Kind is "embedder" (last_hidden_state or sentence_embedding: synapse
-	// embed) or "cross-encoder" (logits: synapse rerank).
+	// embed), "cross-encoder" (logits [batch, labels]: synapse rerank) or
+	// "masked-lm" (logits [batch, sequence, vocab]: synapse embed --vectors
+	// sparse; Dims is the vocabulary's size).
 	Kind string `json:"kind"`
 	// Labels, Scoring and PairLayout describe a cross-encoder: its logits'
 	// width, how they become a score (or ScoringError: why it cannot
@@ -137,6 +139,10 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 	info.Kind = "embedder"
 	if c := a.Chain; a.Classifier == 0 && (len(c.Modules) > 0 || c.MaxSeqLength > 0 || len(c.Prompts) > 0) {
 		info.SentenceTransformers = describeST(a)
+	}
+	if a.MaskedLM && info.Dims == 0 {
+		o, _ := g.Output("logits")
+		info.Kind, info.Dims, info.Pooling = "masked-lm", o.Last(), "splade-max (--vectors sparse)"
 	}
 	if a.Classifier > 0 {
 		info.Kind, info.Labels, info.Scoring, info.Pooling = "cross-encoder", a.Classifier, a.Scoring, ""
@@ -270,6 +276,9 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 			row("score", "%s", info.Scoring)
 		}
 		row("pair", "%s", info.PairLayout)
+	} else if info.Kind == "masked-lm" {
+		row("kind", "masked-lm (synapse embed --vectors sparse)")
+		row("vocabulary width", "%s", dimsText(info.Dims))
 	} else {
 		row("kind", "embedder (synapse embed)")
 		row("embedding width", "%s", dimsText(info.Dims))

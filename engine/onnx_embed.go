@@ -49,8 +49,17 @@ func (m *onnxModel) dims(useGraph bool, ch onnxChain) int {
 		return m.width[m.plan.logits]
 	case useGraph:
 		return m.width[m.plan.pooled]
+	case m.sparseOnly():
+		return m.width[m.plan.mlm]
 	}
 	return ch.dims(m.width[m.plan.hidden])
+}
+
+// sparseOnly: the graph's only output is a masked-LM's logits (a
+// BertForMaskedLM export); it answers EMBED_SPARSE, and LOADED's dims is
+// its vocabulary's size.
+func (m *onnxModel) sparseOnly() bool {
+	return m.plan.mlm >= 0 && m.plan.hidden < 0 && m.plan.pooled < 0
 }
 
 // probe runs one one-token sequence with outputs ONNX Runtime allocates, and
@@ -177,6 +186,9 @@ func (e *ONNX) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize
 	}
 	if m.plan.logits >= 0 {
 		return nil, 0, wire.Errorf(wire.CodeUnsupported, "model %s is a cross-encoder (loaded with pooling rank): it answers RERANK, not EMBED_BATCH", ref)
+	}
+	if m.sparseOnly() {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "model %s is a masked-LM graph (logits only): it gives sparse vectors (EMBED_SPARSE, embed --output sparse), not dense ones", ref)
 	}
 	useGraph, ch := m.useGraph, m.chain
 	switch pooling {

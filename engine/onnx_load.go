@@ -115,6 +115,8 @@ func (e *ONNX) Load(ctx context.Context, req LoadRequest) (ModelInfo, error) {
 			m.free()
 			return ModelInfo{}, wire.Errorf(wire.CodeUnsupported, "%s: %w", files.Graph, err)
 		}
+	} else if m.sparseOnly() {
+		m.chain = chain // pools nothing: the graph gives sparse vectors only
 	} else if err := m.setChain(chain); err != nil {
 		m.free()
 		return ModelInfo{}, err
@@ -239,6 +241,10 @@ type graphPlan struct {
 	hidden  int // index in outputs of last_hidden_state (or token_embeddings), -1 for none
 	pooled  int // index in outputs of sentence_embedding, -1 for none
 	logits  int // index in outputs of logits (cross-encoders, loaded with pooling rank), -1 for none
+	// mlm is the index in outputs of a masked-LM's logits [batch,
+	// sequence, vocab] (EMBED_SPARSE), -1 for none. A cross-encoder's
+	// logits are [batch, labels]: the rank tells them apart.
+	mlm int
 	// useGraph: the default vectors are sentence_embedding's (LOAD named
 	// no pooling and the graph has it); else the chain over last_hidden_state.
 	useGraph bool
@@ -249,7 +255,7 @@ type graphPlan struct {
 
 // planGraph checks a graph's inputs and outputs and picks the default pooling.
 func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan, error) {
-	p := graphPlan{hidden: -1, pooled: -1, logits: -1, batchOps: info.BatchDependent()}
+	p := graphPlan{hidden: -1, pooled: -1, logits: -1, mlm: -1, batchOps: info.BatchDependent()}
 	unsupported := func(format string, args ...any) (graphPlan, error) {
 		return graphPlan{}, wire.Errorf(wire.CodeUnsupported, "%s: "+format, append([]any{files.Graph}, args...)...)
 	}
@@ -284,6 +290,11 @@ func planGraph(files hfmodel.Files, info *onnx.Info, cfg onnxConfig) (graphPlan,
 				return unsupported("output %s: want a float32 tensor [batch, dims]", out)
 			}
 			p.pooled = len(p.outputs)
+		case "logits":
+			if !out.Tensor || out.Elem != onnx.Float || len(out.Dims) != 3 {
+				continue // a cross-encoder's [batch, labels]: it reranks
+			}
+			p.mlm = len(p.outputs)
 		default:
 			continue
 		}
@@ -306,7 +317,7 @@ func (p *graphPlan) pickPooling(files hfmodel.Files, cfg onnxConfig) error {
 	switch {
 	case cfg.pooling != PoolingDefault:
 		if p.hidden < 0 {
-			return wire.Errorf(wire.CodeConfigInvalid, "pooling %s needs a last_hidden_state output; %s outputs only sentence_embedding (leave pooling empty)", cfg.pooling, files.Graph)
+			return wire.Errorf(wire.CodeConfigInvalid, "pooling %s needs a last_hidden_state output; %s outputs only %s (leave pooling empty)", cfg.pooling, files.Graph, strings.Join(p.outputs, " and "))
 		}
 	case p.pooled >= 0:
 		p.useGraph = true

@@ -230,7 +230,8 @@ func TestONNXLoadErrors(t *testing.T) {
 	wrongInput.Graph.Nodes[0].Inputs[1] = "pixel_values"
 	wrongInput.Graph.Nodes[3].Inputs[0] = "pixel_values" // Shape
 	noOutput := onnxtest.Tiny().Model()
-	noOutput.Graph.Outputs[0].Name, noOutput.Graph.Nodes[len(noOutput.Graph.Nodes)-4].Outputs[0] = "logits", "logits"
+	// (A 3-D output named logits would be a masked-LM's: TestONNXEmbedSparse.)
+	noOutput.Graph.Outputs[0].Name, noOutput.Graph.Nodes[len(noOutput.Graph.Nodes)-4].Outputs[0] = "pooler_output", "pooler_output"
 	noOutput.Graph.Outputs = noOutput.Graph.Outputs[:1]
 	unknownOp := onnxtest.Tiny().Model()
 	unknownOp.Graph.Nodes[len(unknownOp.Graph.Nodes)-1].Op = "NoSuchOp"

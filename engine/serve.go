@@ -201,6 +201,8 @@ func requestIDs(msg wire.Message) []int32 {
 		return m.IDs
 	case *wire.EmbedTokens:
 		return m.IDs
+	case *wire.EmbedSparse:
+		return m.IDs
 	}
 	return nil
 }

@@ -186,8 +186,8 @@ func TestWorkerHandshake(t *testing.T) {
 		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
 		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
 	}
-	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens}) {
-		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens})
+	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse}) {
+		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse})
 	}
 	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
 	const small = 1 << 20
@@ -255,6 +255,7 @@ func TestWorkerRequests(t *testing.T) {
 	t.Run("TOKENIZE and GENERATE with a grammar", testGenerateGrammar)
 	t.Run("unknown type", testUnknownType)
 	t.Run("EMBED_TOKENS", testEmbedTokensLlama)
+	t.Run("EMBED_SPARSE", testEmbedSparseLlama)
 	t.Run("LOAD errors", testLoadErrors)
 	t.Run("PING and UNLOAD", testPingUnload)
 }
@@ -427,6 +428,28 @@ func testEmbedTokensLlama(t *testing.T) {
 	old := startWorker(t, "SYNAPSE_CHAOS=old-worker=1")
 	emb = old.load(1, genEmbed, embedConfig)
 	wantErr(t, old.call(&wire.EmbedTokens{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}}, IDs: []int32{1, 2}}), 2, wire.CodeUnknownType)
+}
+
+// testEmbedSparseLlama: the worker announces EMBED_SPARSE, and the
+// llama.cpp engine, which has no masked-LM logits, answers unsupported; an
+// old worker (drill) answers unknown_type.
+func testEmbedSparseLlama(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want wire.Code
+	}{
+		{"llama.cpp engine", nil, wire.CodeUnsupported},
+		{"old worker", []string{"SYNAPSE_CHAOS=old-worker=1"}, wire.CodeUnknownType},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := startWorker(t, tt.env...)
+			emb := w.load(1, genEmbed, embedConfig)
+			msg := w.call(&wire.EmbedSparse{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}}, IDs: []int32{1, 2}})
+			wantErr(t, msg, 2, tt.want)
+		})
+	}
 }
 
 // testLoadErrors: a digest that is not the file's is artifact_invalid; a

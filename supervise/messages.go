@@ -68,6 +68,7 @@ var replyType = map[wire.MsgType]wire.MsgType{
 	wire.TypeTokenize:     wire.TypeTokens,
 	wire.TypeQuantize:     wire.TypeQuantized,
 	wire.TypeEmbedTokens:  wire.TypeTokenStates,
+	wire.TypeEmbedSparse:  wire.TypeSparseVectors,
 }
 
 // setReplyID gives a reply the caller's req_id back.

@@ -54,6 +54,17 @@ func rawCount(m Message) (n int64, ok bool, err error) {
 	case *TokenStates:
 		n, err := tokenStatesCount(m)
 		return n, true, err
+	case *EmbedSparse:
+		var sum int64
+		for i, it := range m.Items {
+			if sum, err = addCount(sum, it.NTokens); err != nil {
+				return 0, true, fmt.Errorf("items[%d].n_tokens: %w", i, err)
+			}
+		}
+		return sum, true, nil
+	case *SparseVectors:
+		n, err := sparseCount(m)
+		return n, true, err
 	case *Vectors:
 		return mulCount(m.N, m.Dims)
 	case *Scores:
@@ -105,6 +116,10 @@ func rawLen(m Message) int {
 		return len(m.IDs)
 	case *TokenStates:
 		return len(m.Data)
+	case *EmbedSparse:
+		return len(m.IDs)
+	case *SparseVectors:
+		return len(m.Pairs)
 	case *Tokens:
 		return len(m.IDs)
 	case *Vectors:
@@ -163,6 +178,19 @@ func validate(m Message) error {
 				return protoErrorf("bad EMBED_TOKENS: items[%d].pool_from %d; EMBED_TOKENS does not pool", i, it.PoolFrom)
 			}
 		}
+	}
+	if e, ok := m.(*EmbedSparse); ok {
+		if e.TopK < 0 {
+			return protoErrorf("bad EMBED_SPARSE: negative top_k %d", e.TopK)
+		}
+		for i, it := range e.Items {
+			if it.PoolFrom != 0 {
+				return protoErrorf("bad EMBED_SPARSE: items[%d].pool_from %d; EMBED_SPARSE pools every token", i, it.PoolFrom)
+			}
+		}
+	}
+	if v, ok := m.(*SparseVectors); ok && v.Vocab < 0 {
+		return protoErrorf("bad SPARSE_VECTORS: negative vocab %d", v.Vocab)
 	}
 	if q, ok := m.(*Quantized); ok && q.OutSize < 0 {
 		return protoErrorf("bad QUANTIZED: negative out_size %d", q.OutSize)

@@ -145,6 +145,9 @@ func (c *Conn) checkSend(m Message, controlLen int) error {
 	if uint64(have)*4 > uint64(max) {
 		return &FrameTooLargeError{Len: clampU32(have * 4), Max: max}
 	}
+	if v, ok := m.(*SparseVectors); ok {
+		return checkSparse(v)
+	}
 	return nil
 }
 
@@ -176,6 +179,10 @@ func (c *Conn) write(m Message, payload []byte) error {
 		err = writeRaw(c.w, m.IDs)
 	case *TokenStates:
 		err = writeRaw(c.w, m.Data)
+	case *EmbedSparse:
+		err = writeRaw(c.w, m.IDs)
+	case *SparseVectors:
+		err = writeRaw(c.w, m.Pairs)
 	case *Vectors:
 		err = writeRaw(c.w, m.Data)
 	case *Scores:
@@ -245,6 +252,12 @@ func (c *Conn) recv() (Message, error) {
 		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
 	case *TokenStates:
 		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
+	case *EmbedSparse:
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
+	case *SparseVectors:
+		if m.Pairs, err = readRaw[uint32](c.r, max, &c.hdr, want); err == nil {
+			err = checkSparse(m)
+		}
 	}
 	if err != nil {
 		return nil, err

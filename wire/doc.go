@@ -20,14 +20,17 @@
 // A message is one control frame, a JSON object whose "type" member holds
 // the message name (HELLO, EMBED_BATCH, ...) and whose other members are the
 // spec's fields, and for EMBED_BATCH, RERANK, GENERATE, VECTORS, SCORES and
-// TOKENS exactly one raw frame right after it: the token ids (i32) or values
-// (f32) as a little-endian array, with no per-value header. The raw frame's
-// length must match the control frame: 4 × Σ n_tokens for EMBED_BATCH,
-// 4 × (query_n_tokens + Σ n_tokens) for RERANK, any multiple of 4 for
-// GENERATE, 4 × n × dims for VECTORS, 4 × n for SCORES and TOKENS. Both Send
-// and Recv enforce this; a mismatch is a *ProtocolError. On little-endian
-// hosts raw frames are read into and written from the []int32/[]float32
-// slices' own memory, without per-value conversion.
+// TOKENS (and the extensions' EMBED_TOKENS, TOKEN_STATES, EMBED_SPARSE and
+// SPARSE_VECTORS) exactly one raw frame right after it: the token ids (i32)
+// or values (f32; SPARSE_VECTORS' (u32, f32) pairs) as a little-endian
+// array, with no per-value header. The raw frame's length must match the
+// control frame: 4 × Σ n_tokens for EMBED_BATCH, 4 × (query_n_tokens +
+// Σ n_tokens) for RERANK, any multiple of 4 for GENERATE, 4 × n × dims for
+// VECTORS, 4 × n for SCORES and TOKENS, 8 × Σ nnz for SPARSE_VECTORS. Both
+// Send and Recv enforce this; a mismatch is a *ProtocolError. On
+// little-endian hosts raw frames are read into and written from the
+// []int32/[]uint32/[]float32 slices' own memory, without per-value
+// conversion.
 //
 // # Handshake and one request
 //
@@ -174,6 +177,36 @@
 //	0c 00 00 00                          raw frame, 12 bytes = 4 × (2+1):
 //	65 00 00 00  a0 1d 00 00  66 00 00 00
 //
+// EMBED_SPARSE and SPARSE_VECTORS are another ("EMBED_SPARSE"), for
+// SPLADE-style sparse vectors over a masked-LM's vocabulary:
+//
+//	EMBED_SPARSE {req_id, model_ref, top_k, items:[{id, n_tokens}]} + raw frame of Σ n_tokens i32 ids
+//	   → SPARSE_VECTORS {req_id, vocab, nnz:[…]} + raw frame of Σ nnz (u32 index, f32 value) pairs | ERR
+//
+// The worker runs the model's logits [batch, sequence, vocab] and keeps,
+// per item, w_v = max over its tokens of log(1 + relu(logit_tv)) where
+// w_v > 0; with top_k > 0 only the top_k largest (ties: the smaller index).
+// Each item's pairs are sorted by strictly rising index below vocab, which
+// Send and Recv check (a *ProtocolError otherwise); the raw frame is 8 ×
+// Σ nnz bytes. Pooling in the worker keeps the answer small: at most a
+// pair per distinct token and expansion, not a vocab-wide row per token.
+// An answer that would not fit the negotiated max_frame is ERR{code:
+// bad_request}; the module splits requests so that even a dense answer
+// (vocab pairs per item) fits. An engine or model without masked-LM
+// logits answers ERR{code: unsupported}. The frames of EMBED_SPARSE
+// {req_id:11, model_ref:"m1", top_k:2, items:[{id:0,n_tokens:2}]} with ids
+// 101, 102 and its answer SPARSE_VECTORS {req_id:11, vocab:30522, nnz:[2]}
+// with pairs (7, 1.5), (2009, 0.25):
+//
+//	5e 00 00 00                          control frame, 94 bytes:
+//	{"type":"EMBED_SPARSE","req_id":11,"model_ref":"m1","top_k":2,"items":[...]}
+//	08 00 00 00                          raw frame, 8 bytes = 4 × 2:
+//	65 00 00 00  66 00 00 00
+//	3d 00 00 00                          control frame, 61 bytes:
+//	{"type":"SPARSE_VECTORS","req_id":11,"vocab":30522,"nnz":[2]}
+//	10 00 00 00                          raw frame, 16 bytes = 8 × 2:
+//	07 00 00 00  00 00 c0 3f  d9 07 00 00  00 00 80 3e
+//
 // A decoder can only skip an unknown message whose raw frame, if any, it
 // knows about: an old peer would read the raw frame of an unknown type as a
 // control frame and fail with *ProtocolError. So a new type that carries a
@@ -181,5 +214,6 @@
 // have none, and only a worker that knows them answers with TOKENS or
 // QUANTIZED. EMBED_TOKENS has one, so it is sent only to workers that
 // announce ExtEmbedTokens in HELLO; the module refuses a token-level job
-// before any work when they do not.
+// before any work when they do not. EMBED_SPARSE likewise goes only to
+// workers announcing ExtEmbedSparse.
 package wire

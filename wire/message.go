@@ -5,7 +5,8 @@ package wire
 type MsgType string
 
 // Message types of protocol v1, plus the TOKENIZE/TOKENS and
-// QUANTIZE/QUANTIZED extensions (EMBED_TOKENS/TOKEN_STATES: tokens.go).
+// QUANTIZE/QUANTIZED extensions (EMBED_TOKENS/TOKEN_STATES: tokens.go;
+// EMBED_SPARSE/SPARSE_VECTORS: sparse.go).
 const (
 	TypeHello      MsgType = "HELLO"
 	TypeHelloAck   MsgType = "HELLO_ACK"
@@ -46,8 +47,8 @@ const (
 )
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
-// RERANK, GENERATE, VECTORS, SCORES, TOKENS, EMBED_TOKENS and TOKEN_STATES,
-// the raw frame that follows it.
+// RERANK, GENERATE, VECTORS, SCORES, TOKENS, EMBED_TOKENS, TOKEN_STATES,
+// EMBED_SPARSE and SPARSE_VECTORS, the raw frame that follows it.
 // Every message type implements Message with a pointer receiver; Recv returns
 // pointers (*Hello, *EmbedBatch, ...) and Send takes them.
 //
@@ -441,6 +442,10 @@ func newMessage(t MsgType) Message {
 		return new(EmbedTokens)
 	case TypeTokenStates:
 		return new(TokenStates)
+	case TypeEmbedSparse:
+		return new(EmbedSparse)
+	case TypeSparseVectors:
+		return new(SparseVectors)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 const maxRawElems = math.MaxUint32 / 4
 
 // rawElem is an element type carried in raw frames.
-type rawElem interface{ ~int32 | ~float32 }
+type rawElem interface{ ~int32 | ~uint32 | ~float32 }
 
 // byteView returns s's memory as bytes, without copying.
 func byteView[T rawElem](s []T) []byte {
@@ -59,6 +59,10 @@ func putLE[T rawElem](dst []byte, src []T) {
 		for i, v := range s {
 			binary.LittleEndian.PutUint32(dst[4*i:], uint32(v))
 		}
+	case []uint32:
+		for i, v := range s {
+			binary.LittleEndian.PutUint32(dst[4*i:], v)
+		}
 	case []float32:
 		for i, v := range s {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
@@ -73,6 +77,10 @@ func fromLE[T rawElem](dst []T, b []byte) {
 	case []int32:
 		for i := range d {
 			d[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case []uint32:
+		for i := range d {
+			d[i] = binary.LittleEndian.Uint32(b[4*i:])
 		}
 	case []float32:
 		for i := range d {

@@ -29,6 +29,10 @@ const (
 	ColText       = "text" // the chunk's text, with --with-text
 	ColEmbedding  = "embedding"
 	ColDocHash    = "doc_hash"
+	// ColSparseIndices and ColSparseValues replace embedding in a sparse
+	// output (SparseSchema): the terms by rising index and their weights.
+	ColSparseIndices = "sparse_indices"
+	ColSparseValues  = "sparse_values"
 
 	// ColCharStart and ColCharEnd are the byte offsets' names in the outputs
 	// of synapse before byte_start and byte_end (they were bytes, not
@@ -82,6 +86,24 @@ func EmbedSchemaOf(dims int, d vector.Dtype, meta map[string]string) *arrow.Sche
 // EmbedSchemaWith is EmbedSchemaOf with, when withText, the chunks' text
 // in a text column before the embedding.
 func EmbedSchemaWith(dims int, d vector.Dtype, withText bool, meta map[string]string) *arrow.Schema {
+	return rowSchema(withText, meta, arrow.Field{Name: ColEmbedding, Type: d.ArrowType(dims)})
+}
+
+// SparseSchema is the schema of a sparse output (embed --output sparse):
+// EmbedSchemaWith's columns with, instead of the embedding,
+// sparse_indices list<uint32> (rising) and sparse_values list<float32>.
+func SparseSchema(withText bool, meta map[string]string) *arrow.Schema {
+	return rowSchema(withText, meta, arrow.Field{Name: ColSparseIndices, Type: arrow.ListOf(arrow.PrimitiveTypes.Uint32)},
+		arrow.Field{Name: ColSparseValues, Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)})
+}
+
+// IsSparse reports whether sc is a sparse output's schema.
+func IsSparse(sc *arrow.Schema) bool {
+	return sc.HasField(ColSparseIndices) && sc.HasField(ColSparseValues)
+}
+
+// rowSchema is the columns of a chunk's row around its vector's.
+func rowSchema(withText bool, meta map[string]string, vec ...arrow.Field) *arrow.Schema {
 	i32 := func(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int32} }
 	str := func(name string) arrow.Field { return arrow.Field{Name: name, Type: arrow.BinaryTypes.String} }
 	fields := []arrow.Field{str(ColID), i32(ColChunk), str(ColChunkID), i32(ColTokenStart), i32(ColTokenEnd),
@@ -89,8 +111,8 @@ func EmbedSchemaWith(dims int, d vector.Dtype, withText bool, meta map[string]st
 	if withText {
 		fields = append(fields, str(ColText))
 	}
-	fields = append(fields, arrow.Field{Name: ColEmbedding, Type: d.ArrowType(dims)},
-		arrow.Field{Name: ColDocHash, Type: &arrow.FixedSizeBinaryType{ByteWidth: DocHashSize}})
+	fields = append(fields, vec...)
+	fields = append(fields, arrow.Field{Name: ColDocHash, Type: &arrow.FixedSizeBinaryType{ByteWidth: DocHashSize}})
 	return NewSchema(fields, meta)
 }
 
@@ -107,8 +129,12 @@ type EmbedRow struct {
 	Embedding            []float32 // exactly the schema's dims values (a float32 schema)
 	// Vector is the vector in the schema's dtype, as vector.Quantizer.Append
 	// writes it, for any other dtype.
-	Vector  []byte
-	DocHash [DocHashSize]byte
+	Vector []byte
+	// SparseIndices and SparseValues are the vector of a sparse schema
+	// (SparseSchema): indices rising, a value each.
+	SparseIndices []uint32
+	SparseValues  []float32
+	DocHash       [DocHashSize]byte
 }
 
 // EmbedRows are a document's rows, in chunk order.
@@ -117,22 +143,32 @@ type EmbedRows []EmbedRow
 // Len implements Rows.
 func (rs EmbedRows) Len() int { return len(rs) }
 
-// AppendTo implements Rows for a builder of an EmbedSchemaWith.
+// AppendTo implements Rows for a builder of an EmbedSchemaWith or a
+// SparseSchema.
 func (rs EmbedRows) AppendTo(b *array.RecordBuilder) error {
 	f := b.Fields()
 	sc := b.Schema()
-	text := -1
+	text, vec := -1, 1 // the text column; the vector's columns
+	if IsSparse(sc) {
+		vec = 2
+	}
 	switch n := len(f); {
-	case n == 13 && sc.Field(10).Name == ColText:
+	case n == 12+vec && sc.Field(10).Name == ColText:
 		text = 10
-	case n != 12:
+	case n != 11+vec:
 		return fmt.Errorf("embedding rows for a schema of %d columns", n)
 	}
 	hb, ok := f[len(f)-1].(*array.FixedSizeBinaryBuilder)
 	if !ok {
 		return fmt.Errorf("embedding rows for a schema without %s", ColDocHash)
 	}
-	appendVec, err := vectorAppender(f[len(f)-2])
+	var appendVec func(r EmbedRow, check bool) error
+	var err error
+	if vec == 2 {
+		appendVec, err = sparseAppender(f[len(f)-3], f[len(f)-2])
+	} else {
+		appendVec, err = vectorAppender(f[len(f)-2])
+	}
 	if err != nil {
 		return err
 	}
@@ -214,6 +250,39 @@ func vectorAppender(b array.Builder) (func(r EmbedRow, check bool) error, error)
 		}
 	}
 	return nil, fmt.Errorf("embedding rows for an embedding column of type %s", b.Type())
+}
+
+// sparseAppender checks (check: true) or appends a row's sparse vector to
+// the sparse_indices and sparse_values builders.
+func sparseAppender(ib, vb array.Builder) (func(r EmbedRow, check bool) error, error) {
+	il, ok1 := ib.(*array.ListBuilder)
+	vl, ok2 := vb.(*array.ListBuilder)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("sparse rows for columns of types %s and %s", ib.Type(), vb.Type())
+	}
+	iv, ok1 := il.ValueBuilder().(*array.Uint32Builder)
+	vv, ok2 := vl.ValueBuilder().(*array.Float32Builder)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("sparse rows for columns of types %s and %s", ib.Type(), vb.Type())
+	}
+	return func(r EmbedRow, check bool) error {
+		if check {
+			if len(r.SparseIndices) != len(r.SparseValues) {
+				return fmt.Errorf("%s chunk %d: %d sparse indices, %d values", r.ID, r.Chunk, len(r.SparseIndices), len(r.SparseValues))
+			}
+			for i := 1; i < len(r.SparseIndices); i++ {
+				if r.SparseIndices[i] <= r.SparseIndices[i-1] {
+					return fmt.Errorf("%s chunk %d: sparse indices not rising (%d after %d)", r.ID, r.Chunk, r.SparseIndices[i], r.SparseIndices[i-1])
+				}
+			}
+			return nil
+		}
+		il.Append(true)
+		iv.AppendValues(r.SparseIndices, nil)
+		vl.Append(true)
+		vv.AppendValues(r.SparseValues, nil)
+		return nil
+	}, nil
 }
 
 func checkWidth(r EmbedRow, got, want int) error {

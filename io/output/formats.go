@@ -136,14 +136,30 @@ func (s *finalSink) abort() {
 }
 
 // writeJSONL writes one JSON object per row, keys in schema order; fixed-size
-// binary values (hashes) as hex, null values as null.
+// binary values (hashes) as hex, null values as null. A sparse output's
+// sparse_indices and sparse_values are one member, "sparse":
+// {"indices":[…],"values":[…]}, the form Qdrant's sparse vectors and
+// Milvus's JSON import take.
 func writeJSONL(w *bufio.Writer, rec arrow.RecordBatch) error {
 	fields := rec.Schema().Fields()
+	sparse := -1 // the sparse_indices column, followed by sparse_values
+	if i := rec.Schema().FieldIndices(ColSparseIndices); len(i) == 1 && i[0]+1 < len(fields) && fields[i[0]+1].Name == ColSparseValues {
+		sparse = i[0]
+	}
 	for i := 0; i < int(rec.NumRows()); i++ {
 		w.WriteByte('{')
 		for j, col := range rec.Columns() {
+			if j == sparse+1 && sparse >= 0 {
+				continue
+			}
 			if j > 0 {
 				w.WriteByte(',')
+			}
+			if j == sparse {
+				if err := writeSparseJSON(w, col, rec.Column(j+1), i); err != nil {
+					return fmt.Errorf("row %d: %w", i, err)
+				}
+				continue
 			}
 			k, _ := json.Marshal(fields[j].Name)
 			w.Write(k)
@@ -167,6 +183,18 @@ func writeJSONL(w *bufio.Writer, rec arrow.RecordBatch) error {
 		}
 	}
 	return nil
+}
+
+// writeSparseJSON writes row i's sparse vector as "sparse":{"indices":
+// […],"values":[…]}.
+func writeSparseJSON(w *bufio.Writer, ix, vals arrow.Array, i int) error {
+	b, err := json.Marshal(map[string]any{"indices": ix.GetOneForMarshal(i), "values": vals.GetOneForMarshal(i)})
+	if err != nil {
+		return err
+	}
+	w.WriteString(`"sparse":`)
+	_, err = w.Write(b)
+	return err
 }
 
 // writeTREC writes the rows as a TREC run, "qid Q0 docid rank score tag",

@@ -99,6 +99,9 @@ type batchRef struct {
 // column positions in an embedding output
 type columns struct {
 	id, chunk, tokenStart, tokenEnd, byteStart, byteEnd, nTokens, emb, hash int
+	// sparseIx and sparseVal are a sparse output's vector columns
+	// (output.SparseSchema; emb is then -1), else -1.
+	sparseIx, sparseVal int
 }
 
 // batchFile is one previous file.
@@ -148,6 +151,9 @@ func (s *Set) allMapped() bool {
 	}
 	return true
 }
+
+// Schema is the first file's schema.
+func (s *Set) Schema() *arrow.Schema { return s.files[0].schema() }
 
 // Metadata is the first file's schema metadata.
 func (s *Set) Metadata() arrow.Metadata { return s.meta }
@@ -423,6 +429,22 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 	}
 	var dims int
 	var missing []string
+	c.sparseIx, c.sparseVal = -1, -1
+	if output.IsSparse(sc) { // a sparse output: its vectors' columns instead of the embedding
+		dims, _ = strconv.Atoi(metaValue(md, "synapse.dims"))
+		isList := func(elem arrow.DataType) func(arrow.DataType) bool {
+			return func(t arrow.DataType) bool {
+				l, ok := t.(*arrow.ListType)
+				return ok && arrow.TypeEqual(l.Elem(), elem)
+			}
+		}
+		if c.sparseIx = pos(output.ColSparseIndices, isList(arrow.PrimitiveTypes.Uint32)); c.sparseIx < 0 {
+			missing = append(missing, output.ColSparseIndices)
+		}
+		if c.sparseVal = pos(output.ColSparseValues, isList(arrow.PrimitiveTypes.Float32)); c.sparseVal < 0 {
+			missing = append(missing, output.ColSparseValues)
+		}
+	}
 	for _, col := range []struct {
 		name string
 		at   *int
@@ -433,6 +455,9 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 		{output.ColTokenEnd, &c.tokenEnd, isType(arrow.INT32)}, {output.ColByteStart, &c.byteStart, isType(arrow.INT32)},
 		{output.ColByteEnd, &c.byteEnd, isType(arrow.INT32)}, {output.ColNTokens, &c.nTokens, isType(arrow.INT32)},
 		{output.ColEmbedding, &c.emb, func(t arrow.DataType) bool {
+			if c.sparseIx >= 0 || c.sparseVal >= 0 {
+				return false // not read: checked below
+			}
 			if l, ok := t.(*arrow.FixedSizeListType); ok {
 				dims = int(l.Len())
 			} else {
@@ -445,7 +470,7 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 			return ok && b.ByteWidth == output.DocHashSize
 		}},
 	} {
-		if *col.at = pos(col.name, col.want); *col.at < 0 {
+		if *col.at = pos(col.name, col.want); *col.at < 0 && (col.at != &c.emb || c.sparseIx < 0 && c.sparseVal < 0) {
 			missing = append(missing, col.name)
 		}
 	}
@@ -484,7 +509,11 @@ func (f *batchFile) checkColumns(rec arrow.RecordBatch) error {
 			return fmt.Errorf("id column: offsets out of range at row %d", i)
 		}
 	}
-	if _, err := vector.ColumnOf(rec.Column(f.cols.emb), f.dtype, f.dims); err != nil {
+	if f.cols.emb < 0 {
+		if _, err := sparseColumns(rec, f.cols); err != nil {
+			return err
+		}
+	} else if _, err := vector.ColumnOf(rec.Column(f.cols.emb), f.dtype, f.dims); err != nil {
 		return err
 	}
 	if h := rec.Column(f.cols.hash).(*array.FixedSizeBinary); n > 0 && len(h.Value(n-1)) != output.DocHashSize {

@@ -2,9 +2,11 @@ package previous
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/synapse-embed/synapse/io/output"
@@ -64,7 +66,13 @@ func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
 		c := s.files[s.batches[g].file].cols
 		i32 := func(col int) *array.Int32 { return rec.Column(col).(*array.Int32) }
 		ids, hashes := rec.Column(c.id).(*array.String), rec.Column(c.hash).(*array.FixedSizeBinary)
-		emb, err := vector.ColumnOf(rec.Column(c.emb), s.dtype, s.dims)
+		var emb vector.Column
+		var sp *sparseCols
+		if c.emb < 0 {
+			sp, err = sparseColumns(rec, c)
+		} else {
+			emb, err = vector.ColumnOf(rec.Column(c.emb), s.dtype, s.dims)
+		}
 		if err != nil {
 			return nil, 0, err
 		}
@@ -72,9 +80,14 @@ func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
 			r := output.EmbedRow{ID: strings.Clone(ids.Value(i)), Chunk: i32(c.chunk).Value(i),
 				TokenStart: i32(c.tokenStart).Value(i), TokenEnd: i32(c.tokenEnd).Value(i),
 				ByteStart: i32(c.byteStart).Value(i), ByteEnd: i32(c.byteEnd).Value(i), NTokens: i32(c.nTokens).Value(i)}
-			if s.dtype == vector.Float32 {
+			switch {
+			case sp != nil:
+				ix, vals := sp.row(i)
+				r.SparseIndices, r.SparseValues = slices.Clone(ix), slices.Clone(vals)
+				s.touch(int64(8*len(ix) + 64))
+			case s.dtype == vector.Float32:
 				r.Embedding = vector.Decode(make([]float32, 0, s.dims), vector.Float32, s.dims, emb.Row(i), nil)
-			} else {
+			default:
 				r.Vector = append([]byte(nil), emb.Row(i)...)
 			}
 			copy(r.DocHash[:], hashes.Value(i))
@@ -87,4 +100,42 @@ func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
 		return nil, 0, fmt.Errorf("previous: rows %d to %d: only %d", start, end, len(rows))
 	}
 	return rows, tokens, nil
+}
+
+// sparseCols are a sparse output's vector columns in one batch.
+type sparseCols struct {
+	ix, vals *array.List
+	ixv      []uint32
+	valv     []float32
+}
+
+// sparseColumns reads a batch's sparse columns and checks that every
+// row's indices and values are as many and within the lists' values.
+func sparseColumns(rec arrow.RecordBatch, c columns) (*sparseCols, error) {
+	ix, ok1 := rec.Column(c.sparseIx).(*array.List)
+	vals, ok2 := rec.Column(c.sparseVal).(*array.List)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("sparse columns of types %s, %s", rec.Column(c.sparseIx).DataType(), rec.Column(c.sparseVal).DataType())
+	}
+	ixa, ok1 := ix.ListValues().(*array.Uint32)
+	vala, ok2 := vals.ListValues().(*array.Float32)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("sparse columns' values of types %s, %s", ix.ListValues().DataType(), vals.ListValues().DataType())
+	}
+	sp := &sparseCols{ix: ix, vals: vals, ixv: ixa.Uint32Values(), valv: vala.Float32Values()}
+	for i := range ix.Len() {
+		a, e := ix.ValueOffsets(i)
+		va, ve := vals.ValueOffsets(i)
+		if a < 0 || e < a || e-a != ve-va || va < 0 || int(e) > len(sp.ixv) || int(ve) > len(sp.valv) {
+			return nil, fmt.Errorf("row %d: sparse indices [%d,%d) and values [%d,%d) do not match", i, a, e, va, ve)
+		}
+	}
+	return sp, nil
+}
+
+// row is row i's indices and values (sparseColumns checked them).
+func (c *sparseCols) row(i int) ([]uint32, []float32) {
+	a, e := c.ix.ValueOffsets(i)
+	va, ve := c.vals.ValueOffsets(i)
+	return c.ixv[a:e], c.valv[va:ve]
 }

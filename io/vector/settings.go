@@ -46,8 +46,11 @@ type Settings struct {
 	Modules string `json:"modules,omitempty"`
 	// Output is the kind of vectors when it is not one pooled vector per
 	// chunk ("late-chunking": chunks pooled from their window's token
-	// states); omitempty keeps the digests of outputs before it.
+	// states; "sparse": SPLADE vectors over the vocabulary); omitempty keeps the digests of outputs before it.
 	Output string `json:"output,omitempty"`
+	// SparseTopK is a sparse output's --sparse-top-k (0: every non-zero
+	// weight kept); omitempty keeps the digests of outputs before it.
+	SparseTopK int `json:"sparse_top_k,omitempty"`
 }
 
 // JSON is the settings' canonical JSON (fields in declaration order).
@@ -89,8 +92,12 @@ func SettingsFromMetadata(get func(key string) (string, bool)) (Settings, error)
 }
 
 // Diff names the first setting that differs between s (this run) and
-// prev, "" when none does.
+// prev, "" when none does; the output kind first, which decides the
+// others' meaning.
 func (s Settings) Diff(prev Settings) string {
+	if s.Output != prev.Output {
+		return fmt.Sprintf("output: previous %s, this run %s", show(prev.Output), show(s.Output))
+	}
 	a, b := reflect.ValueOf(s), reflect.ValueOf(prev)
 	t := a.Type()
 	for i := range t.NumField() {

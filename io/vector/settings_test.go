@@ -29,6 +29,9 @@ func TestVectorSettings(t *testing.T) {
 		{func(v *Settings) { v.Pooling = "cls" }, `pooling: previous "mean", this run "cls"`},
 		{func(v *Settings) { v.Normalize = false }, "normalize: previous true, this run false"},
 		{func(v *Settings) { v.Dims = 16 }, "dims: previous 32, this run 16"},
+		// The output kind is named first, though dims differ too.
+		{func(v *Settings) { v.Output, v.Dims, v.Pooling = "sparse", 120, "splade" }, `output: previous "", this run "sparse"`},
+		{func(v *Settings) { v.SparseTopK = 64 }, "sparse_top_k: previous 0, this run 64"},
 	} {
 		v := s
 		v.TextFields = append([]string(nil), s.TextFields...)

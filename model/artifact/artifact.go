@@ -58,6 +58,10 @@ type Artifact struct {
 	Pooling string
 	// Classifier is the number of classifier outputs (rerankers), 0 for none.
 	Classifier int
+	// MaskedLM: the ONNX graph has a masked-LM's logits output [batch,
+	// sequence, vocab], from which the workers give sparse vectors
+	// (EMBED_SPARSE, embed --output sparse).
+	MaskedLM bool
 	// Scoring is how a cross-encoder's logits become a score
 	// (hfmodel.Scoring: the ONNX graph's logits with config.json's labels, a
 	// GGUF's classifier.output_labels), "" for embedders; ScoringErr says

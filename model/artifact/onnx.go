@@ -88,11 +88,17 @@ func chainPooling(c hfmodel.Chain) string {
 	return strings.Join(modes, "+")
 }
 
-// crossEncoder marks a cross-encoder (a logits output, or config.json's
-// …ForSequenceClassification): Classifier is its number of labels, and
-// Scoring the rule the engine scores it by, or why it cannot rerank.
+// crossEncoder marks a cross-encoder (a logits output [batch, labels], or
+// config.json's …ForSequenceClassification): Classifier is its number of
+// labels, and Scoring the rule the engine scores it by, or why it cannot
+// rerank. A logits output [batch, sequence, vocab] is a masked-LM's
+// instead (MaskedLM).
 func crossEncoder(a *Artifact, cfg hfmodel.Config, info *onnx.Info) {
 	out, hasLogits := info.Output("logits")
+	if hasLogits && len(out.Dims) == 3 && !cfg.IsCrossEncoder() { // [batch, sequence, vocab]
+		a.MaskedLM = true
+		return
+	}
 	if !hasLogits && !cfg.IsCrossEncoder() {
 		return
 	}

@@ -36,6 +36,11 @@ type EmbedOptions struct {
 	Pooling      string // mean, cls, last; "" = the model's own
 	Normalize    bool
 	Dims         int // keep the first Dims values (Matryoshka) and re-normalize; 0 = all
+	// Vectors is the output's kind: VectorsDense ("" too), or
+	// VectorsSparse, SPLADE vectors from a masked-LM's logits, with
+	// SparseTopK > 0 keeping each chunk's SparseTopK largest weights.
+	Vectors    string
+	SparseTopK int
 
 	// Previous are the outputs of an earlier run (one file, or the part
 	// files of a sharded run) whose unchanged documents are copied instead
@@ -84,6 +89,9 @@ var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, out
 // that cannot work whatever the model (Options.Check, the incremental
 // options and the dtype's).
 func (o *EmbedOptions) Check() error {
+	if err := o.checkSparse(); err != nil {
+		return err
+	}
 	if err := o.checkStore(); err != nil {
 		return err
 	}
@@ -129,6 +137,14 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
+	if o.sparse() {
+		if p.dims, err = o.probeSparse(ctx, r); err != nil {
+			return err
+		}
+		if o.BatchTokens, p.maxItems, err = sparseLimits(r.pool.MaxFrame(), p.dims, o.SparseTopK, o.BatchTokens); err != nil {
+			return err
+		}
+	}
 	o.warnUnembedded(r)
 	e, err := o.open(ctx, r, p)
 	if err != nil {
@@ -166,7 +182,10 @@ type embedPlan struct {
 	st   stRun
 	ch   Chunking
 	prev *previous.Set
-	dims int
+	dims int // the vectors' width; a sparse run's vocabulary
+	// maxItems caps a sparse run's requests so that answers fit the frame
+	// (0: no cap).
+	maxItems int
 }
 
 // plan reads the model's modules and chunking, checks --dims against the
@@ -185,6 +204,9 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	if err := o.checkLate(r.model, st); err != nil {
 		return nil, err
 	}
+	if o.sparse() && !r.model.MaskedLM {
+		return nil, configErrorf("--vectors sparse: %s has no masked-LM logits output [batch, sequence, vocab] (an ONNX export of a BertForMaskedLM or SPLADE model has one)", r.model.Name)
+	}
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
 	}
@@ -195,6 +217,10 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	}
 	prev, err := o.openPrevious()
 	if err != nil {
+		return nil, err
+	}
+	if err := o.checkPreviousKind(prev); err != nil {
+		prev.Close()
 		return nil, err
 	}
 	return &embedPlan{st: st, ch: ch, prev: prev}, nil
@@ -256,6 +282,9 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 		}
 	}
 	schema := output.EmbedSchemaWith(p.dims, o.Dtype, o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
+	if o.sparse() {
+		schema = output.SparseSchema(o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
+	}
 	r.kindState = inc.counts
 	r.store = o.storeOpener(ctx, p.dims, o.settings(r.model, p.ch, p.dims, p.st, qz))
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
@@ -278,6 +307,12 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 // embedded and how.
 func (o *EmbedOptions) startLine(p *embedPlan, qz *quantization) string {
 	s := fmt.Sprintf("text fields %s, chunks of %d tokens, %d dims, %s", strings.Join(o.textFields(), " + "), o.chunkSize(p.ch), p.dims, o.Dtype)
+	if o.sparse() {
+		s = fmt.Sprintf("text fields %s, chunks of %d tokens, sparse vectors over %d terms", strings.Join(o.textFields(), " + "), o.chunkSize(p.ch), p.dims)
+		if o.SparseTopK > 0 {
+			s += fmt.Sprintf(" (top %d)", o.SparseTopK)
+		}
+	}
 	if o.WithText {
 		s += ", with text"
 	}
@@ -292,10 +327,15 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	cfg := r.config(o.BatchTokens, 0)
 	cfg.SkipReplayed = !o.Dedup // the dedup window takes the replayed records' vectors
 	var err error
-	if o.LateChunking {
+	switch {
+	case o.LateChunking:
 		k := &lateKind{embedKind: e.kind, late: LateChunking{Window: p.ch, Chunk: o.ChunkTokens}, normalize: o.lateNormalize(r.model)}
 		err = execute(ctx, r, cfg, pipeline.Kind[doc, lateWindow, [][]float32](k), e.src, lateSink{e.sink})
-	} else {
+	case o.sparse():
+		cfg.MaxItems = p.maxItems
+		k := &sparseKind{embedKind: e.kind, topK: o.SparseTopK, vocab: p.dims}
+		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, sparseVec](k), e.src, sparseSink{e.sink})
+	default:
 		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
 	}
 	if err == nil && (p.prev != nil || o.Sync) {
@@ -432,6 +472,10 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 	if pooling == "" {
 		pooling = m.Pooling
 	}
+	normalize := o.Normalize
+	if o.sparse() {
+		pooling, normalize = PoolingSplade, false
+	}
 	for k, v := range o.settings(m, ch, dims, st, qz).Metadata() {
 		meta[k] = v
 	}
@@ -443,7 +487,7 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 	}
 	for k, v := range map[string]string{
 		"synapse.pooling":       pooling,
-		"synapse.normalize":     strconv.FormatBool(o.Normalize),
+		"synapse.normalize":     strconv.FormatBool(normalize),
 		"synapse.dims":          strconv.Itoa(dims),
 		"synapse.chunk_tokens":  strconv.Itoa(o.chunkSize(ch)),
 		"synapse.chunk_overlap": strconv.Itoa(ch.Overlap),
@@ -479,6 +523,9 @@ func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st 
 	if o.LateChunking {
 		s.Output = OutputLateChunking
 	}
+	if o.sparse() {
+		s.Output, s.SparseTopK, s.Pooling, s.Normalize = OutputSparse, o.SparseTopK, PoolingSplade, false
+	}
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)
 	}
@@ -504,7 +551,7 @@ func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
 // Weight is the text and the rows copied from the previous output.
 func (k *embedKind) Weight(d doc) int64 {
 	if d.reuse != nil {
-		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+64))
+		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+8*len(d.reuse[0].SparseIndices)+64))
 	}
 	return int64(len(d.Text))
 }
@@ -580,6 +627,38 @@ type embedSink struct {
 }
 
 func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
+	return putRows(s, r, s.setDense)
+}
+
+// Replay takes a record the interrupted run wrote, replayed by a resumed
+// run: its text joins the dedup window, as in the uninterrupted run.
+func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
+	replayRows(s, r, s.setDense)
+}
+
+// setDense puts a chunk's vector in its row, truncated and in the dtype.
+func (s *embedSink) setDense(row *output.EmbedRow, out []float32) {
+	if v := s.vector(out); s.q == nil || s.q.Dtype == vector.Float32 {
+		row.Embedding = v
+	} else {
+		row.Vector = s.q.Append(make([]byte, 0, s.q.Dtype.Width(s.dims)), v)
+	}
+}
+
+// sparseSink writes sparse vectors' rows through an embedding sink.
+type sparseSink struct{ s *embedSink }
+
+func (k sparseSink) Put(r pipeline.Result[doc, Chunk, sparseVec]) error {
+	return putRows(k.s, r, setSparse)
+}
+
+func (k sparseSink) Replay(r pipeline.Result[doc, Chunk, sparseVec]) {
+	replayRows(k.s, r, setSparse)
+}
+
+// putRows writes a result's rows, whatever the vectors are: set puts an
+// answer in its row.
+func putRows[O any](s *embedSink, r pipeline.Result[doc, Chunk, O], set func(*output.EmbedRow, O)) error {
 	if r.File != nil {
 		return s.w.PutFileError(r.File)
 	}
@@ -590,7 +669,7 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 	if s.window != nil {
 		s.window.enter(d.Group)
 	}
-	rows, errs, tokens := s.rows(r)
+	rows, errs, tokens := docRows(s, r, set)
 	switch d.status {
 	case previous.New:
 		s.inc.New += b2i(d.prev)
@@ -621,16 +700,15 @@ func (s *embedSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
 	return s.w.Put(r.Index, r.Group, rows, errs)
 }
 
-// Replay takes a record the interrupted run wrote, replayed by a resumed
-// run: its text joins the dedup window, as in the uninterrupted run.
-func (s *embedSink) Replay(r pipeline.Result[doc, Chunk, []float32]) {
+// replayRows is Replay's work for any vectors.
+func replayRows[O any](s *embedSink, r pipeline.Result[doc, Chunk, O], set func(*output.EmbedRow, O)) {
 	if s.window == nil || r.File != nil || r.RowErr != nil || r.Rec.dup || r.Rec.kept {
 		return
 	}
 	d := r.Rec
 	s.window.enter(d.Group)
 	if _, ok := s.window.get(d.hash); !ok {
-		rows, errs, _ := s.rows(r)
+		rows, errs, _ := docRows(s, r, set)
 		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
 	}
 }
@@ -644,7 +722,7 @@ func b2i(b bool) int64 {
 
 // rows are a document's output rows and error records: copied from the
 // previous output, from an identical text, or embedded; and their tokens.
-func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (output.EmbedRows, []*record.RowError, int64) {
+func docRows[O any](s *embedSink, r pipeline.Result[doc, Chunk, O], set func(*output.EmbedRow, O)) (output.EmbedRows, []*record.RowError, int64) {
 	d := r.Rec
 	if d.reuse != nil {
 		return d.reuse, nil, d.tokens
@@ -662,11 +740,7 @@ func (s *embedSink) rows(r pipeline.Result[doc, Chunk, []float32]) (output.Embed
 		c := dn.Item
 		rows[i] = output.EmbedRow{ID: d.ID, Chunk: c.Index, TokenStart: c.TokenStart, TokenEnd: c.TokenEnd,
 			ByteStart: c.ByteStart, ByteEnd: c.ByteEnd, NTokens: int32(len(c.IDs)), DocHash: hash}
-		if v := s.vector(dn.Out); s.q == nil || s.q.Dtype == vector.Float32 {
-			rows[i].Embedding = v
-		} else {
-			rows[i].Vector = s.q.Append(make([]byte, 0, s.q.Dtype.Width(s.dims)), v)
-		}
+		set(&rows[i], dn.Out)
 		tokens += int64(len(c.IDs))
 	}
 	if err := output.FillSpans(d.Text, rows, s.withText); err != nil { // the tokenizer's spans index d.Text

@@ -27,7 +27,10 @@ type Vectors struct {
 	Ranges   *vector.Ranges // int8, uint8
 	Settings vector.Settings
 	Model    string // the model's name, for the run's tag
-	what     string // the flag that names it (--corpus), for errors
+	// Sparse: the output holds sparse vectors (sparse_indices,
+	// sparse_values over Dims terms) instead of an embedding column.
+	Sparse bool
+	what   string // the flag that names it (--corpus), for errors
 }
 
 // OpenVectors reads the schemas of an embedding output's files and checks
@@ -74,11 +77,21 @@ func vectorsOf(sc *arrow.Schema) (*Vectors, error) {
 			return nil, fmt.Errorf("no %s column of type %s: not an embedding output", c.name, c.id)
 		}
 	}
+	dims := s.Dims
+	sparse, err := sparseSchema(sc)
+	if err != nil {
+		return nil, err
+	}
+	if sparse {
+		if dims <= 0 {
+			return nil, errors.New("a sparse output without its vocabulary's size (dims) in its settings")
+		}
+		return &Vectors{Dtype: vector.Float32, Dims: dims, Settings: s, Model: metaValue(md, "synapse.model_name"), Sparse: true}, nil
+	}
 	idx := sc.FieldIndices(output.ColEmbedding)
 	if len(idx) != 1 {
 		return nil, errors.New("no embedding column: not an embedding output")
 	}
-	dims := s.Dims
 	if dims <= 0 {
 		dims, _ = strconv.Atoi(metaValue(md, "synapse.dims"))
 	}
@@ -105,6 +118,12 @@ func metaValue(md arrow.Metadata, key string) string {
 // corpus.
 func Compatible(queries, corpus *Vectors) error {
 	q, c := queries.Settings, corpus.Settings
+	switch {
+	case corpus.Sparse && !queries.Sparse:
+		return fmt.Errorf("%w: dense queries cannot search a sparse corpus (embed --vectors sparse): embed the queries with --vectors sparse and the corpus's model", ErrInput)
+	case queries.Sparse && !corpus.Sparse:
+		return fmt.Errorf("%w: sparse queries (embed --vectors sparse) cannot search a dense corpus: embed the queries as the corpus was", ErrInput)
+	}
 	for _, f := range []struct {
 		name   string
 		qv, cv any
@@ -133,6 +152,7 @@ type batch struct {
 	ids    *array.String
 	chunks *array.Int32
 	vecs   vector.Column
+	sparse *sparseCols // a sparse output's vectors (then vecs holds only Rows)
 	rec    arrow.RecordBatch
 	path   string // its file
 	row0   int64  // the file's rows before it
@@ -149,6 +169,11 @@ func (v *Vectors) eachBatch(ctx context.Context, fn func(b *batch) error) error 
 			}
 			b.path, b.row0 = p, rows
 			rows += rec.NumRows()
+			if v.Sparse {
+				if err := v.sparseOf(b); err != nil {
+					return err
+				}
+			}
 			return fn(b)
 		})
 		if err != nil {
@@ -165,6 +190,9 @@ func (v *Vectors) batchOf(rec arrow.RecordBatch) (*batch, error) {
 	chunks, ok2 := col(output.ColChunk).(*array.Int32)
 	if !ok || !ok2 || ids.NullN() > 0 {
 		return nil, fmt.Errorf("%w: id or chunk column of another type, or null ids", ErrInput)
+	}
+	if v.Sparse { // vecs holds no vectors, only the rows' count
+		return &batch{ids: ids, chunks: chunks, vecs: vector.Column{Rows: int(rec.NumRows())}, rec: rec}, nil
 	}
 	vecs, err := vector.ColumnOf(col(output.ColEmbedding), v.Dtype, v.Dims)
 	if err != nil {

@@ -9,7 +9,9 @@
 // and uint8 (the query quantized with the corpus's stored ranges, as
 // sentence-transformers and usearch score them), dims − Hamming distance
 // for binary and ubinary (the number of dimensions whose signs agree).
-// Ties are broken by document id, the smaller first.
+// Ties are broken by document id, the smaller first. A sparse output's
+// (synapse embed --vectors sparse) similarity is the exact sparse dot
+// product (sparse.go).
 //
 // Memory: one corpus record batch, the block's query vectors, its top-k
 // lists (at most k × Rescore entries per query, and never more than the
@@ -75,6 +77,11 @@ func Run(ctx context.Context, o Options, emit func(query string, hits []Hit) err
 	if err := Check(&o); err != nil {
 		return Stats{}, err
 	}
+	if o.Corpus.Sparse {
+		s := &searcher{o: o, stats: Stats{Kernels: "sparse"}}
+		err := s.runSparse(ctx, emit)
+		return s.stats, err
+	}
 	s := &searcher{o: o, sp: newSpace(o.Corpus.Dtype, o.Corpus.Dims), stats: Stats{Kernels: kern.name}}
 	if o.Corpus.Dtype.Ranged() || o.Corpus.Dtype.Bits() {
 		d := o.Corpus.Dtype
@@ -116,6 +123,9 @@ func Check(o *Options) error {
 	}
 	if err := Compatible(o.Queries, o.Corpus); err != nil {
 		return err
+	}
+	if o.Corpus.Sparse && (o.Rescore > 1 || o.RescoreWith != nil) {
+		return fmt.Errorf("%w: --rescore with a sparse corpus: its scores are exact already", ErrInput)
 	}
 	if o.Rescore <= 1 {
 		if o.RescoreWith != nil {

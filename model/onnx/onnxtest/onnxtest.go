@@ -7,7 +7,8 @@
 // type and position rows, float32 adds), then, with Layers > 0, that many
 // dense layers x·W + b (MatMul and Add, or Gemm with Gemm set), times the
 // attention mask. Its optional sentence_embedding output is the masked mean
-// of those rows.
+// of those rows; its optional logits output is BERT's masked-LM head over
+// them (Encoder.MLM).
 package onnxtest
 
 import (
@@ -34,6 +35,11 @@ type Encoder struct {
 	// transposed) over the rows flattened to 2-D.
 	Layers int
 	Gemm   bool
+	// MLM adds a masked-LM head (MLMTables) over the last layer's rows,
+	// unmasked as BertForMaskedLM's, and its logits output [batch,
+	// sequence, Vocab]; with NoHidden and without Pooled the graph has the
+	// outputs of a BertForMaskedLM export, logits alone.
+	MLM bool
 }
 
 // Tiny is a 64-row, 8-wide encoder with both outputs.
@@ -163,6 +169,9 @@ func (e Encoder) Model() onnx.Model {
 		hiddenOut = "last_hidden_state"
 	}
 	node("Mul", []string{h, "mask3"}, hiddenOut)
+	if e.MLM {
+		e.mlmHead(&g, node, h)
+	}
 	dims := []onnx.Dim{{Param: "batch"}, {Param: "sequence"}, {Value: int64(e.Hidden)}}
 	if !e.NoHidden {
 		g.Outputs = append(g.Outputs, onnx.Value{Name: "last_hidden_state", Tensor: true, Elem: onnx.Float, Dims: dims})
@@ -336,7 +345,11 @@ func WriteDir(dir string, d Dir) (Encoder, error) {
 		}
 	}
 	if !omit["config.json"] {
-		cfg := map[string]any{"architectures": []string{"BertModel"}, "model_type": "bert", "hidden_size": e.Hidden,
+		arch := "BertModel"
+		if e.MLM {
+			arch = "BertForMaskedLM"
+		}
+		cfg := map[string]any{"architectures": []string{arch}, "model_type": "bert", "hidden_size": e.Hidden,
 			"max_position_embeddings": e.Positions, "vocab_size": e.Vocab, "type_vocab_size": 2, "pad_token_id": 0}
 		b, _ := json.MarshalIndent(cfg, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {

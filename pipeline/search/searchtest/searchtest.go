@@ -67,3 +67,36 @@ func Write(t testing.TB, path string, docs []Doc, d vector.Dtype, r *vector.Rang
 		t.Fatal(err)
 	}
 }
+
+// WriteSparse writes docs to path (.arrow or .parquet) as a sparse output
+// (synapse embed --vectors sparse) over len(vector) terms: each chunk's
+// non-zero values, by index, in record batches of batchRows rows.
+func WriteSparse(t testing.TB, path string, docs []Doc, batchRows int) {
+	t.Helper()
+	s := Settings
+	s.Dims, s.Output, s.Pooling, s.Normalize = len(docs[0].Vecs[0]), "sparse", "splade-max", false
+	meta := s.Metadata()
+	meta[vector.MetaDtype], meta["synapse.dims"], meta["synapse.model_name"] = string(vector.Float32), fmt.Sprint(s.Dims), "test"
+	w, err := output.Create(path, output.WriterOptions{Schema: output.SparseSchema(false, meta), BatchRows: batchRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, dc := range docs {
+		var rows output.EmbedRows
+		for c, v := range dc.Vecs {
+			row := output.EmbedRow{ID: dc.ID, Chunk: int32(c), SparseIndices: []uint32{}, SparseValues: []float32{}}
+			for j, x := range v {
+				if x != 0 {
+					row.SparseIndices, row.SparseValues = append(row.SparseIndices, uint32(j)), append(row.SparseValues, x)
+				}
+			}
+			rows = append(rows, row)
+		}
+		if err := w.Put(int64(i), int64(i), rows, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
