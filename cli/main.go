@@ -77,7 +77,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
 		}
 	}
-	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer, "") } // --version as `synapse version`
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer, "", "") } // --version as `synapse version`
 	return &cli.App{
 		Name:                 "synapse",
 		Usage:                "batch inference over corpora (embed, rerank, generate, search, eval) with llama.cpp and ONNX Runtime in supervised worker processes",

@@ -15,34 +15,38 @@ import (
 func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "version",
-		Usage:       "print synapse's version, its worker protocol version and the llama.cpp libraries it would use",
+		Usage:       "print synapse's version, its worker protocol version and the llama.cpp and ONNX Runtime libraries it would use",
 		Description: "Full reference: docs/commands.md (where the libraries are looked for: docs/engines.md).",
 		Flags: []cli.Flag{
-			llamaLibFlag(),
+			llamaLibFlag(), ortLibFlag(),
 		},
 		Action: func(c *cli.Context) error {
-			printVersion(c.App.Writer, c.String("llama-lib"))
+			printVersion(c.App.Writer, c.String("llama-lib"), c.String("ort-lib"))
 			return nil
 		},
 	}
 }
 
 // printVersion writes synapse's version, the protocol version and where the
-// llama.cpp libraries are (or why they were not found). flag is
-// --llama-lib's value.
-func printVersion(w io.Writer, flag string) {
+// llama.cpp and ONNX Runtime libraries are (or why they were not found).
+// llamaFlag and ortFlag are --llama-lib's and --ort-lib's values.
+func printVersion(w io.Writer, llamaFlag, ortFlag string) {
 	fmt.Fprintf(w, "synapse %s\n", version)
 	fmt.Fprintf(w, "worker protocol v%d\n", wire.Version)
-	lib, err := findLib(engine.LlamaLib, flag)
-	if err != nil {
+	if lib, err := findLib(engine.LlamaLib, llamaFlag); err != nil {
 		fmt.Fprintln(w, err) // the places searched and how to get the libraries
-		return
+	} else {
+		release, _ := engine.CheckLlamaLib(lib.Path)
+		if release == "" {
+			release = "release not recorded in the build (taken as " + engine.LlamaRelease + ")"
+		}
+		fmt.Fprintf(w, "llama.cpp %s in %s (%s)\n", release, lib.Path, lib.Source)
 	}
-	release, _ := engine.CheckLlamaLib(lib.Path)
-	if release == "" {
-		release = "release not recorded in the build (taken as " + engine.LlamaRelease + ")"
+	if lib, err := findLib(engine.ORTLib, ortFlag); err != nil {
+		fmt.Fprintln(w, err)
+	} else {
+		fmt.Fprintf(w, "ONNX Runtime %s in %s (%s)\n", engine.ORTRelease, lib.Path, lib.Source)
 	}
-	fmt.Fprintf(w, "llama.cpp %s in %s (%s)\n", release, lib.Path, lib.Source)
 }
 
 // rootAction runs when no command is given (help) or the first argument

@@ -30,13 +30,18 @@ func fakeLlamaLib(t *testing.T) string {
 func TestVersion(t *testing.T) {
 	lib := fakeLlamaLib(t)
 	t.Setenv("SYNAPSE_LLAMA_LIB", lib)
+	ort := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ort, "libonnxruntime.so.1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SYNAPSE_ORT_LIB", ort)
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}} {
 		var out, errOut bytes.Buffer
 		if code := Run(context.Background(), append([]string{"synapse"}, args...), &out, &errOut); code != exitOK {
 			t.Fatalf("%v: exit %d; want 0\n%s", args, code, errOut.String())
 		}
-		want := fmt.Sprintf("synapse %s\nworker protocol v%d\nllama.cpp %s in %s (SYNAPSE_LLAMA_LIB)\n",
-			version, wire.Version, engine.LlamaRelease, lib)
+		want := fmt.Sprintf("synapse %s\nworker protocol v%d\nllama.cpp %s in %s (SYNAPSE_LLAMA_LIB)\nONNX Runtime %s in %s (SYNAPSE_ORT_LIB)\n",
+			version, wire.Version, engine.LlamaRelease, lib, engine.ORTRelease, ort)
 		if out.String() != want {
 			t.Errorf("%v: got %q; want %q", args, out.String(), want)
 		}

@@ -98,12 +98,12 @@ func fileErrorJSONOf(e *record.FileError) fileErrorJSON {
 // Errors of the writer.
 var (
 	// ErrOutOfOrder: Put was called with an Index not above the previous one.
-	ErrOutOfOrder = errors.New("dataio: documents put out of order")
+	ErrOutOfOrder = errors.New("output: documents put out of order")
 	// ErrClosed: the writer was already committed or aborted.
-	ErrClosed = errors.New("dataio: writer is closed")
+	ErrClosed = errors.New("output: writer is closed")
 	// ErrResumeMismatch: the partial output was written with another schema
 	// or other metadata (model, chunking, version) than this run's.
-	ErrResumeMismatch = errors.New("dataio: partial output is from a different configuration")
+	ErrResumeMismatch = errors.New("the partial output is from a different configuration")
 	// ErrCheckpointCorrupt: the checkpoint and the partial files disagree.
-	ErrCheckpointCorrupt = errors.New("dataio: checkpoint does not match the partial output")
+	ErrCheckpointCorrupt = errors.New("the checkpoint does not match the partial output")
 )
