@@ -8,6 +8,7 @@ package readlimit
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,4 +72,21 @@ func ReadLine(r *bufio.Reader, name string, limit int) ([]byte, error) {
 			return bytes.Clone(line), err
 		}
 	}
+}
+
+// UnmarshalJSON is json.Unmarshal for a file synapse did not write: its
+// syntax error says where the file stops being JSON (the byte offset) but
+// quotes none of its content, since the file may be a link to one the user
+// may read and should not see echoed (a tokenizer.json that is /etc/shadow's
+// link, for example).
+func UnmarshalJSON(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		if se.Offset >= int64(len(data)) {
+			return fmt.Errorf("not valid JSON (unexpected end at byte %d)", len(data))
+		}
+		return fmt.Errorf("not valid JSON (at byte %d of %d)", se.Offset, len(data))
+	}
+	return err
 }

@@ -99,3 +99,21 @@ func TestReadLine(t *testing.T) {
 		t.Errorf("/dev/zero: got %v; want ErrTooLarge", err)
 	}
 }
+
+// TestUnmarshalJSONQuotesNothing: a file that is not JSON (a link to
+// someone's secrets, say) is refused saying where, quoting none of it;
+// type errors and good JSON pass through.
+func TestUnmarshalJSONQuotesNothing(t *testing.T) {
+	var v map[string]any
+	err := UnmarshalJSON([]byte("root:x:0:0:secret\n"), &v)
+	if err == nil || !strings.Contains(err.Error(), "not valid JSON (at byte 1 of 18)") || strings.Contains(err.Error(), "'r'") {
+		t.Errorf("got %v; want a syntax error naming the offset and quoting nothing", err)
+	}
+	if err := UnmarshalJSON([]byte(`{"a": 1}`), &v); err != nil || v["a"] != 1.0 {
+		t.Errorf("good JSON: %v, %v", v, err)
+	}
+	var n struct{ A int }
+	if err := UnmarshalJSON([]byte(`{"A": "x"}`), &n); err == nil {
+		t.Error("a type error was dropped")
+	}
+}

@@ -150,7 +150,7 @@ func Open(dir string) (*Source, error) {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
 	s := &Source{Dir: dir}
-	if err := json.Unmarshal(b, &s.Config); err != nil {
+	if err := readlimit.UnmarshalJSON(b, &s.Config); err != nil {
 		return nil, fmt.Errorf("convert: %s: %w: %v", cfgPath, ErrRefused, err)
 	}
 	if err := s.pickArch(cfgPath); err != nil {

@@ -21,7 +21,6 @@ package hfmodel
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -186,7 +185,7 @@ func ReadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("hfmodel: %w", err)
 	}
-	if err := json.Unmarshal(b, &c); err != nil {
+	if err := readlimit.UnmarshalJSON(b, &c); err != nil {
 		return c, fmt.Errorf("hfmodel: %s: %w", path, err)
 	}
 	return c, nil

@@ -1,7 +1,6 @@
 package hfmodel
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -74,7 +73,7 @@ func (f Files) moduleFiles(out map[string]string) error {
 		return fmt.Errorf("hfmodel: %w", err)
 	}
 	var mods []struct{ Path string }
-	if err := json.Unmarshal(b, &mods); err != nil {
+	if err := readlimit.UnmarshalJSON(b, &mods); err != nil {
 		return fmt.Errorf("hfmodel: %s: %w", path, err)
 	}
 	var dirs []string

@@ -133,7 +133,7 @@ func readModulesJSON(root string) ([]stModule, error) {
 		return nil, fmt.Errorf("hfmodel: %w", err)
 	}
 	var mods []stModule
-	if err := json.Unmarshal(b, &mods); err != nil {
+	if err := readlimit.UnmarshalJSON(b, &mods); err != nil {
 		return nil, fmt.Errorf("hfmodel: %s: %w", path, err)
 	}
 	if mods == nil {
@@ -214,7 +214,7 @@ func readJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("hfmodel: %w", err)
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := readlimit.UnmarshalJSON(b, v); err != nil {
 		return fmt.Errorf("hfmodel: %s: %w", path, err)
 	}
 	return nil

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/synapse-embed/synapse/io/readlimit"
 	"strings"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // Hugging Face tokenizers (tokenizer.json), as the Rust library `tokenizers`
@@ -87,7 +88,7 @@ type hfModel interface {
 // NewHF parses the contents of a tokenizer.json.
 func NewHF(data []byte) (Tokenizer, error) {
 	var j hfJSON
-	if err := json.Unmarshal(data, &j); err != nil {
+	if err := readlimit.UnmarshalJSON(data, &j); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
 	if j.Version != "" && j.Version != "1.0" {
