@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/jackc/pgx/v5"
@@ -182,6 +183,26 @@ func tableRows(t *testing.T, conn *pgx.Conn, table string) map[string]row {
 // fileRows are an .arrow output's rows by ID#CHUNK.
 func fileRows(t *testing.T, path string) map[string]row {
 	t.Helper()
+	out := map[string]row{}
+	eachBatch(t, path, func(col func(string) arrow.Array, n int) {
+		ids := col("id").(*array.String)
+		chunks := col("chunk").(*array.Int32)
+		embs := col("embedding").(*array.FixedSizeList)
+		vals := embs.ListValues().(*array.Float32).Float32Values()
+		hashes := col("doc_hash").(*array.FixedSizeBinary)
+		dims := int(embs.DataType().(interface{ Len() int32 }).Len())
+		for j := range n {
+			rw := row{id: ids.Value(j), chunk: chunks.Value(j), emb: vals[j*dims : (j+1)*dims], hash: fmt.Sprintf("%x", hashes.Value(j))}
+			out[fmt.Sprintf("%s#%d", rw.id, rw.chunk)] = rw
+		}
+	})
+	return out
+}
+
+// eachBatch calls fn with each record batch of an .arrow output: its
+// columns by name and its row count.
+func eachBatch(t *testing.T, path string, fn func(col func(string) arrow.Array, rows int)) {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -192,26 +213,14 @@ func fileRows(t *testing.T, path string) map[string]row {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	out := map[string]row{}
 	for i := 0; i < r.NumRecords(); i++ {
 		rec, err := r.RecordBatch(i)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sc := rec.Schema()
-		col := func(name string) int { return sc.FieldIndices(name)[0] }
-		ids := rec.Column(col("id")).(*array.String)
-		chunks := rec.Column(col("chunk")).(*array.Int32)
-		embs := rec.Column(col("embedding")).(*array.FixedSizeList)
-		vals := embs.ListValues().(*array.Float32).Float32Values()
-		hashes := rec.Column(col("doc_hash")).(*array.FixedSizeBinary)
-		dims := int(embs.DataType().(interface{ Len() int32 }).Len())
-		for j := 0; j < int(rec.NumRows()); j++ {
-			rw := row{id: ids.Value(j), chunk: chunks.Value(j), emb: vals[j*dims : (j+1)*dims], hash: fmt.Sprintf("%x", hashes.Value(j))}
-			out[fmt.Sprintf("%s#%d", rw.id, rw.chunk)] = rw
-		}
+		fn(func(name string) arrow.Array { return rec.Column(sc.FieldIndices(name)[0]) }, int(rec.NumRows()))
 	}
-	return out
 }
 
 // sameRows compares two sets of rows, vectors bit for bit.

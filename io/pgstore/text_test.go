@@ -3,13 +3,12 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/synapse-embed/synapse/io/pgstore/pgtest"
@@ -75,31 +74,13 @@ func tableTexts(t *testing.T, conn *pgx.Conn, table string) map[string]string {
 // fileTexts is an .arrow output's text column by ID#CHUNK.
 func fileTexts(t *testing.T, path string) map[string]string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := ipc.NewFileReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
 	out := map[string]string{}
-	for i := 0; i < r.NumRecords(); i++ {
-		rec, err := r.RecordBatch(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := rec.Schema()
-		col := func(name string) int { return sc.FieldIndices(name)[0] }
-		ids := rec.Column(col("id")).(*array.String)
-		chunks := rec.Column(col("chunk")).(*array.Int32)
-		texts := rec.Column(col("text")).(*array.String)
-		for j := 0; j < int(rec.NumRows()); j++ {
+	eachBatch(t, path, func(col func(string) arrow.Array, n int) {
+		ids, chunks, texts := col("id").(*array.String), col("chunk").(*array.Int32), col("text").(*array.String)
+		for j := range n {
 			out[fmt.Sprintf("%s#%d", ids.Value(j), chunks.Value(j))] = texts.Value(j)
 		}
-	}
+	})
 	return out
 }
 

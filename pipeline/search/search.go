@@ -263,10 +263,7 @@ func (s *searcher) block(ctx context.Context, b *queryBlock) ([][]Hit, error) {
 // queries, split among Threads goroutines by groups of 4 queries.
 func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, error) {
 	nq := len(b.ids)
-	st := &passState{tops: make([]*topK, nq), best: make([]float32, nq), floor: make([]float32, nq)}
-	for i := range st.tops {
-		st.tops[i], st.best[i], st.floor[i] = newTopK(keep), noDoc, noDoc
-	}
+	st := newPassState(nq, keep)
 	workers := min(s.o.Threads, (nq+3)/4)
 	scratch := make([][]float32, workers)
 	for w := range scratch {
@@ -302,6 +299,21 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 	if err != nil {
 		return nil, err
 	}
+	return s.endPass(st, rows), nil
+}
+
+// newPassState is the state of a pass of nq queries keeping keep hits each.
+func newPassState(nq, keep int) *passState {
+	st := &passState{tops: make([]*topK, nq), best: make([]float32, nq), floor: make([]float32, nq)}
+	for i := range st.tops {
+		st.tops[i], st.best[i], st.floor[i] = newTopK(keep), noDoc, noDoc
+	}
+	return st
+}
+
+// endPass closes a pass over rows chunks: each query's open document (the
+// corpus's last) is offered to its list, and the pass is counted.
+func (s *searcher) endPass(st *passState, rows int64) []*topK {
 	if rows > 0 {
 		for q, t := range st.tops {
 			if st.best[q] != noDoc && t.admits(st.best[q]) {
@@ -311,8 +323,8 @@ func (s *searcher) pass(ctx context.Context, b *queryBlock, keep int) ([]*topK, 
 	}
 	s.stats.Passes++
 	s.stats.Chunks = rows
-	s.stats.Pairs += rows * int64(nq)
-	return st.tops, nil
+	s.stats.Pairs += rows * int64(len(st.tops))
+	return st.tops
 }
 
 // passState is a pass's state between batches: each query's top list,

@@ -126,10 +126,7 @@ func (s *searcher) runSparse(ctx context.Context, emit func(query string, hits [
 // block's queries.
 func (s *searcher) sparsePass(ctx context.Context, b *sparseBlock) ([]*topK, error) {
 	nq := len(b.ids)
-	st := &passState{tops: make([]*topK, nq), best: make([]float32, nq), floor: make([]float32, nq)}
-	for i := range st.tops {
-		st.tops[i], st.best[i], st.floor[i] = newTopK(s.o.K), noDoc, noDoc
-	}
+	st := newPassState(nq, s.o.K)
 	var acc []float64
 	var scores []float32
 	var rows int64
@@ -167,17 +164,7 @@ func (s *searcher) sparsePass(ctx context.Context, b *sparseBlock) ([]*topK, err
 	if err != nil {
 		return nil, err
 	}
-	if rows > 0 {
-		for q, t := range st.tops {
-			if st.best[q] != noDoc && t.admits(st.best[q]) {
-				t.add(st.lastID, st.best[q])
-			}
-		}
-	}
-	s.stats.Passes++
-	s.stats.Chunks = rows
-	s.stats.Pairs += rows * int64(nq)
-	return st.tops, nil
+	return s.endPass(st, rows), nil
 }
 
 func grow[T any](s []T, n int) []T {
