@@ -16,7 +16,10 @@
 // embeddings (word + token type + absolute position) and LayerNorm, then
 // per layer multi-head self-attention with the attention mask as an
 // additive bias, residual and LayerNorm, the feed-forward layer with exact
-// (erf) GELU, residual and LayerNorm; its output is last_hidden_state.
+// (erf) GELU, residual and LayerNorm; its output is last_hidden_state. A
+// masked LM's head (cls.predictions: dense, GELU, LayerNorm, the decoder,
+// tied to the word embeddings when the checkpoint holds no decoder weight,
+// and its bias) adds logits [batch, sequence, vocab], which SPLADE pools.
 // F16 and BF16 weights are widened to float32. A BERT encoder converts to
 // GGUF too (WriteGGUF), for llama.cpp.
 //
