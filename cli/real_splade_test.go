@@ -130,3 +130,35 @@ func TestRealSplade(t *testing.T) {
 		t.Errorf("max abs diff %g (%s); want ≤ %g", maxDiff, worst, spladeTol)
 	}
 }
+
+// spladeSciFactNDCG is the nDCG@10 synapse measured for splade-tiny on
+// SciFact's test queries (docs/token-outputs.md, 2026-12-04); the weights
+// are checked against transformers by TestRealSplade, so this guards the
+// retrieval path (sparse embed of queries and corpus, search, eval).
+const spladeSciFactNDCG = 0.6466
+
+// TestRealSpladeSciFact embeds SciFact's 5,183 documents (title and text,
+// truncated at 512 tokens) and its 300 test queries with splade-tiny
+// (--vectors sparse), searches by the sparse dot product and scores the
+// run with synapse eval: nDCG@10 within 0.005 of the figure measured.
+func TestRealSpladeSciFact(t *testing.T) {
+	model := testenv.RealModel(t, "splade-tiny")
+	sf := filepath.Join(testenv.Fixtures(t), "corpora", "scifact")
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	env := []string{"SYNAPSE_ORT_LIB=" + testenv.ORTLib(t)}
+	embed := func(in, out string, args ...string) {
+		cmd := append([]string{"embed", in, "-m", model, "-o", out, "--vectors", "sparse", "--id-field", "_id", "--truncate",
+			"--workers", "2", "--threads", "1", "-q"}, args...)
+		runSynapseWithin(t, 30*time.Minute, env, cmd...).wantCode(t, exitOK)
+	}
+	embed(filepath.Join(sf, "queries-test.jsonl"), p("q.arrow"))
+	embed(filepath.Join(sf, "corpus.jsonl"), p("c.arrow"), "--text-field", "title", "--text-field", "text")
+	run := p("run.trec")
+	runSynapseWithin(t, 10*time.Minute, nil, "search", "--queries", p("q.arrow"), "--corpus", p("c.arrow"), "-k", "100", "-o", run, "-q").wantCode(t, exitOK)
+	got := ndcg10(t, run, filepath.Join(sf, "qrels", "test.tsv"))
+	t.Logf("splade-tiny: SciFact nDCG@10 %.4f (measured before: %.4f)", got, spladeSciFactNDCG)
+	if math.Abs(got-spladeSciFactNDCG) > 0.005 {
+		t.Errorf("nDCG@10 %.4f; want within 0.005 of %.4f", got, spladeSciFactNDCG)
+	}
+}
