@@ -324,6 +324,8 @@ $(REF_VENV_STAMP): $(REF_REQS)
 reference: real-models reference-env
 	"$(REF_VENV)/bin/python" examples/models/reference.py --models "$(REAL_MODELS_DIR)" \
 	  --fixtures "$(SYNAPSE_FIXTURES)" --out $(REF_OUT)
+	"$(REF_VENV)/bin/python" examples/models/reference_sparse.py --models "$(REAL_MODELS_DIR)" \
+	  --fixtures "$(SYNAPSE_FIXTURES)" --out $(REF_OUT)
 
 # The checks on real weights (issue: real models): the models fetched by
 # real-models, then, failing rather than skipping without them, the vectors

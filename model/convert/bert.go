@@ -75,7 +75,8 @@ type encoder struct {
 // Graph converts the source to an ONNX model: inputs input_ids,
 // attention_mask, token_type_ids (int64 [batch, sequence]), output
 // last_hidden_state (float32 [batch, sequence, hidden]) and, for a
-// sequence classifier, logits ([batch, labels]).
+// sequence classifier, logits ([batch, labels]); for a BertForMaskedLM
+// whose weights hold the MLM head, logits ([batch, sequence, vocab]).
 func (s *Source) Graph() (onnx.Model, error) {
 	w, err := s.openWeights()
 	if err != nil {
@@ -104,6 +105,11 @@ func (s *Source) Graph() (onnx.Model, error) {
 		Dims: []onnx.Dim{{Param: "batch"}, {Param: "sequence"}, {Value: h}}})
 	if s.arch.classifier {
 		if err := e.classifier(x); err != nil {
+			return onnx.Model{}, err
+		}
+	}
+	if s.arch.mlm && e.w.has(mlmDense+".weight") {
+		if err := e.mlmHead(x); err != nil {
 			return onnx.Model{}, err
 		}
 	}

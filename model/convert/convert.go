@@ -7,7 +7,8 @@
 //
 // Architectures converted (config.json "architectures"):
 //
-//	BertModel, BertForMaskedLM, BertForPreTraining       the encoder (prefix "bert." stripped)
+//	BertModel, BertForPreTraining                        the encoder (prefix "bert." stripped)
+//	BertForMaskedLM                                      the encoder and, when present, the MLM head: a logits output
 //	BertForSequenceClassification                        the encoder, pooler and classifier: a logits output
 //	RobertaModel, XLMRobertaModel (and …ForMaskedLM)      the encoder, positions past padding_idx
 //
@@ -15,7 +16,10 @@
 // embeddings (word + token type + absolute position) and LayerNorm, then
 // per layer multi-head self-attention with the attention mask as an
 // additive bias, residual and LayerNorm, the feed-forward layer with exact
-// (erf) GELU, residual and LayerNorm; its output is last_hidden_state.
+// (erf) GELU, residual and LayerNorm; its output is last_hidden_state. A
+// masked LM's head (cls.predictions: dense, GELU, LayerNorm, the decoder,
+// tied to the word embeddings when the checkpoint holds no decoder weight,
+// and its bias) adds logits [batch, sequence, vocab], which SPLADE pools.
 // F16 and BF16 weights are widened to float32. A BERT encoder converts to
 // GGUF too (WriteGGUF), for llama.cpp.
 //
@@ -40,7 +44,7 @@ import (
 // Version is the converter's version: part of a converted model's cache
 // key, so that a fixed converter converts again rather than reusing what an
 // older one wrote.
-const Version = 1
+const Version = 2 // 2: BertForMaskedLM's MLM head
 
 // ErrRefused marks a directory the converter will not convert.
 var ErrRefused = errors.New("cannot convert")
@@ -109,11 +113,12 @@ type arch struct {
 	prefixes   []string
 	offset     bool // RoBERTa's positions: padding_idx+1 onwards
 	classifier bool
+	mlm        bool // the MLM head cls.predictions.*, when the weights hold it
 }
 
 var archs = map[string]arch{
 	"BertModel":                     {prefixes: []string{"", "bert."}},
-	"BertForMaskedLM":               {prefixes: []string{"bert.", ""}},
+	"BertForMaskedLM":               {prefixes: []string{"bert.", ""}, mlm: true},
 	"BertForPreTraining":            {prefixes: []string{"bert.", ""}},
 	"BertForSequenceClassification": {prefixes: []string{"bert."}, classifier: true},
 	"RobertaModel":                  {prefixes: []string{"", "roberta."}, offset: true},

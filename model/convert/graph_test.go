@@ -101,7 +101,8 @@ var testSeqs = [][]int32{{2, 13, 14, 3}, {2, 5, 6, 7, 8, 9, 10, 11, 12, 3}, {2, 
 // last_hidden_state (a classifier's logits), run through ONNX Runtime in
 // one padded batch, is the float64 computation of transformers' encoder
 // (converttest) to 1e-4: for each weight prefix, RoBERTa's position
-// offset, F16 and BF16 weights, sharded weights, and a classifier head.
+// offset, F16 and BF16 weights, sharded weights, a classifier head, and a
+// masked LM's head (logits [batch, seq, vocab]), tied and untied.
 func TestGraphMatchesReference(t *testing.T) {
 	initORT(t)
 	with := func(edit func(*converttest.BERT)) converttest.BERT {
@@ -122,6 +123,10 @@ func TestGraphMatchesReference(t *testing.T) {
 		{"BF16 weights", with(func(b *converttest.BERT) { b.DType = "BF16" })},
 		{"three shards", with(func(b *converttest.BERT) { b.Shards = 3 })},
 		{"BertForSequenceClassification", with(func(b *converttest.BERT) { b.Prefix, b.Labels = "bert.", 1 })},
+		{"BertForMaskedLM MLM head tied", with(func(b *converttest.BERT) { b.Arch, b.Prefix, b.MLM = "BertForMaskedLM", "bert.", true })},
+		{"BertForMaskedLM MLM head untied", with(func(b *converttest.BERT) {
+			b.Arch, b.Prefix, b.MLM, b.Untied = "BertForMaskedLM", "bert.", true, true
+		})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,13 +145,20 @@ func TestGraphMatchesReference(t *testing.T) {
 			}
 			got := runGraph(t, graph, "last_hidden_state", testSeqs)
 			var logits [][][]float64
-			if b.Labels > 0 {
+			if b.Labels > 0 || b.MLM {
 				logits = runGraph(t, graph, "logits", testSeqs)
 			}
 			for i, s := range testSeqs {
 				d := maxDiff(got[i], b.HiddenStates(s))
 				if b.Labels > 0 {
 					d = math.Max(d, maxDiff(logits[i], [][]float64{b.Logits(s)}))
+				}
+				if b.MLM {
+					want := b.MLMLogits(s)
+					if len(logits[i]) != len(want) || len(logits[i][0]) != len(want[0]) {
+						t.Fatalf("sequence %d: logits %d × %d; want %d × %d", i, len(logits[i]), len(logits[i][0]), len(want), len(want[0]))
+					}
+					d = math.Max(d, maxDiff(logits[i], want))
 				}
 				t.Logf("sequence %d: max abs diff %.3g", i, d)
 				if d > 1e-4 {

@@ -92,3 +92,54 @@ func (e *encoder) classifier(x string) error {
 func (b *graph) scalarInt(name string, v int64) string {
 	return b.constant(onnx.Tensor{Name: name, Ints: []int64{v}})
 }
+
+// The MLM head's modules in a BertForMaskedLM checkpoint.
+const (
+	mlmDense = "cls.predictions.transform.dense"
+	mlmNorm  = "cls.predictions.transform.LayerNorm"
+	mlmBias  = "cls.predictions.bias"
+	mlmDec   = "cls.predictions.decoder"
+	wordEmb  = "embeddings.word_embeddings.weight"
+)
+
+// mlmHead adds BertForMaskedLM's head over x [batch, seq, hidden]: dense,
+// erf GELU, LayerNorm, then the decoder to the vocabulary plus its bias,
+// as the logits output [batch, seq, vocab]. A checkpoint without
+// cls.predictions.decoder.weight ties the decoder to the word embeddings
+// (transformers' tie_word_embeddings, saved once); the bias is
+// cls.predictions.bias, or cls.predictions.decoder.bias.
+func (e *encoder) mlmHead(x string) error {
+	h := int64(e.s.Config.HiddenSize)
+	vocab := e.w.shapeRows(wordEmb)
+	t, err := e.linear(mlmDense, x, h, h)
+	if err != nil {
+		return err
+	}
+	t, err = e.layerNorm(mlmNorm, e.gelu("cls.predictions.transform.gelu", t))
+	if err != nil {
+		return err
+	}
+	var dec string // [hidden, vocab]
+	if e.w.has(mlmDec + ".weight") {
+		w, err := e.w.tensor(mlmDec+".weight", vocab, h)
+		if err != nil {
+			return err
+		}
+		dec = e.weight(mlmDec+".weight", transpose(w, int(vocab), int(h)), h, vocab)
+	} else { // tied: the embeddings' initializer [vocab, hidden], transposed in the graph
+		dec = e.node(mlmDec+".tied", "Transpose", []string{wordEmb}, onnx.Attr{Name: "perm", Ints: []int64{1, 0}})
+	}
+	biasName := mlmBias
+	if !e.w.has(biasName) && e.w.has(mlmDec+".bias") {
+		biasName = mlmDec + ".bias"
+	}
+	b, err := e.w.tensor(biasName, vocab)
+	if err != nil {
+		return err
+	}
+	mm := e.node(mlmDec+".matmul", "MatMul", []string{t, dec})
+	e.node("logits", "Add", []string{mm, e.weight(biasName, b, vocab)})
+	e.g.Outputs = append(e.g.Outputs, onnx.Value{Name: "logits", Tensor: true, Elem: onnx.Float,
+		Dims: []onnx.Dim{{Param: "batch"}, {Param: "sequence"}, {Value: vocab}}})
+	return nil
+}

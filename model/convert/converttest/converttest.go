@@ -28,6 +28,10 @@ type BERT struct {
 	PadID  int
 	Offset bool
 	Labels int // a classifier head of this many labels (BertForSequenceClassification)
+	// MLM writes BertForMaskedLM's head (cls.predictions.*): its decoder
+	// tied to the word embeddings (no decoder tensor), or with Untied its
+	// own cls.predictions.decoder.weight.
+	MLM, Untied bool
 	// DType is the weights' dtype in the file ("" : F32; F16, BF16): the
 	// values Tensors returns are rounded to it.
 	DType string
@@ -94,6 +98,17 @@ func (b BERT) Tensors() Tensors {
 		prefix := b.Prefix
 		b.Prefix = "" // the head is outside the encoder
 		linear("classifier", h, int64(b.Labels))
+		b.Prefix = prefix
+	}
+	if b.MLM {
+		prefix := b.Prefix
+		b.Prefix = ""
+		linear("cls.predictions.transform.dense", h, h)
+		norm("cls.predictions.transform.LayerNorm")
+		add("cls.predictions.bias", 0.5, 0, int64(len(Vocab())))
+		if b.Untied {
+			add("cls.predictions.decoder.weight", 0.5, 0, int64(len(Vocab())), h)
+		}
 		b.Prefix = prefix
 	}
 	return t

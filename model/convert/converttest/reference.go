@@ -140,3 +140,36 @@ func (b BERT) norm(get func(string) []float32, module string, x [][]float64) [][
 	}
 	return x
 }
+
+// MLMLogits computes BertForMaskedLM's logits for one unpadded sequence:
+// tokens × vocab, the head (dense, erf GELU, LayerNorm, decoder + bias)
+// over the hidden states, the decoder tied to the word embeddings unless
+// Untied.
+func (b BERT) MLMLogits(ids []int32) [][]float64 {
+	t := b.Tensors()
+	head := func(n string) []float32 { return t.Values[n] }
+	x := linear(head, "cls.predictions.transform.dense", b.HiddenStates(ids), b.Hidden, b.Hidden)
+	for _, row := range x {
+		for i, v := range row {
+			row[i] = v * (1 + math.Erf(v/math.Sqrt2)) / 2
+		}
+	}
+	x = b.norm(head, "cls.predictions.transform.LayerNorm", x)
+	dec := t.Values[b.Prefix+"embeddings.word_embeddings.weight"]
+	if b.Untied {
+		dec = t.Values["cls.predictions.decoder.weight"]
+	}
+	bias := t.Values["cls.predictions.bias"]
+	out := make([][]float64, len(x))
+	for r, row := range x {
+		out[r] = make([]float64, len(bias))
+		for v := range bias {
+			s := float64(bias[v])
+			for i, xi := range row {
+				s += float64(dec[v*b.Hidden+i]) * xi
+			}
+			out[r][v] = s
+		}
+	}
+	return out
+}
