@@ -233,9 +233,16 @@ var ErrModelUnavailable = errors.New("supervise: no worker has the model loaded"
 // release returns a slot after a call that did not crash. A worker that
 // was killed anyway (its deadline or its caller's context fired as the
 // answer arrived) is reaped while the slot is still busy, so that Close
-// waits for it, and restarted without counting a crash.
+// waits for it, and restarted without counting a crash; one that exited
+// on its own after answering is counted as a crash.
 func (p *Pool) release(s *slot, w *worker) {
 	alive := w.alive()
+	if !alive && !w.killed.Load() {
+		// It answered, then exited on its own (an engine that dies after
+		// its answer): the answer stands, and the exit is a crash.
+		_ = p.crashed(s, w, &failure{stage: "recv", err: errors.New("the worker exited after answering")}, nil, nil)
+		return
+	}
 	if !alive {
 		p.finishWorker(w)
 	}

@@ -86,12 +86,21 @@ func (w *worker) drain(r io.Reader, p *Pool, stream string) {
 	}
 }
 
-// watch waits for the process to exit and unblocks any socket read.
+// exitGrace is how long a read may still take after the worker process
+// exited on its own. Its end of the socket is closed, so a read returns
+// what the worker sent before it exited, then EOF; a deadline in the past
+// would drop that answer (an exit right after answering, as exit-after
+// drills do, lost its last answer to "i/o timeout"). The grace only
+// matters if something else still holds the worker's end open.
+const exitGrace = time.Second
+
+// watch waits for the process to exit and unblocks any socket read, after
+// the answers the worker sent before it exited are read.
 func (w *worker) watch() {
 	w.exit = w.proc.Wait()
 	w.mu.Lock()
 	if w.nc != nil {
-		w.nc.SetDeadline(time.Unix(1, 0))
+		w.nc.SetDeadline(time.Now().Add(exitGrace))
 	}
 	w.mu.Unlock()
 	close(w.exited)
@@ -105,7 +114,7 @@ func (w *worker) setConn(nc *net.UnixConn) {
 	w.nc = nc
 	select {
 	case <-w.exited:
-		nc.SetDeadline(time.Unix(1, 0))
+		nc.SetDeadline(time.Now().Add(exitGrace))
 	default:
 	}
 }
