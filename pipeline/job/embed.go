@@ -575,19 +575,30 @@ func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
 
 func (k *embedKind) Tokens(c Chunk) int { return len(c.IDs) }
 
-func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
-	req := &wire.EmbedBatch{ModelRef: k.req.modelRef, Pooling: k.pooling, Normalize: k.normalize,
-		Items: make([]wire.Item, len(chunks))}
+// packItems lays chunks out as a request's items (numbered from 0, with
+// their pooling start when pooled) and its token ids, one chunk after
+// another.
+func packItems(chunks []Chunk, pooled bool) ([]wire.Item, []int32) {
+	items := make([]wire.Item, len(chunks))
 	tokens := 0
 	for i, c := range chunks {
-		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs), PoolFrom: c.PoolFrom}
+		items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
+		if pooled {
+			items[i].PoolFrom = c.PoolFrom
+		}
 		tokens += len(c.IDs)
 	}
-	req.IDs = make([]int32, 0, tokens)
+	ids := make([]int32, 0, tokens)
 	for _, c := range chunks {
-		req.IDs = append(req.IDs, c.IDs...)
+		ids = append(ids, c.IDs...)
 	}
-	resp, err := k.req.do(ctx, req, tokens)
+	return items, ids
+}
+
+func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
+	req := &wire.EmbedBatch{ModelRef: k.req.modelRef, Pooling: k.pooling, Normalize: k.normalize}
+	req.Items, req.IDs = packItems(chunks, true)
+	resp, err := k.req.do(ctx, req, len(req.IDs))
 	if err != nil {
 		return nil, err
 	}

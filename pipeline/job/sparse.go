@@ -144,17 +144,9 @@ type sparseKind struct {
 }
 
 func (k *sparseKind) Call(ctx context.Context, chunks []Chunk) ([]sparseVec, error) {
-	req := &wire.EmbedSparse{ModelRef: k.req.modelRef, TopK: k.topK, Items: make([]wire.Item, len(chunks))}
-	tokens := 0
-	for i, c := range chunks {
-		req.Items[i] = wire.Item{ID: uint64(i), NTokens: len(c.IDs)}
-		tokens += len(c.IDs)
-	}
-	req.IDs = make([]int32, 0, tokens)
-	for _, c := range chunks {
-		req.IDs = append(req.IDs, c.IDs...)
-	}
-	resp, err := k.req.do(ctx, req, tokens)
+	req := &wire.EmbedSparse{ModelRef: k.req.modelRef, TopK: k.topK}
+	req.Items, req.IDs = packItems(chunks, false)
+	resp, err := k.req.do(ctx, req, len(req.IDs))
 	if err != nil {
 		return nil, err
 	}
