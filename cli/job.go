@@ -17,6 +17,7 @@ import (
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/pipeline/job"
@@ -192,7 +193,9 @@ func shardOptionsFrom(c *cli.Context, name string, o *job.Options) error {
 		return usageError{fmt.Errorf("%s: %w", name, err)}
 	}
 	o.Read.Shard, o.Read.Shards = i, n
-	o.Out = output.ShardPath(o.Out, i, n)
+	if !pgstore.IsURL(o.Out) { // a table's shard writes its own table (docs/postgres.md)
+		o.Out = output.ShardPath(o.Out, i, n)
+	}
 	if o.Errors != "" { // each shard its own errors file, like its output
 		o.Errors = output.ShardPath(o.Errors, i, n)
 	}

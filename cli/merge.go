@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/io/pgstore"
 )
 
 func mergeCommand() *cli.Command {
@@ -43,7 +45,9 @@ func mergeCommand() *cli.Command {
 			o := output.MergeOptions{Out: c.String("output"), Errors: c.String("errors"), Context: c.Context}
 			switch args := c.Args().Slice(); {
 			case len(args) == 0:
-				return usagef("merge: give the sharded run's output (OUT.arrow) or its part files")
+				return usagef("merge: give the sharded run's output (OUT.arrow, or the table postgresql://…?table=T) or its part files")
+			case len(args) == 1 && pgstore.IsURL(args[0]):
+				return mergeTable(c, args[0], rate)
 			case len(args) == 1 && !shardPart.MatchString(args[0]):
 				o.Base = args[0]
 			default:
@@ -57,34 +61,66 @@ func mergeCommand() *cli.Command {
 				}
 			}
 			sum, err := output.Merge(o)
-			switch {
-			case errors.Is(err, output.ErrForeignShard), errors.Is(err, output.ErrManifestMismatch), errors.Is(err, output.ErrIDInTwoShards),
-				errors.Is(err, output.ErrUnknownFormat), objstore.Permanent(err):
-				return usageError{fmt.Errorf("merge: %w", err)}
-			case err != nil:
-				return fmt.Errorf("merge: %w", err)
+			if err != nil {
+				return mergeError(err)
 			}
-			if !c.Bool("quiet") {
-				r := sum.Rows
-				fmt.Fprintf(c.App.Writer, "shards         %d\nrows read      %d = %d done + %d in errors", sum.Shards, r.Read, r.OK, r.Failed)
-				if r.Partial > 0 {
-					fmt.Fprintf(c.App.Writer, " (%d of them in part: %d items written, %d in errors)", r.Partial, r.Items, r.ItemFailures)
-				}
-				fmt.Fprintln(c.App.Writer)
-				fmt.Fprintf(c.App.Writer, "output         %s (%d rows)\nerrors         %s (%d records)\n", sum.Out, sum.OutputRows, sum.Errors, sum.ErrorRecords)
-			}
-			// The merged job exits as the single run would have: 3 with
-			// rows in errors, unless --max-error-rate tolerates them.
-			r := sum.Rows
-			switch {
-			case withinErrorRate(r.Read, r.Failed, r.FileErrors, rate):
-				fmt.Fprintf(c.App.ErrWriter, "synapse: %d of %d rows in the errors file (%s), within --max-error-rate %g\n", r.Failed, r.Read, sum.Errors, rate)
-			case r.Failed > 0 || r.FileErrors > 0:
-				return partialError{fmt.Sprintf("merge: %d of %d rows are in the errors file and %d input files failed; see %s", r.Failed, r.Read, r.FileErrors, sum.Errors)}
-			}
-			return nil
+			return mergeOutcome(c, sum, rate)
 		},
 	}
+}
+
+// mergeTable publishes the shards of a PostgreSQL table (pgstore.Merge).
+func mergeTable(c *cli.Context, out string, rate float64) error {
+	if c.IsSet("output") {
+		return usagef("merge: -o with a PostgreSQL table (%s): its shards are published into the table itself", pgstore.Redact(out))
+	}
+	t, err := pgstore.Parse(out)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	errPath := cmp.Or(c.String("errors"), pgstore.ErrorsPath(out))
+	if err := checkObjectBucket(c.Context, "merge", errPath); err != nil {
+		return err
+	}
+	ps, err := pgstore.Merge(c.Context, t, errPath)
+	if err != nil {
+		return mergeError(err)
+	}
+	return mergeOutcome(c, output.MergeSummary{Shards: ps.Shards, Rows: ps.Rows, OutputRows: ps.OutputRows,
+		ErrorRecords: ps.ErrorRecords, Out: t.String(), Errors: ps.Errors}, rate)
+}
+
+// mergeError is a failed merge's error: parts that are not one job's,
+// disagree with their manifests or share an id are usage errors (exit 2);
+// missing shards (exit 1) may be run again.
+func mergeError(err error) error {
+	switch {
+	case errors.Is(err, output.ErrForeignShard), errors.Is(err, output.ErrManifestMismatch), errors.Is(err, output.ErrIDInTwoShards),
+		errors.Is(err, output.ErrUnknownFormat), objstore.Permanent(err):
+		return usageError{fmt.Errorf("merge: %w", err)}
+	}
+	return fmt.Errorf("merge: %w", err)
+}
+
+// mergeOutcome prints a merge's summary and exits as the single run would
+// have: 3 with rows in errors, unless --max-error-rate tolerates them.
+func mergeOutcome(c *cli.Context, sum output.MergeSummary, rate float64) error {
+	r := sum.Rows
+	if !c.Bool("quiet") {
+		fmt.Fprintf(c.App.Writer, "shards         %d\nrows read      %d = %d done + %d in errors", sum.Shards, r.Read, r.OK, r.Failed)
+		if r.Partial > 0 {
+			fmt.Fprintf(c.App.Writer, " (%d of them in part: %d items written, %d in errors)", r.Partial, r.Items, r.ItemFailures)
+		}
+		fmt.Fprintln(c.App.Writer)
+		fmt.Fprintf(c.App.Writer, "output         %s (%d rows)\nerrors         %s (%d records)\n", sum.Out, sum.OutputRows, sum.Errors, sum.ErrorRecords)
+	}
+	switch {
+	case withinErrorRate(r.Read, r.Failed, r.FileErrors, rate):
+		fmt.Fprintf(c.App.ErrWriter, "synapse: %d of %d rows in the errors file (%s), within --max-error-rate %g\n", r.Failed, r.Read, sum.Errors, rate)
+	case r.Failed > 0 || r.FileErrors > 0:
+		return partialError{fmt.Sprintf("merge: %d of %d rows are in the errors file and %d input files failed; see %s", r.Failed, r.Read, r.FileErrors, sum.Errors)}
+	}
+	return nil
 }
 
 // shardPart matches a part file's name.
