@@ -29,11 +29,18 @@ func mergeCommand() *cli.Command {
 	The ids are kept as hashes, at most 64 bytes each.
 	Parts can also be named explicitly: synapse merge PART... -o OUT.
 
-	Full reference: docs/resume-and-shards.md.`,
-		ArgsUsage: "OUT.EXT | PART...",
+	synapse merge postgresql://…?table=T publishes the shards of a run made with --shard I/N -o postgresql://…?table=T,
+	each in its table T_synapse_shard_I_of_N with its manifest in its row of synapse_state: the same checks (exit 1
+	naming the shards not done, a running one among them; exit 2 for shards of another job or shard count, counts
+	that disagree with a shard's errors file or table, an id in two shards), the shards' errors files merged into
+	--errors (default T.errors.jsonl), then one transaction replaces T by the union of the shards' tables and drops
+	them and their rows: a reader sees the old table or the new one. No -o: the table is the output.
+
+	Full reference: docs/resume-and-shards.md; tables: docs/postgres.md.`,
+		ArgsUsage: "OUT.EXT | PART... | postgresql://…?table=T",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the merged `FILE`", DefaultText: "OUT.EXT"},
-			&cli.StringFlag{Name: "errors", Usage: "the merged errors `FILE`", DefaultText: "OUTPUT.errors.jsonl"},
+			&cli.StringFlag{Name: "errors", Usage: "the merged errors `FILE`", DefaultText: "OUTPUT.errors.jsonl; of a table: T.errors.jsonl"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no summary"},
 			&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the merged errors file are at most this share of the rows read"},
 		},
