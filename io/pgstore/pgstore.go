@@ -9,7 +9,7 @@
 // The table T (?table=T in the URL, default "chunks") has the columns
 //
 //	id text, chunk integer, chunk_id text PRIMARY KEY (ID#CHUNK),
-//	embedding vector(D) | halfvec(D) | bit(D), doc_hash bytea, settings_digest text
+//	embedding vector(D) | halfvec(D) | bit(D) | sparsevec(V), doc_hash bytea, settings_digest text
 //
 // and the run's vector settings (vector.Settings JSON) as its comment. A
 // run writes into T_synapse_staging and keeps its checkpoint in the row of
@@ -196,6 +196,15 @@ func ColumnType(d vector.Dtype, dims int) (string, error) {
 	}
 	return "", fmt.Errorf("%w: --dtype %s: pgvector has no %s type (a PostgreSQL output takes float32 as vector, float16 as halfvec, binary or ubinary as bit)", ErrRefused, d, d)
 }
+
+// SparseColumnType is the column type of sparse vectors over a vocabulary
+// of vocab terms: pgvector's sparsevec(vocab).
+func SparseColumnType(vocab int) string { return fmt.Sprintf("sparsevec(%d)", vocab) }
+
+// SparseMaxNonZero is the most non-zero values pgvector's sparsevec holds
+// (SPARSEVEC_MAX_NNZ): a sparse run into a table keeps at most this many
+// terms a chunk (--sparse-top-k).
+const SparseMaxNonZero = 16000
 
 // typeOf is the pgvector type a column type needs.
 func typeOf(column string) string {

@@ -27,6 +27,9 @@ type Config struct {
 	// and, when done, records its manifest instead of publishing.
 	Shard, Shards int
 	WithText      bool // the table has a text column: each chunk's text (--with-text)
+	// Sparse: the run writes sparse vectors (--vectors sparse) over a
+	// vocabulary of Dims terms, as sparsevec(Dims) (SparseColumnType).
+	Sparse bool
 	// Diff names the first difference between the table's settings (its
 	// comment) and the run's; nil: the digests are compared only.
 	Diff func(tableSettings string) string
@@ -72,7 +75,7 @@ func Connect(ctx context.Context, t *Target, column string) (*pgx.Conn, error) {
 	}
 	if !ok {
 		conn.Close(ctx)
-		return nil, fmt.Errorf("%w: %s: pgvector %s has no type %s (halfvec and bit need pgvector 0.7)", ErrRefused, t, ext, typeOf(column))
+		return nil, fmt.Errorf("%w: %s: pgvector %s has no type %s (halfvec, bit and sparsevec need pgvector 0.7)", ErrRefused, t, ext, typeOf(column))
 	}
 	return conn, nil
 }
@@ -109,7 +112,9 @@ func Check(ctx context.Context, t *Target, column string, withText bool) error {
 // a table of other columns, embedding type or settings is refused.
 func Open(ctx context.Context, t *Target, cfg Config) (*Store, error) {
 	var err error
-	if cfg.column, err = ColumnType(cfg.Dtype, cfg.Dims); err != nil {
+	if cfg.Sparse {
+		cfg.column, err = SparseColumnType(cfg.Dims), nil
+	} else if cfg.column, err = ColumnType(cfg.Dtype, cfg.Dims); err != nil {
 		return nil, err
 	}
 	conn, err := Connect(ctx, t, cfg.column)

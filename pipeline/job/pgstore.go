@@ -54,9 +54,11 @@ func (o *EmbedOptions) checkStore() error {
 			return storeError(err)
 		}
 	}
-	column, err := pgstore.ColumnType(o.Dtype, 1)
-	if err != nil {
-		return storeError(err)
+	column := pgstore.SparseColumnType(1)
+	if !o.sparse() {
+		if column, err = pgstore.ColumnType(o.Dtype, 1); err != nil {
+			return storeError(err)
+		}
 	}
 	if err := CheckWritable("--errors", o.errorsPath(), o.Inputs); err != nil {
 		return err
@@ -149,7 +151,7 @@ func (o *EmbedOptions) storeOpener(ctx context.Context, dims int, cur vector.Set
 			return nil, storeError(err)
 		}
 		cfg := pgstore.Config{Dims: dims, Dtype: o.Dtype, Digest: cur.Digest(), Settings: cur.JSON(), Sync: o.Sync, WithText: o.WithText,
-			Shard: o.Read.Shard, Shards: o.Read.Shards,
+			Sparse: o.sparse(), Shard: o.Read.Shard, Shards: o.Read.Shards,
 			Diff: func(js string) string {
 				var prev vector.Settings
 				if json.Unmarshal([]byte(js), &prev) != nil {
