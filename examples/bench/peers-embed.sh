@@ -51,8 +51,14 @@ fi
 # the pins of the reference; fastembed in a venv of its own, since it wants
 # huggingface_hub < 2 where sentence-transformers 6 pins 2.x.
 # sentence-transformers' onnx backend needs optimum-onnx, whose 0.1.0 wants
-# transformers < 4.58 where sentence-transformers 6 needs >= 5: it does not
-# install beside it, so it has no row (docs/peers.md).
+# transformers < 4.58 where sentence-transformers 6 needs >= 5: it runs
+# from a venv of its own, venv-st-onnx, with sentence-transformers 5.1.2
+# and transformers 4.57.1 (the last that optimum-onnx takes) over the same
+# torch, which a .pth file lends it from venv (its own packages first).
+ST_ONNX_PINS="sentence-transformers==5.1.2 transformers==4.57.1 optimum==2.1.0 optimum-onnx==0.1.0 onnx==1.23.2
+tokenizers==0.22.1 huggingface-hub==0.36.0 onnxruntime==1.32.0 requests==2.34.2 urllib3==2.8.0
+charset-normalizer==3.5.3 certifi==2026.10.19.post1 tqdm==4.70.1 pillow==13.0.0 ml_dtypes==0.7.0
+typing_extensions==4.16.0"
 mkdir -p "$CACHE" "$WORK"
 PY="$CACHE/venv/bin/python"
 FE_PY="$CACHE/venv-fastembed/bin/python"
@@ -74,6 +80,21 @@ if [ ! -f "$FE_STAMP" ]; then
 		touch "$FE_STAMP"
 	else
 		echo "peers-embed: fastembed $FASTEMBED_VERSION did not install: its rows are left out" >&2
+	fi
+fi
+STO_PY="$CACHE/venv-st-onnx/bin/python"
+STO_STAMP="$CACHE/venv-st-onnx/.installed-$(echo "$ST_ONNX_PINS" | sha256sum | cut -c1-16)"
+if [ ! -f "$STO_STAMP" ]; then
+	echo "peers-embed: installing sentence-transformers 5.1.2 with its onnx backend into $CACHE/venv-st-onnx (once)" >&2
+	rm -rf "$CACHE/venv-st-onnx"
+	python3 -m venv "$CACHE/venv-st-onnx"
+	# shellcheck disable=SC2086 # the pins are words
+	if "$STO_PY" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: $ST_ONNX_PINS; then
+		"$PY" -c 'import site; print(site.getsitepackages()[0])' \
+			>"$("$STO_PY" -c 'import site; print(site.getsitepackages()[0])')/zz-synapse-bench-torch.pth"
+		touch "$STO_STAMP"
+	else
+		echo "peers-embed: sentence-transformers' onnx backend did not install: its rows are left out" >&2
 	fi
 fi
 "$PY" -m pip freeze >"$WORK/venv.freeze" 2>/dev/null || true
@@ -109,6 +130,17 @@ add() { CONTENDERS+=("$*"); }
 add "st-torch-b32 fp32 py st-torch $B --batch 32"
 add "st-torch-b8 fp32 py st-torch $B --batch 8"
 # (batch 128 measured no faster than 8 here: docs/peers.md)
+# sentence-transformers' onnx backend over the publisher's graph, and its
+# own exports of it: O4 (optimum's ORTOptimizer at its highest level) and
+# the dynamic int8 quantization for AVX-512 VNNI, made once here.
+if [ -f "$STO_STAMP" ] && HF_HUB_OFFLINE=1 "$STO_PY" "$HERE/peers_embed.py" --export "$B" >"$WORK/st-export.log" 2>&1; then
+	add "st-onnx-b32 fp32 sto st-onnx $B --batch 32"
+	add "st-onnx-b8 fp32 sto st-onnx $B --batch 8"
+	add "st-onnx-O4 fp32 sto st-onnx $B --batch 8 --onnx-file onnx/model_O4.onnx"
+	add "st-onnx-qint8 int8 sto st-onnx $B --batch 8 --onnx-file onnx/model_qint8_avx512_vnni.onnx"
+elif [ -f "$STO_STAMP" ]; then
+	echo "peers-embed: sentence-transformers' onnx exports failed (see $WORK/st-export.log): no st-onnx rows" >&2
+fi
 if [ -f "$FE_STAMP" ]; then
 	add "fastembed fp32 fe fastembed $WORK/fe-fp32 --batch 256"
 	add "fastembed-q int8 fe fastembed $WORK/fe-int8 --batch 256"
@@ -150,10 +182,11 @@ run() {
 	local out="$WORK/$name.f32" tfile="$WORK/$name.time" log="$WORK/$name.log"
 	local rc=0
 	case "$how" in
-	py | fe)
+	py | fe | sto)
 		local py=$PY
 		[ "$how" = fe ] && py=$FE_PY
-		/usr/bin/time -f "%e %U %S %M" -o "$tfile" "$py" "$HERE/peers_embed.py" "$1" "$2" "$WORK/texts.jsonl" "$out" "${@:3}" >"$log" 2>"$log.err" || rc=$? ;;
+		[ "$how" = sto ] && py=$STO_PY
+		HF_HUB_OFFLINE=1 /usr/bin/time -f "%e %U %S %M" -o "$tfile" "$py" "$HERE/peers_embed.py" "$1" "$2" "$WORK/texts.jsonl" "$out" "${@:3}" >"$log" 2>"$log.err" || rc=$? ;;
 	syn) /usr/bin/time -f "%e %U %S %M" -o "$tfile" "$SYNAPSE" embed "$WORK/texts.jsonl" "$@" --id-field _id --truncate \
 		--chunk-tokens 254 -o "$WORK/$name.arrow" >"$log" 2>"$log.err" || rc=$? ;;
 	esac
@@ -167,7 +200,7 @@ import numpy as np
 name, kind, how, tfile, log, out, arrow, ref, docs = sys.argv[1:]
 wall, user, sys_, rss = open(tfile).read().split()[-4:]
 load = encode = ""
-if how in ("py", "fe"):
+if how in ("py", "fe", "sto"):
     j = json.loads(open(log).read().strip().splitlines()[-1])
     load, encode = j["load_s"], j["encode_s"]
     v = np.fromfile(out, dtype="<f4").reshape(int(docs), -1)

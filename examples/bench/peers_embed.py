@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """One run of a Python embedding peer, for examples/bench/peers-embed.sh.
 
-    peers_embed.py PEER MODEL_DIR TEXTS_JSONL OUT_F32 [--batch N] [--max-seq 256]
+    peers_embed.py PEER MODEL_DIR TEXTS_JSONL OUT_F32 [--batch N] [--max-seq 256] [--onnx-file F]
+    peers_embed.py --export MODEL_DIR
 
 PEER is one of
   st-torch   sentence-transformers SentenceTransformer(MODEL_DIR).encode (torch, CPU)
-  st-onnx    sentence-transformers with backend="onnx" (its ONNX Runtime backend)
+  st-onnx    sentence-transformers with backend="onnx" (its ONNX Runtime backend),
+             over MODEL_DIR/onnx/model.onnx or --onnx-file (a path in MODEL_DIR)
   fastembed  fastembed's TextEmbedding over MODEL_DIR's ONNX graph (its custom-model API)
 
 TEXTS_JSONL holds one {"_id", "text"} a line, the text already as MTEB joins a
 BEIR document. The vectors go to OUT_F32 (float32 little-endian, row after
 row, in input order); one JSON line on stdout says what was timed: the model
-load and the encode apart, in seconds of wall time. Never used by synapse.
+load and the encode apart, in seconds of wall time. --export writes
+sentence-transformers' own O4 and avx512_vnni int8 exports of MODEL_DIR's
+onnx/model.onnx beside it. Never used by synapse.
 """
 
 import argparse
@@ -28,12 +32,14 @@ def load_texts(path):
         return [json.loads(line)["text"] for line in f if line.strip()]
 
 
-def st_model(model_dir, backend, max_seq):
+def st_model(model_dir, backend, max_seq, onnx_file=None):
     from sentence_transformers import SentenceTransformer
 
     kwargs = {"device": "cpu"}
     if backend != "torch":
         kwargs["backend"] = backend
+    if onnx_file:
+        kwargs["model_kwargs"] = {"file_name": onnx_file}
     m = SentenceTransformer(model_dir, **kwargs)
     m.max_seq_length = max_seq
     return lambda texts, batch: m.encode(texts, batch_size=batch, convert_to_numpy=True,
@@ -54,7 +60,19 @@ def fastembed_model(model_dir, max_seq):
     return lambda texts, batch: np.stack(list(m.embed(texts, batch_size=batch)))
 
 
+def export(model_dir):
+    from sentence_transformers import (SentenceTransformer, export_dynamic_quantized_onnx_model,
+                                       export_optimized_onnx_model)
+
+    m = SentenceTransformer(model_dir, backend="onnx", device="cpu")
+    export_optimized_onnx_model(m, "O4", model_dir)
+    export_dynamic_quantized_onnx_model(m, "avx512_vnni", model_dir)
+
+
 def main():
+    if sys.argv[1:2] == ["--export"]:
+        export(sys.argv[2])
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("peer", choices=["st-torch", "st-onnx", "fastembed"])
     ap.add_argument("model_dir")
@@ -62,13 +80,14 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--max-seq", type=int, default=256)
+    ap.add_argument("--onnx-file")
     a = ap.parse_args()
     texts = load_texts(a.texts)
     t0 = time.perf_counter()
     if a.peer == "st-torch":
         encode = st_model(a.model_dir, "torch", a.max_seq)
     elif a.peer == "st-onnx":
-        encode = st_model(a.model_dir, "onnx", a.max_seq)
+        encode = st_model(a.model_dir, "onnx", a.max_seq, a.onnx_file)
     else:
         encode = fastembed_model(a.model_dir, a.max_seq)
     t1 = time.perf_counter()
