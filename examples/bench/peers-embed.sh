@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # peers-embed.sh: synapse embed against the Python tools users pick for batch
-# embedding — sentence-transformers (torch, and its ONNX Runtime backend) and
-# fastembed — on the same real model (all-MiniLM-L6-v2), the same SciFact
+# embedding — sentence-transformers (torch, and its ONNX Runtime backend),
+# infinity-emb's offline engine and fastembed — on the same real model (all-MiniLM-L6-v2), the same SciFact
 # documents (MTEB's title + " " + text, truncated at the model's 256 tokens),
 # whole processes on this machine, in interleaved rounds with the order
 # rotated. docs/peers.md holds the figures and says how to read them.
@@ -59,6 +59,12 @@ ST_ONNX_PINS="sentence-transformers==5.1.2 transformers==4.57.1 optimum==2.1.0 o
 tokenizers==0.22.1 huggingface-hub==0.36.0 onnxruntime==1.32.0 requests==2.34.2 urllib3==2.8.0
 charset-normalizer==3.5.3 certifi==2026.10.19.post1 tqdm==4.70.1 pillow==13.0.0 ml_dtypes==0.7.0
 typing_extensions==4.16.0"
+# infinity-emb 0.0.78 wants numpy < 2 and sentence-transformers < 4: a venv
+# of its own too (numpy 1.26.4, sentence-transformers 3.4.1), over the
+# same torch.
+INF_PINS="infinity-emb==0.0.78 numpy==1.26.4 sentence-transformers==3.4.1 transformers==4.57.1 tokenizers==0.22.1
+huggingface-hub==0.36.0 requests==2.34.2 urllib3==2.8.0 charset-normalizer==3.5.3 certifi==2026.10.19.post1
+tqdm==4.70.1 pillow==13.0.0 typing_extensions==4.16.0 rich==13.9.4"
 mkdir -p "$CACHE" "$WORK"
 PY="$CACHE/venv/bin/python"
 FE_PY="$CACHE/venv-fastembed/bin/python"
@@ -97,6 +103,22 @@ if [ ! -f "$STO_STAMP" ]; then
 		echo "peers-embed: sentence-transformers' onnx backend did not install: its rows are left out" >&2
 	fi
 fi
+INF_PY="$CACHE/venv-infinity/bin/python"
+INF_STAMP="$CACHE/venv-infinity/.installed-$(echo "$INF_PINS" | sha256sum | cut -c1-16)"
+if [ ! -f "$INF_STAMP" ]; then
+	echo "peers-embed: installing infinity-emb 0.0.78 into $CACHE/venv-infinity (once)" >&2
+	rm -rf "$CACHE/venv-infinity"
+	python3 -m venv "$CACHE/venv-infinity"
+	# shellcheck disable=SC2086 # the pins are words
+	if "$INF_PY" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: $INF_PINS; then
+		"$PY" -c 'import site; print(site.getsitepackages()[0])' \
+			>"$("$INF_PY" -c 'import site; print(site.getsitepackages()[0])')/zz-synapse-bench-torch.pth"
+		touch "$INF_STAMP"
+	else
+		echo "peers-embed: infinity-emb did not install: its rows are left out" >&2
+	fi
+fi
+export INFINITY_ANONYMOUS_USAGE_STATS=0
 "$PY" -m pip freeze >"$WORK/venv.freeze" 2>/dev/null || true
 "$FE_PY" -m pip freeze >"$WORK/venv-fastembed.freeze" 2>/dev/null || true
 
@@ -141,6 +163,10 @@ if [ -f "$STO_STAMP" ] && HF_HUB_OFFLINE=1 "$STO_PY" "$HERE/peers_embed.py" --ex
 elif [ -f "$STO_STAMP" ]; then
 	echo "peers-embed: sentence-transformers' onnx exports failed (see $WORK/st-export.log): no st-onnx rows" >&2
 fi
+if [ -f "$INF_STAMP" ]; then
+	add "infinity-b32 fp32 inf infinity $ST --batch 32"
+	add "infinity-b8 fp32 inf infinity $ST --batch 8"
+fi
 if [ -f "$FE_STAMP" ]; then
 	add "fastembed fp32 fe fastembed $WORK/fe-fp32 --batch 256"
 	add "fastembed-q int8 fe fastembed $WORK/fe-int8 --batch 256"
@@ -182,10 +208,11 @@ run() {
 	local out="$WORK/$name.f32" tfile="$WORK/$name.time" log="$WORK/$name.log"
 	local rc=0
 	case "$how" in
-	py | fe | sto)
+	py | fe | sto | inf)
 		local py=$PY
 		[ "$how" = fe ] && py=$FE_PY
 		[ "$how" = sto ] && py=$STO_PY
+		[ "$how" = inf ] && py=$INF_PY
 		HF_HUB_OFFLINE=1 /usr/bin/time -f "%e %U %S %M" -o "$tfile" "$py" "$HERE/peers_embed.py" "$1" "$2" "$WORK/texts.jsonl" "$out" "${@:3}" >"$log" 2>"$log.err" || rc=$? ;;
 	syn) /usr/bin/time -f "%e %U %S %M" -o "$tfile" "$SYNAPSE" embed "$WORK/texts.jsonl" "$@" --id-field _id --truncate \
 		--chunk-tokens 254 -o "$WORK/$name.arrow" >"$log" 2>"$log.err" || rc=$? ;;
@@ -200,7 +227,7 @@ import numpy as np
 name, kind, how, tfile, log, out, arrow, ref, docs = sys.argv[1:]
 wall, user, sys_, rss = open(tfile).read().split()[-4:]
 load = encode = ""
-if how in ("py", "fe", "sto"):
+if how in ("py", "fe", "sto", "inf"):
     j = json.loads(open(log).read().strip().splitlines()[-1])
     load, encode = j["load_s"], j["encode_s"]
     v = np.fromfile(out, dtype="<f4").reshape(int(docs), -1)

@@ -9,6 +9,8 @@ PEER is one of
   st-onnx    sentence-transformers with backend="onnx" (its ONNX Runtime backend),
              over MODEL_DIR/onnx/model.onnx or --onnx-file (a path in MODEL_DIR)
   fastembed  fastembed's TextEmbedding over MODEL_DIR's ONNX graph (its custom-model API)
+  infinity   infinity-emb's offline AsyncEmbeddingEngine (engine "torch": sentence-transformers
+             over torch), every text submitted at once, batched by its own batch handler
 
 TEXTS_JSONL holds one {"_id", "text"} a line, the text already as MTEB joins a
 BEIR document. The vectors go to OUT_F32 (float32 little-endian, row after
@@ -60,6 +62,25 @@ def fastembed_model(model_dir, max_seq):
     return lambda texts, batch: np.stack(list(m.embed(texts, batch_size=batch)))
 
 
+def infinity_model(model_dir, max_seq, batch):
+    import asyncio
+
+    from infinity_emb import AsyncEmbeddingEngine, EngineArgs
+
+    # from_args loads the model (the load is timed); astart starts the
+    # batch handler in the loop that embed then runs in.
+    engine = AsyncEmbeddingEngine.from_args(EngineArgs(
+        model_name_or_path=model_dir, engine="torch", device="cpu", batch_size=batch, model_warmup=False))
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(engine.astart())
+
+    def encode(texts, _batch):
+        vecs, _ = loop.run_until_complete(engine.embed(sentences=texts))
+        loop.run_until_complete(engine.astop())
+        return np.stack(vecs)
+    return encode
+
+
 def export(model_dir):
     from sentence_transformers import (SentenceTransformer, export_dynamic_quantized_onnx_model,
                                        export_optimized_onnx_model)
@@ -74,7 +95,7 @@ def main():
         export(sys.argv[2])
         return
     ap = argparse.ArgumentParser()
-    ap.add_argument("peer", choices=["st-torch", "st-onnx", "fastembed"])
+    ap.add_argument("peer", choices=["st-torch", "st-onnx", "fastembed", "infinity"])
     ap.add_argument("model_dir")
     ap.add_argument("texts")
     ap.add_argument("out")
@@ -88,6 +109,8 @@ def main():
         encode = st_model(a.model_dir, "torch", a.max_seq)
     elif a.peer == "st-onnx":
         encode = st_model(a.model_dir, "onnx", a.max_seq, a.onnx_file)
+    elif a.peer == "infinity":
+        encode = infinity_model(a.model_dir, a.max_seq, a.batch)
     else:
         encode = fastembed_model(a.model_dir, a.max_seq)
     t1 = time.perf_counter()
