@@ -79,6 +79,9 @@ type Chain struct {
 	// prompts by name and default_prompt_name ("" for none).
 	Prompts       map[string]string
 	DefaultPrompt string
+	// Multi is a multi-vector chain's (MultiVector) query and document
+	// handling; the zero value for other chains.
+	Multi MultiVector
 }
 
 // Activations maps the activation_function names a Dense config may give
@@ -111,6 +114,11 @@ func ReadChain(root string) (Chain, error) {
 		}
 	} else if transformer, err = c.readModules(root, mods); err != nil {
 		return c, err
+	}
+	if c.MultiVector() {
+		if err := c.readMultiVector(root); err != nil {
+			return c, err
+		}
 	}
 	return c, c.readTransformer(transformer)
 }
@@ -180,7 +188,9 @@ func (c *Chain) readModules(root string, mods []stModule) (string, error) {
 		switch kind := kindOf(m.Type); {
 		case kind == ModPooling && i == 0:
 			mod, err = readPoolingModule(dir)
-		case kind == ModDense && i > 0:
+		case kind == ModDense:
+			// Dense right after the Transformer: a multi-vector model's
+			// projection of every token (MultiVector).
 			mod, err = readDenseModule(dir)
 		case kind == ModNormalize && i > 0:
 			mod = Module{Kind: ModNormalize, Dir: dir}
@@ -450,6 +460,14 @@ func (c *Chain) readPrompts(root string) error {
 		c.DefaultPrompt = *cfg.DefaultPrompt
 	}
 	return nil
+}
+
+// MultiVector reports whether the chain is a multi-vector (ColBERT) model's
+// as PyLate saves one: Dense modules right after the Transformer and no
+// Pooling, so that every token's state is projected (synapse embed
+// --vectors tokens); such a chain gives no pooled vector.
+func (c Chain) MultiVector() bool {
+	return len(c.Modules) > 0 && c.Modules[0].Kind == ModDense
 }
 
 // Pooling is the chain's Pooling module, nil when it has none.

@@ -38,10 +38,18 @@ func (o *EmbedOptions) checkSparse() error {
 		if o.SparseTopK != 0 {
 			return configErrorf("--sparse-top-k needs --vectors sparse")
 		}
+		if o.AsQuery {
+			return configErrorf("--as-query needs --vectors tokens (ColBERT queries)")
+		}
 		return nil
+	case VectorsTokens:
+		return o.checkTokens()
 	case VectorsSparse:
+		if o.AsQuery {
+			return configErrorf("--as-query needs --vectors tokens (ColBERT queries)")
+		}
 	default:
-		return configErrorf("--vectors %q: want dense or sparse", o.Vectors)
+		return configErrorf("--vectors %q: want dense, sparse or tokens", o.Vectors)
 	}
 	refuse := func(what string) error {
 		return configErrorf("--vectors sparse with %s: sparse vectors are SPLADE weights over the vocabulary (docs/token-outputs.md)", what)

@@ -1,0 +1,248 @@
+//go:build cgo
+
+package cli
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/model/convert/converttest"
+	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
+)
+
+// The generated ColBERT model: a 2-layer random BERT (converttest.Tiny,
+// real attention) with PyLate's markers added to its vocabulary, a Dense
+// projection 16 → 8 without bias, and PyLate's config: queries of 12
+// tokens expanded with [MASK] (not attended), documents of 16, the
+// skiplist "," and ".".
+const (
+	colbertQueryLen = 12
+	colbertDocLen   = 16
+	colbertDims     = 8
+)
+
+// colbertModel writes the generated ColBERT checkpoint as a safetensors
+// directory (synapse converts it) and returns it with its projection.
+func colbertModel(t *testing.T, dir string) (string, converttest.BERT, onnxtest.Dense) {
+	t.Helper()
+	b := converttest.Tiny()
+	b.Added = []string{"[Q] ", "[D] "}
+	p := filepath.Join(dir, "tiny-colbert")
+	if err := b.WriteDir(p); err != nil {
+		t.Fatal(err)
+	}
+	dense, err := onnxtest.WriteST(p, onnxtest.ST{Dense: []onnxtest.Dense{{In: b.Hidden, Out: colbertDims, NoBias: true, Activation: "torch.nn.modules.linear.Identity", Seed: 35}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`{"query_prefix": "[Q] ", "document_prefix": "[D] ", "query_length": %d, "document_length": %d,
+		"do_query_expansion": true, "attend_to_expansion_tokens": false, "skiplist_words": [",", "."], "similarity_fn_name": "MaxSim"}`, colbertQueryLen, colbertDocLen)
+	if err := os.WriteFile(filepath.Join(p, "config_sentence_transformers.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p, b, dense[0]
+}
+
+// colbertCorpus writes n documents of onnxtest.Words with "," and "."
+// among them and returns each one's token ids (the vocabulary's, without
+// synapse's tokenizer).
+func colbertCorpus(t *testing.T, path string, n int, seed uint64) map[string][]int32 {
+	t.Helper()
+	vocab := converttest.Vocab()
+	idOf := func(w string) int32 { return int32(slices.Index(vocab, w)) }
+	rng := rand.New(rand.NewPCG(seed, 35))
+	words := append(slices.Clone(onnxtest.Words), ",", ".")
+	ids := map[string][]int32{}
+	var docs []map[string]any
+	for d := range n {
+		ws := make([]string, 1+rng.IntN(40))
+		doc := make([]int32, len(ws))
+		for i := range ws {
+			ws[i] = words[rng.IntN(len(words))]
+			doc[i] = idOf(ws[i])
+		}
+		id := fmt.Sprintf("d%03d", d)
+		ids[id] = doc
+		docs = append(docs, map[string]any{"id": id, "text": strings.Join(ws, " ")})
+	}
+	writeJSONL(t, path, docs)
+	return ids
+}
+
+// colbertVectors computes, in float64 apart from synapse, the token vectors
+// PyLate's ColBERT gives for ids (the marked chunk, expansion included)
+// whose first attend tokens are attended: each token's hidden state
+// through the projection, L2-normalised; the tokens in skip left out.
+func colbertVectors(b converttest.BERT, d onnxtest.Dense, ids []int32, attend int, skip map[int32]bool) [][]float64 {
+	var out [][]float64
+	for j, h := range b.HiddenStatesAttend(ids, attend) {
+		if skip[ids[j]] {
+			continue
+		}
+		v := make([]float64, d.Out)
+		var n float64
+		for o := range v {
+			for i, x := range h {
+				v[o] += float64(d.W[o*d.In+i]) * x
+			}
+			n += v[o] * v[o]
+		}
+		for o := range v {
+			v[o] /= math.Sqrt(n)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// tokenRow is one row of a multi-vector output.
+type tokenRow struct {
+	ID                   string
+	Chunk                int32
+	TokenStart, TokenEnd int32
+	NTokens              int32
+	Vectors              [][]float32
+}
+
+// readTokens reads an Arrow IPC multi-vector output of float32 or float16
+// token vectors.
+func readTokens(t *testing.T, path string) (*arrow.Schema, []tokenRow) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(mem))
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	defer r.Close()
+	var rows []tokenRow
+	for b := range r.NumRecords() {
+		rec, err := r.RecordBatch(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		i32 := func(name string) []int32 { return col(name).(*array.Int32).Int32Values() }
+		ids := col(output.ColID).(*array.String)
+		lists := col(output.ColTokenVectors).(*array.List)
+		fsl := lists.ListValues().(*array.FixedSizeList)
+		dims := int(fsl.DataType().(*arrow.FixedSizeListType).Len())
+		value := func(k int) float32 {
+			switch v := fsl.ListValues().(type) {
+			case *array.Float32:
+				return v.Value(k)
+			case *array.Float16:
+				return v.Value(k).Float32()
+			}
+			t.Fatalf("token vectors of %s", fsl.ListValues().DataType())
+			return 0
+		}
+		for i := range int(rec.NumRows()) {
+			row := tokenRow{ID: ids.Value(i), Chunk: i32(output.ColChunk)[i], TokenStart: i32(output.ColTokenStart)[i],
+				TokenEnd: i32(output.ColTokenEnd)[i], NTokens: i32(output.ColNTokens)[i]}
+			a, e := lists.ValueOffsets(i)
+			for tok := a; tok < e; tok++ {
+				v := make([]float32, dims)
+				for d := range v {
+					v[d] = value(int(tok)*dims + d)
+				}
+				row.Vectors = append(row.Vectors, v)
+			}
+			rows = append(rows, row)
+		}
+	}
+	return r.Schema(), rows
+}
+
+// TestEmbedTokens: every row's token vectors equal PyLate's, computed in
+// float64 from the generated checkpoint's weights apart from synapse
+// (cosine ≥ 0.9999 per token, the same tokens): documents as [CLS] [D]
+// window [SEP] in windows of document_length, "," and "." left out;
+// queries as [CLS] [Q] query [SEP] expanded with [MASK] to query_length,
+// the expansion outside the attention mask and every vector kept; float16
+// gives the same vectors to float16's precision.
+func TestEmbedTokens(t *testing.T) {
+	work := t.TempDir()
+	model, b, dense := colbertModel(t, work)
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models"))
+	in := filepath.Join(work, "c.jsonl")
+	docs := colbertCorpus(t, in, 30, 1)
+	vocab := b.Vocab()
+	cls, sep, mask, q, d := int32(2), int32(3), int32(4), int32(slices.Index(vocab, "[Q] ")), int32(slices.Index(vocab, "[D] "))
+	skip := map[int32]bool{int32(slices.Index(vocab, ",")): true, int32(slices.Index(vocab, ".")): true}
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		minCos float64
+	}{
+		{"documents", nil, 0.9999},
+		{"queries", []string{"--as-query"}, 0.9999},
+		{"documents float16", []string{"--dtype", "float16"}, 0.999},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(work, strings.ReplaceAll(tt.name, " ", "_")+".arrow")
+			args := append([]string{"embed", in, "-m", model, "-o", out, "-q", "--vectors", "tokens", "--workers", "1", "--threads", "1"}, tt.args...)
+			runSynapse(t, env, args...).wantCode(t, exitOK)
+			_, rows := readTokens(t, out)
+			query := slices.Contains(tt.args, "--as-query")
+			next, checked := map[string]int32{}, 0
+			for _, r := range rows {
+				toks := docs[r.ID]
+				if r.TokenStart != next[r.ID] {
+					t.Fatalf("%s chunk %d starts at token %d; want %d", r.ID, r.Chunk, r.TokenStart, next[r.ID])
+				}
+				next[r.ID] = r.TokenEnd
+				ids := slices.Concat([]int32{cls, d}, toks[r.TokenStart:r.TokenEnd], []int32{sep})
+				attend, rowSkip := len(ids), skip
+				if query {
+					ids[1], rowSkip = q, nil
+					for len(ids) < colbertQueryLen {
+						ids = append(ids, mask)
+					}
+				}
+				if int(r.NTokens) != len(ids) {
+					t.Fatalf("%s chunk %d: n_tokens %d; want %d", r.ID, r.Chunk, r.NTokens, len(ids))
+				}
+				want := colbertVectors(b, dense, ids, attend, rowSkip)
+				if len(r.Vectors) != len(want) {
+					t.Fatalf("%s chunk %d: %d token vectors; want %d", r.ID, r.Chunk, len(r.Vectors), len(want))
+				}
+				for j := range want {
+					if c := cosine64(r.Vectors[j], want[j]); !(c >= tt.minCos) {
+						t.Errorf("%s chunk %d token %d: cosine %.6f; want ≥ %v", r.ID, r.Chunk, j, c, tt.minCos)
+					}
+					checked++
+				}
+			}
+			for id, toks := range docs {
+				want := int32(len(toks))
+				if query {
+					want = min(want, colbertQueryLen-3)
+				}
+				if next[id] != want {
+					t.Errorf("%s: chunks end at token %d; want %d", id, next[id], want)
+				}
+			}
+			if checked == 0 {
+				t.Fatal("no token vectors checked")
+			}
+		})
+	}
+}
