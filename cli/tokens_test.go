@@ -246,3 +246,46 @@ func TestEmbedTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbedTokensRefused: a model without a ColBERT projection, an old
+// worker (drill), a dense run of a ColBERT model and the options token
+// vectors cannot take are refused before any work with exit 2 and the
+// reason.
+func TestEmbedTokensRefused(t *testing.T) {
+	work := t.TempDir()
+	in := filepath.Join(work, "c.jsonl")
+	colbertCorpus(t, in, 3, 1)
+	model, _, _ := colbertModel(t, work)
+	plain := lateModel(t)
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models"))
+	tokens := []string{"--vectors", "tokens"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no projection", append([]string{"-m", plain}, tokens...), "has no ColBERT projection"},
+		{"old worker", append([]string{"-m", model, "--chaos", "old-worker=1"}, tokens...), "these workers do not announce"},
+		{"dense run of a ColBERT model", []string{"-m", model}, "is a multi-vector (ColBERT) model"},
+		{"as-query alone", []string{"-m", model, "--as-query"}, "--as-query needs --vectors tokens"},
+		{"int8", append([]string{"-m", model, "--dtype", "int8"}, tokens...), "--vectors tokens with --dtype int8"},
+		{"dims", append([]string{"-m", model, "--dims", "4"}, tokens...), "--vectors tokens with --dims"},
+		{"late chunking", append([]string{"-m", model, "--late-chunking", "--chunk-tokens", "4"}, tokens...), "--vectors tokens with --late-chunking"},
+		{"pooling", append([]string{"-m", model, "--pooling", "cls"}, tokens...), "--vectors tokens with --pooling cls"},
+		{"no-normalize", append([]string{"-m", model, "--no-normalize"}, tokens...), "--vectors tokens with --no-normalize"},
+		{"query chunks", append([]string{"-m", model, "--as-query", "--chunk-tokens", "4"}, tokens...), "--as-query and --chunk-tokens"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(work, fmt.Sprintf("o%d.arrow", i))
+			res := runSynapse(t, env, append([]string{"embed", in, "-o", out, "--workers", "1", "--threads", "1"}, tt.args...)...)
+			res.wantCode(t, exitUsage)
+			if !strings.Contains(res.stderr, tt.want) {
+				t.Errorf("stderr %q; want it to say %q", res.stderr, tt.want)
+			}
+			if strings.Contains(res.stdout, "embedded") {
+				t.Errorf("stdout %q: want no work done", res.stdout)
+			}
+		})
+	}
+}
