@@ -289,3 +289,81 @@ func TestEmbedTokensRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchTokens: synapse search over synapse embed --vectors tokens
+// outputs (the corpus as documents, the queries with --as-query) ranks
+// documents by MaxSim computed by brute force in float64 from the same
+// files, a document by its best chunk, ties by id; dense queries are
+// refused.
+func TestSearchTokens(t *testing.T) {
+	work := t.TempDir()
+	model, _, _ := colbertModel(t, work)
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models"))
+	in := filepath.Join(work, "c.jsonl")
+	colbertCorpus(t, in, 60, 2)
+	qin := filepath.Join(work, "q.jsonl")
+	writeJSONL(t, qin, []map[string]any{{"id": "q0", "text": "protein cell"}, {"id": "q1", "text": "the gene study, results"}, {"id": "q2", "text": "hello world"}})
+	embed := func(in, out string, more ...string) {
+		runSynapse(t, env, append([]string{"embed", in, "-m", model, "-o", out, "-q", "--vectors", "tokens", "--workers", "1", "--threads", "1"}, more...)...).wantCode(t, exitOK)
+	}
+	corpus, queries := filepath.Join(work, "c.arrow"), filepath.Join(work, "q.arrow")
+	embed(in, corpus)
+	embed(qin, queries, "--as-query")
+	run := filepath.Join(work, "run.trec")
+	const k = 10
+	runSynapse(t, nil, "search", "--queries", queries, "--corpus", corpus, "-k", fmt.Sprint(k), "-o", run).wantCode(t, exitOK)
+	got := readTREC(t, run)
+	_, crows := readTokens(t, corpus)
+	_, qrows := readTokens(t, queries)
+	for _, q := range qrows {
+		if len(q.Vectors) != colbertQueryLen {
+			t.Fatalf("query %s: %d token vectors; want %d", q.ID, len(q.Vectors), colbertQueryLen)
+		}
+		best := map[string]float64{}
+		for _, c := range crows {
+			var s float64
+			for _, qv := range q.Vectors {
+				m := math.Inf(-1)
+				for _, cv := range c.Vectors {
+					var dot float64
+					for i := range qv {
+						dot += float64(qv[i]) * float64(cv[i])
+					}
+					m = max(m, dot)
+				}
+				s += m
+			}
+			if b, ok := best[c.ID]; !ok || s > b {
+				best[c.ID] = s
+			}
+		}
+		var want []searchHit
+		for id, s := range best {
+			want = append(want, searchHit{id, s})
+		}
+		slices.SortFunc(want, func(a, b searchHit) int {
+			switch {
+			case float32(a.score) > float32(b.score):
+				return -1
+			case float32(a.score) < float32(b.score):
+				return 1
+			}
+			return strings.Compare(a.doc, b.doc)
+		})
+		if len(got[q.ID]) != k {
+			t.Fatalf("query %s: %d hits; want %d", q.ID, len(got[q.ID]), k)
+		}
+		for i, h := range got[q.ID] {
+			if h.doc != want[i].doc || math.Abs(h.score-want[i].score) > 1e-5*max(1, want[i].score) {
+				t.Errorf("query %s rank %d: %s %.6f; want %s %.6f", q.ID, i+1, h.doc, h.score, want[i].doc, want[i].score)
+			}
+		}
+	}
+	dense := filepath.Join(work, "dq.arrow")
+	runSynapse(t, ortEnv(t), "embed", qin, "-m", lateModel(t), "-o", dense, "-q", "--workers", "1", "--threads", "1").wantCode(t, exitOK)
+	res := runSynapse(t, nil, "search", "--queries", dense, "--corpus", corpus, "-o", filepath.Join(work, "x.trec"))
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "embed the queries with --vectors tokens --as-query") {
+		t.Errorf("stderr %q; want it to say how to embed the queries", res.stderr)
+	}
+}
