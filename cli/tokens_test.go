@@ -3,6 +3,9 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -243,7 +247,40 @@ func TestEmbedTokens(t *testing.T) {
 			if checked == 0 {
 				t.Fatal("no token vectors checked")
 			}
+			if tt.name == "documents" {
+				sameJSONLTokens(t, env, args, out, rows)
+			}
 		})
+	}
+}
+
+// sameJSONLTokens runs args again into a .jsonl output and checks that its
+// token_vectors member holds the Arrow rows' vectors, a list of lists.
+func sameJSONLTokens(t *testing.T, env, args []string, arrowOut string, rows []tokenRow) {
+	t.Helper()
+	jl := strings.TrimSuffix(arrowOut, ".arrow") + ".jsonl"
+	args = slices.Clone(args)
+	args[slices.Index(args, arrowOut)] = jl
+	runSynapse(t, env, args...).wantCode(t, exitOK)
+	data, err := os.ReadFile(jl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	if len(lines) != len(rows) {
+		t.Fatalf("%d JSONL rows; want %d", len(lines), len(rows))
+	}
+	for i, line := range lines {
+		var row struct {
+			ChunkID string      `json:"chunk_id"`
+			Vectors [][]float32 `json:"token_vectors"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if row.ChunkID != output.ChunkID(rows[i].ID, rows[i].Chunk) || !slices.EqualFunc(row.Vectors, rows[i].Vectors, slices.Equal) {
+			t.Fatalf("JSONL line %d: %s; want the Arrow row %+v", i, line, rows[i])
+		}
 	}
 }
 
@@ -365,5 +402,98 @@ func TestSearchTokens(t *testing.T) {
 	res.wantCode(t, exitUsage)
 	if !strings.Contains(res.stderr, "embed the queries with --vectors tokens --as-query") {
 		t.Errorf("stderr %q; want it to say how to embed the queries", res.stderr)
+	}
+}
+
+// TestEmbedTokensResumeShardsPrevious: a token-vector run killed after its
+// first checkpoint and resumed writes the bytes of an uninterrupted run;
+// two shards merged give its rows; --previous of it reuses every document;
+// a dense run refuses it as --previous, a query run refuses a document
+// output, naming the output kinds.
+func TestEmbedTokensResumeShardsPrevious(t *testing.T) {
+	work := t.TempDir()
+	model, _, _ := colbertModel(t, work)
+	in := filepath.Join(work, "c.jsonl")
+	colbertCorpus(t, in, 1500, 3)
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models"))
+	args := func(out string, more ...string) []string {
+		return append([]string{"embed", in, "-m", model, "-o", out, "--vectors", "tokens", "--workers", "1", "--threads", "1", "--batch-tokens", "48"}, more...)
+	}
+	clean := filepath.Join(work, "clean.arrow")
+	runSynapse(t, env, args(clean, "-q")...).wantCode(t, exitOK)
+	_, want := readTokens(t, clean)
+
+	out := filepath.Join(work, "killed.arrow")
+	cmd := synapseCmd(context.Background(), t, env, args(out, "--chaos", "delay=5ms", "-q")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	waitCheckpoint(t, out, exited)
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	res := runSynapse(t, env, args(out, "--resume")...)
+	res.wantCode(t, exitOK)
+	if !strings.Contains(res.stdout, "the rest by the interrupted run") {
+		t.Errorf("the summary does not say the run was resumed:\n%s", res.stdout)
+	}
+	a, _ := os.ReadFile(clean)
+	b, _ := os.ReadFile(out)
+	if !bytes.Equal(a, b) {
+		_, got := readTokens(t, out)
+		sameTokens(t, "resumed token run vs an uninterrupted one", got, want)
+		t.Errorf("resumed output: %d bytes, not the uninterrupted run's %d", len(b), len(a))
+	}
+
+	sharded := filepath.Join(work, "sh.arrow")
+	for i := range 2 {
+		runSynapse(t, env, args(sharded, "-q", "--shard", fmt.Sprintf("%d/2", i))...).wantCode(t, exitOK)
+	}
+	merged := filepath.Join(work, "merged.arrow")
+	runSynapse(t, nil, "merge", sharded, "-o", merged, "-q").wantCode(t, exitOK)
+	_, got := readTokens(t, merged)
+	sameTokens(t, "two token shards merged vs one run", got, want)
+
+	inc := filepath.Join(work, "inc.arrow")
+	res = runSynapse(t, env, args(inc, "--previous", clean)...)
+	res.wantCode(t, exitOK)
+	_, got = readTokens(t, inc)
+	sameTokens(t, "--previous of the same token run", got, want)
+	if !strings.Contains(res.stdout, "1500 reused") {
+		t.Errorf("summary:\n%s\nwant it to say 1500 reused", res.stdout)
+	}
+	res = runSynapse(t, env, "embed", in, "-m", lateModel(t), "-o", filepath.Join(work, "dense.arrow"), "--workers", "1", "--threads", "1", "--previous", clean)
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, `output: previous "tokens", this run ""`) {
+		t.Errorf("dense run with a token --previous: stderr %q; want it to name the output kinds", res.stderr)
+	}
+	res = runSynapse(t, env, args(filepath.Join(work, "q.arrow"), "--as-query", "--previous", clean)...)
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, `output: previous "tokens", this run "tokens-query"`) {
+		t.Errorf("query run with a document --previous: stderr %q; want it to name the output kinds", res.stderr)
+	}
+}
+
+// sameTokens fails unless two token outputs hold the same rows, bit for bit.
+func sameTokens(t *testing.T, what string, got, want []tokenRow) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d rows; want %d", what, len(got), len(want))
+	}
+	bits := func(r tokenRow) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %d %d %d %d:", r.ID, r.Chunk, r.TokenStart, r.TokenEnd, r.NTokens)
+		for _, v := range r.Vectors {
+			for _, x := range v {
+				fmt.Fprintf(&b, " %08x", math.Float32bits(x))
+			}
+		}
+		return b.String()
+	}
+	for i := range got {
+		if g, w := bits(got[i]), bits(want[i]); g != w {
+			t.Fatalf("%s: row %d: got %s; want %s", what, i, g, w)
+		}
 	}
 }

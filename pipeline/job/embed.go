@@ -587,7 +587,8 @@ func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
 // Weight is the text and the rows copied from the previous output.
 func (k *embedKind) Weight(d doc) int64 {
 	if d.reuse != nil {
-		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+8*len(d.reuse[0].SparseIndices)+64))
+		r := d.reuse[0]
+		return int64(len(d.Text) + len(d.reuse)*(4*len(r.Embedding)+len(r.Vector)+8*len(r.SparseIndices)+tokenBytes(r)+64))
 	}
 	return int64(len(d.Text))
 }

@@ -73,21 +73,33 @@ func (o *EmbedOptions) checkSparse() error {
 	return nil
 }
 
-// checkPreviousKind refuses a --previous output of the other kind, naming
-// both, before the workers start (its settings would refuse it too, once
-// the model is loaded, but as a difference of dims).
+// checkPreviousKind refuses a --previous output of another kind (dense,
+// sparse, tokens), naming both, before the workers start (its settings
+// would refuse it too, once the model is loaded, but as a difference of
+// dims).
 func (o *EmbedOptions) checkPreviousKind(prev *previous.Set) error {
 	if prev == nil || o.PreviousAny {
 		return nil
 	}
-	sparse := output.IsSparse(prev.Schema())
+	sc := prev.Schema()
+	was, wasOut := VectorsDense, ""
 	switch {
-	case sparse && !o.sparse():
-		return configErrorf("--previous %s holds sparse vectors (--vectors sparse); this run writes dense ones: output: previous %q, this run %q", o.Previous[0], OutputSparse, "")
-	case !sparse && o.sparse():
-		return configErrorf("--previous %s holds dense vectors; this run writes sparse ones (--vectors sparse): output: previous %q, this run %q", o.Previous[0], "", OutputSparse)
+	case output.IsSparse(sc):
+		was, wasOut = VectorsSparse, OutputSparse
+	case output.IsTokens(sc):
+		was, wasOut = VectorsTokens, OutputTokens
 	}
-	return nil
+	now, nowOut := VectorsDense, ""
+	switch {
+	case o.sparse():
+		now, nowOut = VectorsSparse, OutputSparse
+	case o.tokens():
+		now, nowOut = VectorsTokens, o.tokensOutput()
+	}
+	if was == now {
+		return nil
+	}
+	return configErrorf("--previous %s holds %s vectors (--vectors %s); this run writes %s ones (--vectors %s): output: previous %q, this run %q", o.Previous[0], was, was, now, now, wasOut, nowOut)
 }
 
 // sparseLimits is how a sparse run packs requests so that every request

@@ -291,6 +291,23 @@ func (k tokensSink) set(row *output.EmbedRow, vs tokenVecs) {
 	}
 }
 
+// tokenBytes is what a row's token vectors hold.
+func tokenBytes(r output.EmbedRow) int {
+	n := 0
+	for _, v := range r.TokenEmbeddings {
+		n += 4 * len(v)
+	}
+	for _, v := range r.TokenVectors {
+		n += len(v)
+	}
+	return n
+}
+
+// nonFiniteTokens reports a token vector with a NaN or an infinity.
+func nonFiniteTokens(vs [][]float32) bool {
+	return slices.ContainsFunc(vs, func(v []float32) bool { return vector.NonFinite(v) >= 0 })
+}
+
 // multiSettings is what the settings record of a multi-vector model's
 // query and document handling (hfmodel.MultiVector.String).
 func multiSettings(m *artifact.Artifact) string {
