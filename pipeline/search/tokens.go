@@ -178,6 +178,23 @@ func (s *searcher) runTokens(ctx context.Context, emit func(query string, hits [
 	return err
 }
 
+// maxSim writes query q's MaxSim with each of the n chunks of tc to acc:
+// docs holds tc's token vectors, zero ones after them to stride rows (a
+// multiple of 4); dots is scratch space of 4 × stride floats.
+func maxSim(q tokenQuery, tc *tokenCols, n, dims int, docs []float32, stride int, dots []float32, acc []float64) {
+	nt := tc.off[n]
+	clear(acc)
+	for g := 0; g < q.n; g += 4 {
+		kern.f32(q.vecs[g*dims:(g+4)*dims], docs, stride, dims, dots, stride)
+		for i := range min(4, q.n-g) {
+			row := dots[i*stride : i*stride+nt]
+			for r := range n {
+				acc[r] += float64(maxOf(row[tc.off[r]:tc.off[r+1]]))
+			}
+		}
+	}
+}
+
 // maxSimPass streams the corpus once, scoring every chunk against the
 // block's queries by MaxSim.
 func (s *searcher) maxSimPass(ctx context.Context, qs []tokenQuery) ([]*topK, error) {
@@ -202,16 +219,7 @@ func (s *searcher) maxSimPass(ctx context.Context, qs []tokenQuery) ([]*topK, er
 		st.starts = docStarts(bt, st.lastID, rows == 0)
 		acc := make([]float64, n)
 		for q, qt := range qs {
-			clear(acc)
-			for g := 0; g < qt.n; g += 4 {
-				kern.f32(qt.vecs[g*dims:(g+4)*dims], docs, stride, dims, dots, stride)
-				for i := range min(4, qt.n-g) {
-					row := dots[i*stride : i*stride+nt]
-					for r := range n {
-						acc[r] += float64(maxOf(row[tc.off[r]:tc.off[r+1]]))
-					}
-				}
-			}
+			maxSim(qt, tc, n, dims, docs, stride, dots, acc)
 			for r := range n {
 				scores[r] = float32(acc[r])
 			}
