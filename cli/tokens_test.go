@@ -28,7 +28,7 @@ import (
 
 // The generated ColBERT model: a 2-layer random BERT (converttest.Tiny,
 // real attention) with PyLate's markers added to its vocabulary, a Dense
-// projection 16 → 8 without bias, and PyLate's config: queries of 12
+// projection 16 → 8 without bias (PyLate's Dense), and PyLate's config: queries of 12
 // tokens expanded with [MASK] (not attended), documents of 16, the
 // skiplist "," and ".".
 const (
@@ -49,6 +49,15 @@ func colbertModel(t *testing.T, dir string) (string, converttest.BERT, onnxtest.
 	}
 	dense, err := onnxtest.WriteST(p, onnxtest.ST{Dense: []onnxtest.Dense{{In: b.Hidden, Out: colbertDims, NoBias: true, Activation: "torch.nn.modules.linear.Identity", Seed: 35}}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// PyLate names its own Dense class in modules.json.
+	mods, err := os.ReadFile(filepath.Join(p, "modules.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods = bytes.ReplaceAll(mods, []byte("sentence_transformers.models.Dense"), []byte("pylate.models.Dense.Dense"))
+	if err := os.WriteFile(filepath.Join(p, "modules.json"), mods, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := fmt.Sprintf(`{"query_prefix": "[Q] ", "document_prefix": "[D] ", "query_length": %d, "document_length": %d,

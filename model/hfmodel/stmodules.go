@@ -151,9 +151,13 @@ func readModulesJSON(root string) ([]stModule, error) {
 }
 
 // kindOf is the module class a modules.json type names:
-// "sentence_transformers.models.Dense" (or ….Dense.Dense) is "Dense"; a
-// class from elsewhere keeps its full name.
+// "sentence_transformers.models.Dense" (or ….Dense.Dense, or PyLate's
+// "pylate.models.Dense.Dense") is "Dense"; a class from elsewhere keeps
+// its full name.
 func kindOf(typ string) string {
+	if typ == "pylate.models.Dense.Dense" { // PyLate's ColBERT projection: sentence-transformers' Dense
+		return ModDense
+	}
 	rest, ok := strings.CutPrefix(typ, "sentence_transformers.models.")
 	if !ok {
 		return typ
@@ -309,12 +313,16 @@ func readDenseModule(dir string) (Module, error) {
 		Out        int     `json:"out_features"`
 		Bias       *bool   `json:"bias"`
 		Activation *string `json:"activation_function"`
+		Residual   bool    `json:"use_residual"` // PyLate's Dense
 	}
 	if err := readJSON(path, &cfg); err != nil {
 		return Module{}, err
 	}
 	refuse := func(file, format string, args ...any) (Module, error) {
 		return Module{}, fmt.Errorf("hfmodel: %s: %w: Dense: %s", file, ErrModule, fmt.Sprintf(format, args...))
+	}
+	if cfg.Residual {
+		return refuse(path, "use_residual true (PyLate's residual projection) is not implemented")
 	}
 	m := Module{Kind: ModDense, Dir: dir, In: cfg.In, Out: cfg.Out, Bias: cfg.Bias == nil || *cfg.Bias, Activation: "tanh"}
 	if m.In <= 0 || m.Out <= 0 || m.In > 1<<20 || m.Out > 1<<20 {
