@@ -20,13 +20,14 @@
 // A message is one control frame, a JSON object whose "type" member holds
 // the message name (HELLO, EMBED_BATCH, ...) and whose other members are the
 // spec's fields, and for EMBED_BATCH, RERANK, GENERATE, VECTORS, SCORES and
-// TOKENS (and the extensions' EMBED_TOKENS, TOKEN_STATES, EMBED_SPARSE and
-// SPARSE_VECTORS) exactly one raw frame right after it: the token ids (i32)
+// TOKENS (and the extensions' EMBED_TOKENS, TOKEN_STATES, EMBED_SPARSE,
+// SPARSE_VECTORS, EMBED_MULTI and MULTI_VECTORS) exactly one raw frame right after it: the token ids (i32)
 // or values (f32; SPARSE_VECTORS' (u32, f32) pairs) as a little-endian
 // array, with no per-value header. The raw frame's length must match the
 // control frame: 4 × Σ n_tokens for EMBED_BATCH, 4 × (query_n_tokens +
 // Σ n_tokens) for RERANK, any multiple of 4 for GENERATE, 4 × n × dims for
-// VECTORS, 4 × n for SCORES and TOKENS, 8 × Σ nnz for SPARSE_VECTORS. Both
+// VECTORS, 4 × n for SCORES and TOKENS, 8 × Σ nnz for SPARSE_VECTORS,
+// 4 × dims × Σ n_tokens for TOKEN_STATES and MULTI_VECTORS. Both
 // Send and Recv enforce this; a mismatch is a *ProtocolError. On
 // little-endian hosts raw frames are read into and written from the
 // []int32/[]uint32/[]float32 slices' own memory, without per-value
