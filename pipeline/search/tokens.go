@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
@@ -196,11 +198,12 @@ func maxSim(q tokenQuery, tc *tokenCols, n, dims int, docs []float32, stride int
 }
 
 // maxSimPass streams the corpus once, scoring every chunk against the
-// block's queries by MaxSim.
+// block's queries by MaxSim, the queries split among Threads goroutines.
 func (s *searcher) maxSimPass(ctx context.Context, qs []tokenQuery) ([]*topK, error) {
 	dims := s.o.Corpus.Dims
 	st := newPassState(len(qs), s.o.K)
-	var dots, scores []float32
+	workers := max(1, min(s.o.Threads, len(qs)))
+	scratch := make([]maxSimScratch, workers)
 	var docs []float32
 	var rows int64
 	err := s.o.Corpus.eachBatch(ctx, func(bt *batch) error {
@@ -214,18 +217,29 @@ func (s *searcher) maxSimPass(ctx context.Context, qs []tokenQuery) ([]*topK, er
 		docs = grow(docs, stride*dims)
 		copy(docs, tc.vals[:nt*dims])
 		clear(docs[nt*dims:])
-		dots = grow(dots, 4*stride)
-		scores = grow(scores, n)
 		st.starts = docStarts(bt, st.lastID, rows == 0)
-		acc := make([]float64, n)
-		for q, qt := range qs {
-			maxSim(qt, tc, n, dims, docs, stride, dots, acc)
-			for r := range n {
-				scores[r] = float32(acc[r])
-			}
-			if n > 0 {
-				fold(st.tops[q], &st.best[q], &st.floor[q], scores[:n], st.starts, bt, 0, st.lastID)
-			}
+		g := errgroup.Group{}
+		for w := range workers {
+			g.Go(func() error {
+				sc := &scratch[w]
+				sc.dots, sc.scores, sc.acc = grow(sc.dots, 4*stride), grow(sc.scores, n), grow(sc.acc, n)
+				for q := w; q < len(qs); q += workers { // each query's state is its own goroutine's
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					maxSim(qs[q], tc, n, dims, docs, stride, sc.dots, sc.acc)
+					for r := range n {
+						sc.scores[r] = float32(sc.acc[r])
+					}
+					if n > 0 {
+						fold(st.tops[q], &st.best[q], &st.floor[q], sc.scores, st.starts, bt, 0, st.lastID)
+					}
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
 		}
 		if n > 0 {
 			st.lastID = strings.Clone(bt.ids.Value(n - 1))
@@ -237,4 +251,10 @@ func (s *searcher) maxSimPass(ctx context.Context, qs []tokenQuery) ([]*topK, er
 		return nil, err
 	}
 	return s.endPass(st, rows), nil
+}
+
+// maxSimScratch is one goroutine's buffers of a MaxSim pass.
+type maxSimScratch struct {
+	dots, scores []float32
+	acc          []float64
 }

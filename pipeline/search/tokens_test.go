@@ -56,8 +56,8 @@ func maxSim64(dims int) func(q, c []float32) float64 {
 // and Parquet, in small batches; 12 dims, so that the kernels' tails run),
 // every query's hits are those of MaxSim computed by brute force in
 // float64 from the same vectors, a document scored by its best chunk, ties
-// by id, within 1e-5; blocks of several sizes give the same hits, and so
-// does a float16 corpus to float16's precision.
+// by id, within 1e-5; blocks of several sizes and 1 to 3 threads give the
+// same hits, and so does a float16 corpus to float16's precision.
 func TestMaxSimSearch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(35, 9))
 	const dims = 12
@@ -70,9 +70,9 @@ func TestMaxSimSearch(t *testing.T) {
 	qpath := filepath.Join(dir, "q.arrow")
 	searchtest.WriteTokens(t, qpath, queries, dims, vector.Float32, true, 10)
 	want := exact(queries, corpus, 15, maxSim64(dims))
-	for _, block := range []int{1, 5, 1024} {
-		t.Run(fmt.Sprint("block ", block), func(t *testing.T) {
-			got := runSearch(t, Options{Queries: open(t, "--queries", []string{qpath}), Corpus: open(t, "--corpus", cpaths), K: 15, Block: block})
+	for _, c := range []struct{ block, threads int }{{1, 1}, {5, 1}, {1024, 1}, {1024, 3}, {5, 2}} {
+		t.Run(fmt.Sprintf("block %d, %d threads", c.block, c.threads), func(t *testing.T) {
+			got := runSearch(t, Options{Queries: open(t, "--queries", []string{qpath}), Corpus: open(t, "--corpus", cpaths), K: 15, Block: c.block, Threads: c.threads})
 			sameHits(t, "MaxSim search", got, want, 1e-5)
 		})
 	}
