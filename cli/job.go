@@ -17,6 +17,7 @@ import (
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
+	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/pipeline/job"
@@ -43,7 +44,7 @@ func jobFlags(batchDefault string) []cli.Flag {
 		&cli.DurationFlag{Name: "checkpoint-every", Value: job.DefaultCheckpointEvery, Usage: "also checkpoint the rows written when this long has passed since the last checkpoint (besides every 1,024 rows); 0: by rows only. The output is the same bytes either way"},
 		&cli.DurationFlag{Name: "drain", Value: job.DefaultDrain, Usage: "on the first SIGINT or SIGTERM, send no new request and give those in flight this long to finish, then keep every finished row and exit 130 (resumable); a second signal stops at once. 0: keep what is finished, abandon what is in flight"},
 		checkpointDirFlag(),
-		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process the I-th of N contiguous parts of the inputs (auto/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); writes OUT.shard-I-of-N.EXT and, when done, its manifest OUT.shard-I-of-N.json; synapse merge puts the parts together. .gz JSON Lines files are not split by bytes: each goes whole to one shard"},
+		&cli.StringFlag{Name: "shard", Usage: "`I/N`: process the I-th of N contiguous parts of the inputs (auto/N: I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID); writes OUT.shard-I-of-N.EXT and, when done, its manifest OUT.shard-I-of-N.json (into a PostgreSQL table T: the table T_synapse_shard_I_of_N, its manifest in synapse_state); synapse merge puts the parts together. .gz JSON Lines files are not split by bytes: each goes whole to one shard"},
 		&cli.BoolFlag{Name: "force", Usage: "with --shard: run the shard again although its manifest says it is done"},
 		&cli.Float64Flag{Name: "max-error-rate", Usage: "exit 0 instead of 3 when the rows in the errors file are at most this share of the rows read (e.g. 0.000001)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress and no summary"},
@@ -192,7 +193,9 @@ func shardOptionsFrom(c *cli.Context, name string, o *job.Options) error {
 		return usageError{fmt.Errorf("%s: %w", name, err)}
 	}
 	o.Read.Shard, o.Read.Shards = i, n
-	o.Out = output.ShardPath(o.Out, i, n)
+	if !pgstore.IsURL(o.Out) { // a table's shard writes its own table (docs/postgres.md)
+		o.Out = output.ShardPath(o.Out, i, n)
+	}
 	if o.Errors != "" { // each shard its own errors file, like its output
 		o.Errors = output.ShardPath(o.Errors, i, n)
 	}

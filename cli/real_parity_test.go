@@ -54,10 +54,12 @@ func realEmbed(t *testing.T, dir, model string, ref *reftest.Reference, args ...
 }
 
 // TestRealPublisherONNX embeds with the ONNX exports that registries ship
-// (langchain4j's all-MiniLM-L6-v2 fp32 and int8, e5-small-v2 int8) and
-// compares with sentence-transformers' encode of all-MiniLM-L6-v2 and with
-// ONNX Runtime's own run of each graph (reference.py): the fp32 export
-// must give sentence-transformers' vectors (min cosine 0.9999). An int8
+// (langchain4j's all-MiniLM-L6-v2 fp32 and int8, e5-small-v2 int8,
+// bge-small-en-v1.5 fp32) and compares with sentence-transformers' encode
+// of all-MiniLM-L6-v2 and with ONNX Runtime's own run of each graph
+// (reference.py): an fp32 export must give its reference's vectors (min
+// cosine 0.9999); bge-small pools the [CLS] row, which its directory
+// cannot say (no sentence-transformers files), so the run gives it. An int8
 // graph quantizes its activations per batch (DynamicQuantizeLinear), so
 // its vectors depend on what it was batched with — the reference padded
 // batches of 32, synapse runs each sequence alone: its figures are
@@ -68,6 +70,7 @@ func TestRealPublisherONNX(t *testing.T) {
 		{model: "all-MiniLM-L6-v2-onnx", checks: []refCheck{{"all-MiniLM-L6-v2", 0.9999}, {"all-MiniLM-L6-v2-onnx", 0.9999}}},
 		{model: "all-MiniLM-L6-v2-onnx-q", checks: []refCheck{{"all-MiniLM-L6-v2-onnx-q", 0.98}, {"all-MiniLM-L6-v2", 0.95}}},
 		{model: "e5-small-v2-onnx-q", checks: []refCheck{{"e5-small-v2-onnx-q", 0.98}}},
+		{model: "bge-small-en-v1.5-onnx", args: []string{"--pooling", "cls"}, checks: []refCheck{{"bge-small-en-v1.5-onnx", 0.9999}}},
 	} {
 		t.Run(m.model, func(t *testing.T) {
 			checkReal(t, m)

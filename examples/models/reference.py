@@ -53,6 +53,9 @@ MODELS = [
     {"name": "e5-small-v2-onnx-q", "kind": "onnx",
      "upstream": "intfloat/e5-small-v2 (int8 quantized ONNX export)", "prefix": "passage: ",
      "pooling": "mean", "normalize": True, "max_seq_length": 512},
+    {"name": "bge-small-en-v1.5-onnx", "kind": "onnx",
+     "upstream": "BAAI/bge-small-en-v1.5 (ONNX export)", "prefix": "",
+     "pooling": "cls", "normalize": True, "max_seq_length": 512},
 ]
 
 TEXT_RULE = ('MTEB\'s for a BEIR corpus: (title + " " + text).strip(), the prefix '
@@ -168,9 +171,13 @@ def embed_onnx(model_dir, spec, texts, threads):
             mask[r, :len(e.ids)] = e.attention_mask
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         hidden = sess.run(["last_hidden_state"], {k: v for k, v in feed.items() if k in inputs})[0]
-        # sentence-transformers' mean pooling and Normalize, in float32.
-        m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        # sentence-transformers' Pooling (mean, or the [CLS] row) and
+        # Normalize, in float32.
+        if spec["pooling"] == "cls":
+            pooled = hidden[:, 0, :].copy()
+        else:
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         if spec["normalize"]:
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         if out.shape[1] == 0:
@@ -178,8 +185,8 @@ def embed_onnx(model_dir, spec, texts, threads):
         out[idx] = pooled
     run = {"library": "onnxruntime",
            "call": "InferenceSession(model.onnx) over tokenizers.Tokenizer(tokenizer.json) ids, batches of 32 "
-                   "padded with id 0 and attention_mask 0; last_hidden_state mean-pooled over attention_mask, "
-                   "then L2-normalised (x / max(|x|, 1e-12)), as sentence-transformers' Pooling and Normalize do",
+                   "padded with id 0 and attention_mask 0; last_hidden_state mean-pooled over attention_mask "
+                   "(or its [CLS] row, for a model whose Pooling is cls), then L2-normalised (x / max(|x|, 1e-12)), as sentence-transformers' Pooling and Normalize do",
            "onnxruntime": ort.__version__, "tokenizers": tokenizers.__version__, "ort_threads": threads}
     pipe = {"modules": None, "pooling": spec["pooling"], "normalized": spec["normalize"],
             "normalized_by": "L2 after pooling, as the upstream model's Normalize module" if spec["normalize"] else None,

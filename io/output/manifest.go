@@ -95,28 +95,44 @@ func WriteManifest(path string, m Manifest) error {
 
 // WriteManifestContext is WriteManifest with a context for a bucket's requests.
 func WriteManifestContext(ctx context.Context, path string, m Manifest) error {
+	b, err := EncodeManifest(m)
+	if err != nil {
+		return err
+	}
+	return files.WriteFileAtomic(ctx, path, b)
+}
+
+// EncodeManifest is m as a manifest file holds it, its version set: also
+// what a store keeps of a done shard (io/pgstore).
+func EncodeManifest(m Manifest) ([]byte, error) {
 	m.Version = manifestVersion
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return fmt.Errorf("manifest: %w", err)
+		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	return files.WriteFileAtomic(ctx, path, append(b, '\n'))
+	return append(b, '\n'), nil
+}
+
+// DecodeManifest reads a manifest EncodeManifest wrote; name (its file,
+// or where a store keeps it) is for messages.
+func DecodeManifest(b []byte, name string) (Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("manifest %s: %w", name, err)
+	}
+	if m.Version != manifestVersion {
+		return m, fmt.Errorf("manifest %s: version %d; want %d", name, m.Version, manifestVersion)
+	}
+	return m, nil
 }
 
 // ReadManifest reads a manifest.
 func ReadManifest(path string) (Manifest, error) { return readManifest(context.Background(), path) }
 
 func readManifest(ctx context.Context, path string) (Manifest, error) {
-	var m Manifest
 	b, err := files.ReadFile(ctx, path, readlimit.State)
 	if err != nil {
-		return m, fmt.Errorf("manifest: %w", err)
+		return Manifest{}, fmt.Errorf("manifest: %w", err)
 	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("manifest %s: %w", path, err)
-	}
-	if m.Version != manifestVersion {
-		return m, fmt.Errorf("manifest %s: version %d; want %d", path, m.Version, manifestVersion)
-	}
-	return m, nil
+	return DecodeManifest(b, path)
 }

@@ -112,13 +112,7 @@ func Merge(o MergeOptions) (MergeSummary, error) {
 			return MergeSummary{}, err
 		}
 	}
-	sum := MergeSummary{Shards: len(ms), Out: o.Out, Errors: o.Errors}
-	for _, m := range ms {
-		r := &sum.Rows
-		r.Read, r.OK, r.Failed = r.Read+m.Rows.Read, r.OK+m.Rows.OK, r.Failed+m.Rows.Failed
-		r.Items, r.Tokens, r.FileErrors = r.Items+m.Rows.Items, r.Tokens+m.Rows.Tokens, r.FileErrors+m.Rows.FileErrors
-		r.Partial, r.ItemFailures = r.Partial+m.Rows.Partial, r.ItemFailures+m.Rows.ItemFailures
-	}
+	sum := MergeSummary{Shards: len(ms), Rows: SumRows(ms), Out: o.Out, Errors: o.Errors}
 	ids := newPartIDs(paths)
 	for k, m := range ms {
 		if err := ids.claimErrors(o.Context, objstore.Beside(paths[k], m.Errors), k); err != nil {

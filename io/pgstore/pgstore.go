@@ -9,7 +9,7 @@
 // The table T (?table=T in the URL, default "chunks") has the columns
 //
 //	id text, chunk integer, chunk_id text PRIMARY KEY (ID#CHUNK),
-//	embedding vector(D) | halfvec(D) | bit(D), doc_hash bytea, settings_digest text
+//	embedding vector(D) | halfvec(D) | bit(D) | sparsevec(V), doc_hash bytea, settings_digest text
 //
 // and the run's vector settings (vector.Settings JSON) as its comment. A
 // run writes into T_synapse_staging and keeps its checkpoint in the row of
@@ -21,6 +21,19 @@
 // from T the documents written again or gone and inserting the staging
 // rows, in one transaction. A session advisory lock on T keeps a second
 // run off the same table.
+//
+// # Shards
+//
+// Shard I of N (--shard I/N) writes T_synapse_shard_I_of_N, keeps its
+// checkpoint in the row "T/shard-I-of-N" of synapse_state and holds an
+// advisory lock of its own, so the shards of a job run together while a
+// second run of one shard is kept off. It publishes nothing: when done it
+// records its manifest (output.Manifest: counts, inputs, settings digest,
+// its errors file) in the manifest column of its row. Merge checks that
+// all N are done and are one job's, that no id is in two shards, writes
+// the merged errors file, then publishes in one transaction: T replaced by
+// the union of the shards' tables, which go with their rows. A sharded
+// run is a full run: --sync with --shard is refused (docs/postgres.md).
 package pgstore
 
 import (
@@ -130,12 +143,43 @@ func scrub(msg, password string) string {
 
 // ErrorsPath is the errors file of a PostgreSQL output without --errors:
 // TABLE.errors.jsonl in the working directory.
-func ErrorsPath(out string) string {
-	table := DefaultTable
+func ErrorsPath(out string) string { return tableOf(out) + ".errors.jsonl" }
+
+// ShardErrorsPath is the errors file of shard i of n of a PostgreSQL
+// output without --errors: TABLE.shard-I-of-N.errors.jsonl in the working
+// directory.
+func ShardErrorsPath(out string, i, n int) string {
+	return fmt.Sprintf("%s.shard-%d-of-%d.errors.jsonl", tableOf(out), i, n)
+}
+
+func tableOf(out string) string {
 	if u, err := url.Parse(out); err == nil && u.Query().Get("table") != "" {
-		table = u.Query().Get("table")
+		return u.Query().Get("table")
 	}
-	return table + ".errors.jsonl"
+	return DefaultTable
+}
+
+// ShardTable is the staging table of shard i of n of table:
+// TABLE_synapse_shard_I_of_N.
+func ShardTable(table string, i, n int) string {
+	return fmt.Sprintf("%s_synapse_shard_%d_of_%d", table, i, n)
+}
+
+// stateKey is the row of StateTable of shard i of n of table.
+func stateKey(table string, i, n int) string { return fmt.Sprintf("%s/shard-%d-of-%d", table, i, n) }
+
+// maxIdentifier is the longest name PostgreSQL keeps (NAMEDATALEN - 1);
+// a longer one is cut.
+const maxIdentifier = 63
+
+// CheckShard refuses shard i of n of the target's table when the name of
+// its staging table would be cut.
+func (t *Target) CheckShard(i, n int) error {
+	if name := ShardTable(t.Table, i, n); len(name) > maxIdentifier {
+		return fmt.Errorf("%w: %s: --shard %d/%d: the shard's table %s is longer than PostgreSQL's %d bytes: name a shorter table (?table=)",
+			ErrRefused, t, i, n, name, maxIdentifier)
+	}
+	return nil
 }
 
 // ColumnType is the column type of an embedding of dtype d and dims D:
@@ -152,6 +196,15 @@ func ColumnType(d vector.Dtype, dims int) (string, error) {
 	}
 	return "", fmt.Errorf("%w: --dtype %s: pgvector has no %s type (a PostgreSQL output takes float32 as vector, float16 as halfvec, binary or ubinary as bit)", ErrRefused, d, d)
 }
+
+// SparseColumnType is the column type of sparse vectors over a vocabulary
+// of vocab terms: pgvector's sparsevec(vocab).
+func SparseColumnType(vocab int) string { return fmt.Sprintf("sparsevec(%d)", vocab) }
+
+// SparseMaxNonZero is the most non-zero values pgvector's sparsevec holds
+// (SPARSEVEC_MAX_NNZ): a sparse run into a table keeps at most this many
+// terms a chunk (--sparse-top-k).
+const SparseMaxNonZero = 16000
 
 // typeOf is the pgvector type a column type needs.
 func typeOf(column string) string {

@@ -22,7 +22,14 @@ type Config struct {
 	Digest   string // the run's settings digest (vector.Settings.Digest)
 	Settings string // the run's settings JSON, kept as the table's comment
 	Sync     bool   // the table is the previous output (see the package doc)
-	WithText bool   // the table has a text column: each chunk's text (--with-text)
+	// Shard and Shards: with Shards > 0 the run is shard Shard of Shards
+	// (--shard I/N): it writes its own staging table and checkpoint row
+	// and, when done, records its manifest instead of publishing.
+	Shard, Shards int
+	WithText      bool // the table has a text column: each chunk's text (--with-text)
+	// Sparse: the run writes sparse vectors (--vectors sparse) over a
+	// vocabulary of Dims terms, as sparsevec(Dims) (SparseColumnType).
+	Sparse bool
 	// Diff names the first difference between the table's settings (its
 	// comment) and the run's; nil: the digests are compared only.
 	Diff func(tableSettings string) string
@@ -32,6 +39,9 @@ type Config struct {
 type Store struct {
 	t       *Target
 	cfg     Config
+	key     string // the run's row in StateTable (stateKey)
+	stage   string // the run's staging table
+	done    []byte // a shard's manifest, recorded by Publish (SetManifest)
 	conn    *pgx.Conn
 	ctx     context.Context
 	exists  bool                // T exists
@@ -44,9 +54,9 @@ type Store struct {
 // Connect logs in and checks the server has pgvector with the type
 // column needs; the connection is the caller's to close.
 func Connect(ctx context.Context, t *Target, column string) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, t.config)
+	conn, err := dial(ctx, t)
 	if err != nil {
-		return nil, t.wrap("connect", err)
+		return nil, err
 	}
 	var ext string
 	err = conn.QueryRow(ctx, "SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'vector'), '')").Scan(&ext)
@@ -65,7 +75,16 @@ func Connect(ctx context.Context, t *Target, column string) (*pgx.Conn, error) {
 	}
 	if !ok {
 		conn.Close(ctx)
-		return nil, fmt.Errorf("%w: %s: pgvector %s has no type %s (halfvec and bit need pgvector 0.7)", ErrRefused, t, ext, typeOf(column))
+		return nil, fmt.Errorf("%w: %s: pgvector %s has no type %s (halfvec, bit and sparsevec need pgvector 0.7)", ErrRefused, t, ext, typeOf(column))
+	}
+	return conn, nil
+}
+
+// dial logs in.
+func dial(ctx context.Context, t *Target) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, t.config)
+	if err != nil {
+		return nil, t.wrap("connect", err)
 	}
 	return conn, nil
 }
@@ -93,14 +112,19 @@ func Check(ctx context.Context, t *Target, column string, withText bool) error {
 // a table of other columns, embedding type or settings is refused.
 func Open(ctx context.Context, t *Target, cfg Config) (*Store, error) {
 	var err error
-	if cfg.column, err = ColumnType(cfg.Dtype, cfg.Dims); err != nil {
+	if cfg.Sparse {
+		cfg.column, err = SparseColumnType(cfg.Dims), nil
+	} else if cfg.column, err = ColumnType(cfg.Dtype, cfg.Dims); err != nil {
 		return nil, err
 	}
 	conn, err := Connect(ctx, t, cfg.column)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{t: t, cfg: cfg, conn: conn, ctx: ctx}
+	s := &Store{t: t, cfg: cfg, conn: conn, ctx: ctx, key: t.Table, stage: t.Table + stagingSuffix}
+	if cfg.Shards > 0 {
+		s.key, s.stage = stateKey(t.Table, cfg.Shard, cfg.Shards), ShardTable(t.Table, cfg.Shard, cfg.Shards)
+	}
 	if err := s.open(); err != nil {
 		conn.Close(ctx)
 		return nil, err
@@ -110,8 +134,11 @@ func Open(ctx context.Context, t *Target, cfg Config) (*Store, error) {
 
 func (s *Store) open() error {
 	var locked bool
-	if err := s.conn.QueryRow(s.ctx, "SELECT pg_try_advisory_lock($1)", lockKey(s.t.Table)).Scan(&locked); err != nil {
+	if err := s.conn.QueryRow(s.ctx, "SELECT pg_try_advisory_lock($1)", lockKey(s.key)).Scan(&locked); err != nil {
 		return s.t.wrap("lock", err)
+	}
+	if !locked && s.cfg.Shards > 0 {
+		return fmt.Errorf("%w: %s: shard %d of %d of table %s is being written by another run", ErrInUse, s.t, s.cfg.Shard, s.cfg.Shards, s.t.Table)
 	}
 	if !locked {
 		return fmt.Errorf("%w: %s: table %s is being written by another run", ErrInUse, s.t, s.t.Table)
@@ -129,8 +156,7 @@ func (s *Store) open() error {
 			return err
 		}
 	}
-	_, err = s.conn.Exec(s.ctx, "CREATE TABLE IF NOT EXISTS "+StateTable+" (tbl text PRIMARY KEY, checkpoint bytea NOT NULL)")
-	if err != nil {
+	if err := ensureState(s.ctx, s.conn); err != nil {
 		return s.t.wrap("create "+StateTable, err)
 	}
 	if s.cfg.Sync && s.exists {
@@ -141,6 +167,27 @@ func (s *Store) open() error {
 
 // ErrInUse: another run holds the table's lock.
 var ErrInUse = errors.New("in use")
+
+// ensureState creates StateTable, or adds the manifest column a table of
+// an older synapse lacks, under a lock: runs that start together (the
+// shards of a job) would otherwise race to create it.
+func ensureState(ctx context.Context, conn *pgx.Conn) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(StateTable)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+StateTable+" (tbl text PRIMARY KEY, checkpoint bytea NOT NULL, manifest bytea)")
+		if err != nil {
+			return err
+		}
+		var has bool
+		err = tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'manifest' AND NOT attisdropped)", StateTable).Scan(&has)
+		if err == nil && !has {
+			_, err = tx.Exec(ctx, "ALTER TABLE "+StateTable+" ADD COLUMN manifest bytea")
+		}
+		return err
+	})
+}
 
 func lockKey(table string) int64 {
 	h := fnv.New64a()
@@ -309,7 +356,7 @@ func (s *Store) Close() {
 // to the staging table; nil when none.
 func (s *Store) Checkpoint() ([]byte, int64, error) {
 	var cp []byte
-	err := s.conn.QueryRow(s.ctx, "SELECT checkpoint FROM "+StateTable+" WHERE tbl = $1", s.t.Table).Scan(&cp)
+	err := s.conn.QueryRow(s.ctx, "SELECT checkpoint FROM "+StateTable+" WHERE tbl = $1", s.key).Scan(&cp)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -317,7 +364,7 @@ func (s *Store) Checkpoint() ([]byte, int64, error) {
 		return nil, 0, s.t.wrap("read checkpoint", err)
 	}
 	var n int64
-	if err := s.conn.QueryRow(s.ctx, "SELECT count(*) FROM "+s.ident(stagingSuffix)).Scan(&n); err != nil {
+	if err := s.conn.QueryRow(s.ctx, "SELECT count(*) FROM "+pgx.Identifier{s.stage}.Sanitize()).Scan(&n); err != nil {
 		return nil, 0, s.t.wrap("read staging table", err)
 	}
 	return cp, n, nil
@@ -330,11 +377,18 @@ func (s *Store) Start(cp []byte) error {
 	for _, c := range want(s.cfg.column, s.cfg.WithText) {
 		cols = append(cols, pgx.Identifier{c[0]}.Sanitize()+" "+c[1]+" NOT NULL")
 	}
-	stg := s.ident(stagingSuffix)
+	stg := pgx.Identifier{s.stage}.Sanitize()
+	pkey := "CONSTRAINT " + s.ident(stagingSuffix+"_pkey") + " "
+	if s.cfg.Shards > 0 {
+		pkey = "" // PostgreSQL names it; merge looks it up (a long shard table's name + _pkey would be cut)
+	}
 	stmts := []string{
 		"DROP TABLE IF EXISTS " + stg + ", " + s.ident(keepSuffix),
-		"CREATE TABLE " + stg + " (" + strings.Join(cols, ", ") + ", CONSTRAINT " + s.ident(stagingSuffix+"_pkey") + " PRIMARY KEY (chunk_id))",
+		"CREATE TABLE " + stg + " (" + strings.Join(cols, ", ") + ", " + pkey + "PRIMARY KEY (chunk_id))",
 		"COMMENT ON TABLE " + stg + " IS " + quote(s.cfg.Settings),
+	}
+	if s.cfg.Shards > 0 {
+		stmts[0] = "DROP TABLE IF EXISTS " + stg // T_synapse_keep is the unsharded sync's
 	}
 	if s.cfg.Sync {
 		stmts = append(stmts, "CREATE TABLE "+s.ident(keepSuffix)+" (id text NOT NULL)")
@@ -345,7 +399,7 @@ func (s *Store) Start(cp []byte) error {
 				return err
 			}
 		}
-		_, err := tx.Exec(s.ctx, "INSERT INTO "+StateTable+" (tbl, checkpoint) VALUES ($1, $2) ON CONFLICT (tbl) DO UPDATE SET checkpoint = $2", s.t.Table, cp)
+		_, err := tx.Exec(s.ctx, "INSERT INTO "+StateTable+" (tbl, checkpoint) VALUES ($1, $2) ON CONFLICT (tbl) DO UPDATE SET checkpoint = $2, manifest = NULL", s.key, cp)
 		return err
 	})
 	if err != nil {
@@ -367,7 +421,7 @@ func (s *Store) Save(cp []byte) error {
 	err := pgx.BeginFunc(s.ctx, s.conn, func(tx pgx.Tx) error {
 		if len(s.pending) > 0 {
 			cols := names(want(s.cfg.column, s.cfg.WithText))
-			if _, err := tx.CopyFrom(s.ctx, pgx.Identifier{s.t.Table + stagingSuffix}, cols, pgx.CopyFromRows(s.pending)); err != nil {
+			if _, err := tx.CopyFrom(s.ctx, pgx.Identifier{s.stage}, cols, pgx.CopyFromRows(s.pending)); err != nil {
 				return err
 			}
 		}
@@ -376,7 +430,7 @@ func (s *Store) Save(cp []byte) error {
 				return err
 			}
 		}
-		_, err := tx.Exec(s.ctx, "UPDATE "+StateTable+" SET checkpoint = $2 WHERE tbl = $1", s.t.Table, cp)
+		_, err := tx.Exec(s.ctx, "UPDATE "+StateTable+" SET checkpoint = $2 WHERE tbl = $1", s.key, cp)
 		return err
 	})
 	if err != nil {
@@ -387,8 +441,13 @@ func (s *Store) Save(cp []byte) error {
 }
 
 // Publish makes the run's rows the table's, in one transaction, and ends
-// the run (its staging tables and checkpoint go).
+// the run (its staging tables and checkpoint go). A shard publishes
+// nothing: it records its manifest (SetManifest) in its row of
+// StateTable, which makes it done; synapse merge publishes the shards.
 func (s *Store) Publish() error {
+	if s.cfg.Shards > 0 {
+		return s.recordDone()
+	}
 	t, stg, keep := s.ident(""), s.ident(stagingSuffix), s.ident(keepSuffix)
 	var stmts []string
 	if s.cfg.Sync && s.exists {
@@ -430,3 +489,21 @@ func (s *Store) Publish() error {
 // Deleted is the documents of the table a sync's publish deleted because
 // the input no longer holds them.
 func (s *Store) Deleted() int64 { return s.deleted }
+
+// SetManifest gives a shard the manifest its Publish records.
+func (s *Store) SetManifest(m []byte) { s.done = m }
+
+// recordDone records a shard's manifest in its row: the shard is done.
+func (s *Store) recordDone() error {
+	if s.done == nil {
+		return fmt.Errorf("pgstore: shard %d of %d of table %s: publish without a manifest", s.cfg.Shard, s.cfg.Shards, s.t.Table)
+	}
+	tag, err := s.conn.Exec(s.ctx, "UPDATE "+StateTable+" SET manifest = $2 WHERE tbl = $1", s.key, s.done)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("its row %q of %s is gone", s.key, StateTable)
+	}
+	if err != nil {
+		return s.t.wrap("record the shard done", err)
+	}
+	return nil
+}

@@ -65,7 +65,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"wrong password", []string{"-o", u.String()}, "password authentication failed"},
 		{"int8", []string{"-o", tableURL(s, "docs"), "--dtype", "int8"}, "pgvector has no int8 type"},
-		{"shard", []string{"-o", tableURL(s, "docs"), "--shard", "1/2"}, "--shard with a PostgreSQL output"},
+		{"sync shard", []string{"-o", tableURL(s, "docs"), "--shard", "1/2", "--sync"}, "--sync with --shard"},
+		{"shard table too long", []string{"-o", tableURL(s, strings.Repeat("t", 40)), "--shard", "10/100"}, "longer than PostgreSQL's 63 bytes"},
 		{"sync to a file", []string{"-o", filepath.Join(t.TempDir(), "x.arrow"), "--sync"}, "--sync: the output is a PostgreSQL table"},
 		{"bad table", []string{"-o", tableURL(s, "Bad-Name")}, "table \"Bad-Name\""},
 	} {

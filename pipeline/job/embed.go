@@ -382,6 +382,9 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
+	if err == nil {
+		r.sum.Lines = append(r.sum.Lines, storeShardLine(&o.Options)...)
+	}
 	if o.Truncate {
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"truncate", fmt.Sprintf("%d documents of this run longer than %d tokens: their first window embedded, the rest not", e.kind.cut.Load(), p.ch.Window)})
 	}

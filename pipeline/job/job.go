@@ -196,6 +196,7 @@ type runner struct {
 	docsR     *corpus.Reader               // the documents (embed, generate): their id counts go in the summary
 	versions  []files.Version              // a shard's: its inputs' versions when it started
 	store     func() (output.Store, error) // a PostgreSQL output's opener (embed's), nil for files
+	manifests manifestStore                // a shard's store that keeps its manifest, nil for files
 }
 
 // begin checks the options and the outputs with the kind's Check
@@ -245,6 +246,9 @@ func (o *Options) open() (*artifact.Artifact, error) {
 
 // errorsPath is Errors, or its default beside Out.
 func (o *Options) errorsPath() string {
+	if o.Errors == "" && pgstore.IsURL(o.Out) && o.Read.Shards > 0 {
+		return pgstore.ShardErrorsPath(o.Out, o.Read.Shard, o.Read.Shards)
+	}
 	if o.Errors == "" && pgstore.IsURL(o.Out) {
 		return pgstore.ErrorsPath(o.Out)
 	}
@@ -388,7 +392,7 @@ func checkShard(o *Options) error {
 
 // forceShard removes the manifest of a shard run again with Force.
 func forceShard(o *Options) error {
-	if o.Read.Shards == 0 || !o.Force {
+	if o.Read.Shards == 0 || !o.Force || pgstore.IsURL(o.Out) { // a table's shard starts over in the table (pgstore.Store.Start)
 		return nil
 	}
 	if manifest := output.ManifestPath(o.Out); objstore.IsURL(manifest) {
@@ -740,11 +744,17 @@ func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k
 		r.w.Abort() // the resume files stay for --resume
 		return err
 	}
+	if r.manifests != nil { // the store records it with the commit
+		if err := r.recordManifest(src); err != nil {
+			r.w.Abort()
+			return err
+		}
+	}
 	if err := r.w.Commit(); err != nil {
 		return err
 	}
 	r.sum.Resumable = false
-	if r.o.Read.Shards > 0 {
+	if r.o.Read.Shards > 0 && r.manifests == nil {
 		return r.writeManifest(src)
 	}
 	return nil
@@ -752,10 +762,19 @@ func execute[R, I, O any](ctx context.Context, r *runner, cfg pipeline.Config, k
 
 // writeManifest writes the shard's commit marker beside its part.
 func (r *runner) writeManifest(src any) error {
+	m, err := r.manifest(src)
+	if err != nil {
+		return err
+	}
+	return output.WriteManifestContext(r.ctx, output.ManifestPath(r.o.Out), m)
+}
+
+// manifest is the shard's manifest, its inputs read again (ErrInputChanged).
+func (r *runner) manifest(src any) (output.Manifest, error) {
 	o := r.o
 	parts, err := corpus.PlanShard(o.Inputs, o.Read.Shard, o.Read.Shards)
 	if err != nil {
-		return err
+		return output.Manifest{}, err
 	}
 	c := o.Stats.Snapshot()
 	outRows := r.w.Rows()
@@ -773,7 +792,7 @@ func (r *runner) writeManifest(src any) error {
 	}
 	now, err := inputVersions(r.ctx, o.Inputs)
 	if err != nil {
-		return err
+		return output.Manifest{}, err
 	}
 	for k, p := range parts {
 		in := output.ManifestInput{Part: p, Version: &now[k]}
@@ -781,15 +800,15 @@ func (r *runner) writeManifest(src any) error {
 			in.Records, in.Lines, in.BytesRead = spans[k].Records, spans[k].Lines, spans[k].BytesRead
 		}
 		if now[k] != r.versions[k] {
-			return &ConfigError{fmt.Errorf("%w: input %s changed while this shard read it (%s when it started, %s now): its part is not of one version; run the shard again once the input stays put",
+			return output.Manifest{}, &ConfigError{fmt.Errorf("%w: input %s changed while this shard read it (%s when it started, %s now): its part is not of one version; run the shard again once the input stays put",
 				ErrInputChanged, p.File, r.versions[k], now[k])}
 		}
 		if in.ReadSHA256, err = readHash(r.ctx, p); err != nil {
-			return err
+			return output.Manifest{}, err
 		}
 		m.Inputs = append(m.Inputs, in)
 	}
-	return output.WriteManifestContext(r.ctx, output.ManifestPath(o.Out), m)
+	return m, nil
 }
 
 // ErrInputChanged: an input of a range shard changed while the shard ran.

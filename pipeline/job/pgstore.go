@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"time"
 
+	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -37,8 +40,8 @@ func (o *EmbedOptions) checkStore() error {
 	}
 	shown := ShownOut(o.Out)
 	switch {
-	case o.Read.Shards > 0:
-		return configErrorf("--shard with a PostgreSQL output (%s): not supported; run without --shard, or write file parts and merge them", shown)
+	case o.Read.Shards > 0 && o.Sync:
+		return configErrorf("--sync with --shard (%s): a shard's sync would decide from the table as it was when that shard ran, and only the whole input knows which ids are gone; run the sync unsharded, or shard a full run and merge it", shown)
 	case len(o.Previous) > 0 || o.Deleted != "":
 		return configErrorf("--previous/--deleted with a PostgreSQL output (%s): the table is the previous output: give --sync", shown)
 	}
@@ -46,9 +49,16 @@ func (o *EmbedOptions) checkStore() error {
 	if err != nil {
 		return storeError(err)
 	}
-	column, err := pgstore.ColumnType(o.Dtype, 1)
-	if err != nil {
-		return storeError(err)
+	if o.Read.Shards > 0 {
+		if err := t.CheckShard(o.Read.Shard, o.Read.Shards); err != nil {
+			return storeError(err)
+		}
+	}
+	column := pgstore.SparseColumnType(1)
+	if !o.sparse() {
+		if column, err = pgstore.ColumnType(o.Dtype, 1); err != nil {
+			return storeError(err)
+		}
 	}
 	if err := CheckWritable("--errors", o.errorsPath(), o.Inputs); err != nil {
 		return err
@@ -58,7 +68,67 @@ func (o *EmbedOptions) checkStore() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	return storeError(pgstore.Check(ctx, t, column, o.WithText))
+	if err := pgstore.Check(ctx, t, column, o.WithText); err != nil {
+		return storeError(err)
+	}
+	return checkStoreShard(ctx, &o.Options, t)
+}
+
+// checkStoreShard stops a shard of a PostgreSQL output that is done
+// already (its manifest is in the database), unless Force: Force runs it
+// again from the start.
+func checkStoreShard(ctx context.Context, o *Options, t *pgstore.Target) error {
+	if o.Read.Shards == 0 || o.Force {
+		return nil
+	}
+	done, err := pgstore.ShardDone(ctx, t, o.Read.Shard, o.Read.Shards)
+	switch {
+	case err != nil:
+		return storeError(err)
+	case done:
+		return fmt.Errorf("%w: shard %d of %d of table %s is done, its rows in %s (--force runs it again; synapse merge publishes the shards)",
+			ErrShardDone, o.Read.Shard, o.Read.Shards, t.Table, pgstore.ShardTable(t.Table, o.Read.Shard, o.Read.Shards))
+	}
+	return nil
+}
+
+// manifestStore is a store that keeps a shard's manifest itself
+// (pgstore.Store: in its row of the state table), recorded by Publish.
+type manifestStore interface{ SetManifest(m []byte) }
+
+// recordManifest hands a shard's manifest to the store before the commit
+// that records it.
+func (r *runner) recordManifest(src any) error {
+	m, err := r.manifest(src)
+	if err != nil {
+		return err
+	}
+	t, err := pgstore.Parse(r.o.Out)
+	if err != nil {
+		return storeError(err)
+	}
+	m.Output = pgstore.ShardTable(t.Table, r.o.Read.Shard, r.o.Read.Shards)
+	if !objstore.IsURL(m.Errors) { // merge may run in another directory
+		if m.Errors, err = filepath.Abs(m.Errors); err != nil {
+			return err
+		}
+	}
+	b, err := output.EncodeManifest(m)
+	if err != nil {
+		return err
+	}
+	r.manifests.SetManifest(b)
+	return nil
+}
+
+// storeShardLine says where a shard of a PostgreSQL output is, and what publishes it.
+func storeShardLine(o *Options) []SummaryLine {
+	t, err := pgstore.Parse(o.Out)
+	if o.Read.Shards == 0 || err != nil {
+		return nil
+	}
+	return []SummaryLine{{"shard", fmt.Sprintf("%d of %d: its rows are in table %s, unpublished until synapse merge %s publishes the %d shards",
+		o.Read.Shard, o.Read.Shards, pgstore.ShardTable(t.Table, o.Read.Shard, o.Read.Shards), ShownOut(o.Out), o.Read.Shards)}}
 }
 
 // storeError makes a refusal of the store a ConfigError (exit 2).
@@ -81,6 +151,7 @@ func (o *EmbedOptions) storeOpener(ctx context.Context, dims int, cur vector.Set
 			return nil, storeError(err)
 		}
 		cfg := pgstore.Config{Dims: dims, Dtype: o.Dtype, Digest: cur.Digest(), Settings: cur.JSON(), Sync: o.Sync, WithText: o.WithText,
+			Sparse: o.sparse(), Shard: o.Read.Shard, Shards: o.Read.Shards,
 			Diff: func(js string) string {
 				var prev vector.Settings
 				if json.Unmarshal([]byte(js), &prev) != nil {
@@ -105,6 +176,9 @@ func (r *runner) openStore(opts output.WriterOptions) error {
 	w, rs, err := output.OpenStore(st, ShownOut(r.o.Out), r.o.Resume, opts)
 	if err != nil {
 		st.Close()
+	}
+	if ms, ok := st.(manifestStore); ok && r.o.Read.Shards > 0 {
+		r.manifests = ms
 	}
 	return r.opened(w, rs, err)
 }
