@@ -44,7 +44,8 @@ func embedFlags() []cli.Flag {
 		&cli.IntFlag{Name: "overlap", Usage: "tokens shared by consecutive chunks of a document"},
 		&cli.BoolFlag{Name: "truncate", Usage: "one vector per document, from its first chunk only, as sentence-transformers and TEI truncate at max_seq_length (the rest of a longer document is not embedded; the summary counts those cut)"},
 		&cli.BoolFlag{Name: "late-chunking", Usage: "embed each window of up to the model's context once (consecutive windows share --overlap tokens) and pool every --chunk-tokens chunk of it from the window's token states (Jina's late chunking), so chunks carry their document's context; models with mean pooling (ONNX last_hidden_state, GGUF per-token embeddings); docs/token-outputs.md"},
-		&cli.StringFlag{Name: "vectors", Value: job.VectorsDense, Usage: "the output's vectors: dense (one pooled vector a chunk, the embedding column) or sparse (SPLADE weights over the vocabulary from an ONNX masked-LM's logits: sparse_indices and sparse_values columns); docs/token-outputs.md"},
+		&cli.StringFlag{Name: "vectors", Value: job.VectorsDense, Usage: "the output's vectors: dense (one pooled vector a chunk, the embedding column), sparse (SPLADE weights over the vocabulary from an ONNX masked-LM's logits: sparse_indices and sparse_values columns) or tokens (ColBERT: a unit vector per token through the model's projection, the token_vectors column; PyLate models); docs/token-outputs.md"},
+		&cli.BoolFlag{Name: "as-query", Usage: "with --vectors tokens: encode the input as ColBERT queries (the model's query marker and query_length, [MASK] expansion, no skiplist) instead of documents"},
 		&cli.IntFlag{Name: "sparse-top-k", Usage: "with --vectors sparse: keep each chunk's N largest weights (a PostgreSQL output needs N ≤ 16000)", DefaultText: "every non-zero weight"},
 		&cli.StringFlag{Name: "pooling", Usage: "mean, cls or last", DefaultText: "the model's own"},
 		&cli.StringFlag{Name: "prompt-name", Usage: "put the prompt `NAME` (e.g. query, document) of the model's config_sentence_transformers.json in front of every document, as sentence-transformers' prompt_name does; not with --prefix", DefaultText: "the model's default_prompt_name, unless --prefix is given"},
@@ -70,7 +71,7 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 		Pooling: c.String("pooling"), Normalize: !c.Bool("no-normalize"), Dims: c.Int("dims"),
 		Previous: c.StringSlice("previous"), PreviousAny: c.Bool("previous-any"), Deleted: c.String("deleted"), Dedup: c.Bool("dedup"), Sync: c.Bool("sync"),
 		PromptName: c.String("prompt-name"), Truncate: c.Bool("truncate"), LateChunking: c.Bool("late-chunking"), WithText: c.Bool("with-text"),
-		Vectors: c.String("vectors"), SparseTopK: c.Int("sparse-top-k")}
+		Vectors: c.String("vectors"), SparseTopK: c.Int("sparse-top-k"), AsQuery: c.Bool("as-query")}
 	if err != nil {
 		return o, err
 	}

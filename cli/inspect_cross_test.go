@@ -9,7 +9,8 @@ import (
 	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 )
 
-// TestInspectONNXKind: inspect says which kind an ONNX directory is; for a
+// TestInspectONNXKind: inspect says which kind an ONNX directory is (a
+// ColBERT model's width is its projection's); for a
 // cross-encoder its labels, score rule and pair layout, or why it cannot
 // rerank.
 func TestInspectONNXKind(t *testing.T) {
@@ -23,6 +24,13 @@ func TestInspectONNXKind(t *testing.T) {
 	enc.MLM, enc.NoHidden, enc.Pooled = true, true, false
 	enc, err := onnxtest.WriteDir(mlm, onnxtest.Dir{Encoder: enc})
 	if err != nil {
+		t.Fatal(err)
+	}
+	colbert := filepath.Join(dir, "colbert")
+	if _, err := onnxtest.WriteDir(colbert, onnxtest.Dir{Encoder: onnxtest.Encoder{Vocab: 64, Hidden: 8, Positions: 32, Seed: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onnxtest.WriteST(colbert, onnxtest.ST{Dense: []onnxtest.Dense{{In: 8, Out: 4, NoBias: true, Activation: "torch.nn.modules.linear.Identity"}}}); err != nil {
 		t.Fatal(err)
 	}
 	cross := func(name string, labels int, names ...string) string {
@@ -39,6 +47,7 @@ func TestInspectONNXKind(t *testing.T) {
 		text       []string
 	}{
 		{"embedder", embedder, onnxModelInfo{Kind: "embedder", Dims: 8}, []string{"embedder (synapse embed)", "embedding width"}},
+		{"ColBERT", colbert, onnxModelInfo{Kind: "multi-vector", Dims: 4}, []string{"multi-vector, ColBERT (synapse embed --vectors tokens)", "token vector width", `markers "[D] "/"[Q] "`}},
 		{"masked-LM", mlm, onnxModelInfo{Kind: "masked-lm", Dims: int64(enc.Vocab)}, []string{"masked-lm (synapse embed --vectors sparse)", "vocabulary width"}},
 		{"1 label", cross("one", 1), onnxModelInfo{Kind: "cross-encoder", Labels: 1, Scoring: "logits[0] (1 label)",
 			PairLayout: "[CLS] A:0 [SEP] B:1 [SEP]:1"}, []string{"cross-encoder (synapse rerank)", "logits[0]", "[CLS] A:0 [SEP] B:1 [SEP]:1"}},

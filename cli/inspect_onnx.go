@@ -41,7 +41,9 @@ type onnxModelInfo struct {
 	// Kind is "embedder" (last_hidden_state or sentence_embedding: synapse
 	// embed), "cross-encoder" (logits [batch, labels]: synapse rerank) or
 	// "masked-lm" (logits [batch, sequence, vocab]: synapse embed --vectors
-	// sparse; Dims is the vocabulary's size).
+	// sparse; Dims is the vocabulary's size) or "multi-vector" (a ColBERT
+	// projection of every token: synapse embed --vectors tokens; Dims is the
+	// projection's width).
 	Kind string `json:"kind"`
 	// Labels, Scoring and PairLayout describe a cross-encoder: its logits'
 	// width, how they become a score (or ScoringError: why it cannot
@@ -139,6 +141,12 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 	info.Kind = "embedder"
 	if c := a.Chain; a.Classifier == 0 && (len(c.Modules) > 0 || c.MaxSeqLength > 0 || len(c.Prompts) > 0) {
 		info.SentenceTransformers = describeST(a)
+	}
+	if a.Chain.MultiVector() {
+		m := a.Chain.Multi
+		info.Kind, info.Dims = "multi-vector", int64(a.Chain.Dims(int(info.Dims)))
+		info.Pooling = fmt.Sprintf("none: every token projected and normalised (--vectors tokens; markers %q/%q, document_length %d, query_length %d)",
+			m.DocumentPrefix, m.QueryPrefix, m.DocumentLength, m.QueryLength)
 	}
 	if a.MaskedLM && info.Dims == 0 {
 		o, _ := g.Output("logits")
@@ -276,6 +284,9 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 			row("score", "%s", info.Scoring)
 		}
 		row("pair", "%s", info.PairLayout)
+	} else if info.Kind == "multi-vector" {
+		row("kind", "multi-vector, ColBERT (synapse embed --vectors tokens)")
+		row("token vector width", "%s", dimsText(info.Dims))
 	} else if info.Kind == "masked-lm" {
 		row("kind", "masked-lm (synapse embed --vectors sparse)")
 		row("vocabulary width", "%s", dimsText(info.Dims))

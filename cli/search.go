@@ -25,7 +25,9 @@ func searchCommand() *cli.Command {
 sharded run) of one model, pooling, normalisation and dims. A document's score is its best chunk's: the dot product
 (the cosine of normalized vectors) for a float32 or float16 corpus; the integer dot product of the codes for int8 and
 uint8 (float queries are quantized with the corpus's stored ranges); dims minus the Hamming distance for binary and
-ubinary. Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole; a
+ubinary; the exact sparse dot product for --vectors sparse outputs; ColBERT's MaxSim (the sum over the query's tokens
+of the best dot product with one of the chunk's) for --vectors tokens outputs, the queries embedded with --as-query.
+Ties go to the smaller document id. The corpus is streamed once per --block queries, never held whole; a
 -k above the corpus's documents keeps them all, in the memory they need. A NaN or infinite value in a float query or
 corpus vector is refused (exit 2, naming the file, row and id). The similarity kernels are chosen by the CPU
 (AVX-512, VNNI and VPOPCNTDQ, or AVX2; Go elsewhere); the summary names them.

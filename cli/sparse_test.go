@@ -257,7 +257,7 @@ func TestEmbedSparseRefused(t *testing.T) {
 		{"dtype", []string{"-m", model, "--dtype", "int8"}, "--dtype int8"},
 		{"dims", []string{"-m", model, "--dims", "4"}, "--vectors sparse with --dims"},
 		{"pooling", []string{"-m", model, "--pooling", "cls"}, "--vectors sparse with --pooling cls"},
-		{"unknown kind", []string{"-m", model, "--vectors", "tokens"}, `--vectors "tokens": want dense or sparse`},
+		{"unknown kind", []string{"-m", model, "--vectors", "bogus"}, `--vectors "bogus": want dense, sparse or tokens`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,12 @@ func (s *server) handle(ctx context.Context, msg wire.Message) (wire.Message, er
 			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"EMBED_SPARSE\" (old-worker drill)"}, nil
 		}
 		resp, err = s.embedSparse(ctx, m)
+	case *wire.EmbedMulti:
+		id = m.ReqID
+		if s.opts.Chaos.OldWorker {
+			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"EMBED_MULTI\" (old-worker drill)"}, nil
+		}
+		resp, err = s.embedMulti(ctx, m)
 	case *wire.Generate:
 		id = m.ReqID
 		var g Generation

@@ -147,11 +147,11 @@ func (m *Mux) Generate(ctx context.Context, ref string, prompt []int32, opt Gene
 
 // Extensions implements Extender: GENERATE.sampling, which the llama.cpp
 // engine serves (the ONNX engine does not generate at all), and
-// QUANTIZE.onnx (Quantize), LOAD.st_modules and EMBED_SPARSE, which the
-// ONNX engine serves (the llama.cpp engine answers EMBED_SPARSE with
-// unsupported), and EMBED_TOKENS, which both serve.
+// QUANTIZE.onnx (Quantize), LOAD.st_modules, EMBED_SPARSE and EMBED_MULTI,
+// which the ONNX engine serves (the llama.cpp engine answers EMBED_SPARSE
+// and EMBED_MULTI with unsupported), and EMBED_TOKENS, which both serve.
 func (m *Mux) Extensions() []string {
-	return []string{wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse}
+	return []string{wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse, wire.ExtEmbedMulti}
 }
 
 // Tokenize runs on the engine that loaded the model.

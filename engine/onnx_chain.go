@@ -21,6 +21,9 @@ type onnxChain struct {
 	dense     []denseLayer
 	normalize bool   // a Normalize module
 	desc      string // hfmodel.Chain.String(): LOAD's st_modules must equal it
+	// projection: a multi-vector chain (hfmodel.Chain.MultiVector), whose
+	// Dense modules project every token (project) and which pools nothing.
+	projection bool
 }
 
 // denseLayer is a Dense module: out = act(W·in + b).
@@ -37,7 +40,7 @@ var wirePoolingMode = map[string]string{PoolingMean: "mean", PoolingCLS: "cls", 
 // newONNXChain reads the chain's Dense weights. override, when not "",
 // is the pooling LOAD asked for: it replaces the Pooling module's modes.
 func newONNXChain(c hfmodel.Chain, override string) (onnxChain, error) {
-	ch := onnxChain{modes: []string{"mean"}, desc: c.String()}
+	ch := onnxChain{modes: []string{"mean"}, desc: c.String(), projection: c.MultiVector()}
 	if p := c.Pooling(); p != nil {
 		// include_prompt false changes nothing here: the module refuses a
 		// prompt (or --prefix) for such a model, and without one
@@ -67,6 +70,23 @@ func (ch onnxChain) withPooling(pool string) onnxChain {
 		ch.modes = []string{wirePoolingMode[pool]}
 	}
 	return ch
+}
+
+// project puts one token's hidden state h through the Dense modules and
+// writes it L2-normalised to dst (ch.dims(len(h)) values): a multi-vector
+// chain's token vector.
+func (ch onnxChain) project(h []float32, dst []float32) {
+	v := make([]float64, len(h))
+	for i, x := range h {
+		v[i] = float64(x)
+	}
+	for _, d := range ch.dense {
+		v = d.apply(v)
+	}
+	normalize64(v)
+	for i, x := range v {
+		dst[i] = float32(x)
+	}
 }
 
 // dims is the chain's output width over hidden states of width hidden.

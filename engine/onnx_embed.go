@@ -65,7 +65,7 @@ func (m *onnxModel) sparseOnly() bool {
 // probe runs one one-token sequence with outputs ONNX Runtime allocates, and
 // records each output's width.
 func (m *onnxModel) probe() error {
-	ins, err := m.inputs(1, 1, nil, func(int, int) int32 { return 0 }, nil)
+	ins, err := m.inputs(1, 1, nil, nil, func(int, int) int32 { return 0 }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return err
@@ -94,7 +94,9 @@ func (m *onnxModel) probe() error {
 // gives token j of sequence i, typ its token type (nil: all 0). lens, if
 // not nil, gives each sequence's real length: its tokens from lens[i] on
 // are padding (the pad token, mask 0, type 0), and id is not asked for them.
-func (m *onnxModel) inputs(n, l int, lens []int, id, typ func(i, j int) int32) ([]ort.Value, error) {
+// attend, if not nil, gives how many of each sequence's first tokens are
+// attended: its real tokens from attend[i] on keep their ids with mask 0.
+func (m *onnxModel) inputs(n, l int, lens, attend []int, id, typ func(i, j int) int32) ([]ort.Value, error) {
 	shape := ort.NewShape(int64(n), int64(l))
 	vals := make([]ort.Value, 0, len(m.plan.inputs))
 	for k, role := range m.plan.roles {
@@ -112,6 +114,9 @@ func (m *onnxModel) inputs(n, l int, lens []int, id, typ func(i, j int) int32) (
 			case roleIDs:
 				return int64(id(i, j))
 			case roleMask:
+				if attend != nil && j >= attend[i] {
+					return 0
+				}
 				return 1
 			case rolePositions:
 				return int64(j)
@@ -203,6 +208,9 @@ func (e *ONNX) EmbedPoolFrom(ctx context.Context, ref, pooling string, normalize
 		}
 	default:
 		return nil, 0, wire.Errorf(wire.CodeBadRequest, "pooling %q: EMBED_BATCH on an ONNX model takes \"\", mean, cls or last", pooling)
+	}
+	if !useGraph && ch.projection {
+		return nil, 0, wire.Errorf(wire.CodeUnsupported, "model %s is a multi-vector model (a Dense projection of every token, no Pooling): it gives token vectors (EMBED_MULTI, embed --vectors tokens), not pooled ones", ref)
 	}
 	if from != nil && useGraph {
 		return nil, 0, wire.Errorf(wire.CodeUnsupported, "pool_from: model %s pools in its graph (sentence_embedding), over every token", ref)
@@ -346,6 +354,12 @@ func (m *onnxModel) run(seqs [][]int32, idx, from []int, useGraph bool, ch onnxC
 // one ONNX Runtime run, padded to the longest (l tokens, returned), leaving
 // each output's values in m.outs.
 func (m *onnxModel) evaluate(seqs [][]int32, idx []int) (int, error) {
+	return m.evaluateAttend(seqs, idx, nil)
+}
+
+// evaluateAttend is evaluate with sequence s's tokens from attend[s] on
+// outside the attention mask (attend nil, or attend[s] 0: none are).
+func (m *onnxModel) evaluateAttend(seqs [][]int32, idx, attend []int) (int, error) {
 	n, l := len(idx), len(seqs[idx[len(idx)-1]])
 	var lens []int
 	if len(seqs[idx[0]]) != l {
@@ -354,7 +368,19 @@ func (m *onnxModel) evaluate(seqs [][]int32, idx []int) (int, error) {
 			lens[i] = len(seqs[s])
 		}
 	}
-	ins, err := m.inputs(n, l, lens, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
+	var att []int
+	for i, s := range idx {
+		if attend != nil && attend[s] > 0 {
+			if att == nil {
+				att = make([]int, n)
+				for k := range att {
+					att[k] = l
+				}
+			}
+			att[i] = attend[s]
+		}
+	}
+	ins, err := m.inputs(n, l, lens, att, func(i, j int) int32 { return seqs[idx[i]][j] }, nil)
 	defer destroyAll(ins)
 	if err != nil {
 		return 0, err

@@ -99,7 +99,7 @@ func (e *ONNX) Rerank(ctx context.Context, ref string, groups []RerankGroup) ([]
 // writes their scores.
 func (m *onnxModel) runLogits(ids, types [][]int32, idx []int, scores []float32) error {
 	n, l := len(idx), len(ids[idx[0]])
-	ins, err := m.inputs(n, l, nil, func(i, j int) int32 { return ids[idx[i]][j] }, func(i, j int) int32 { return types[idx[i]][j] })
+	ins, err := m.inputs(n, l, nil, nil, func(i, j int) int32 { return ids[idx[i]][j] }, func(i, j int) int32 { return types[idx[i]][j] })
 	defer destroyAll(ins)
 	if err != nil {
 		return err

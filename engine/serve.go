@@ -203,6 +203,8 @@ func requestIDs(msg wire.Message) []int32 {
 		return m.IDs
 	case *wire.EmbedSparse:
 		return m.IDs
+	case *wire.EmbedMulti:
+		return m.IDs
 	}
 	return nil
 }

@@ -186,8 +186,8 @@ func TestWorkerHandshake(t *testing.T) {
 		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
 		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
 	}
-	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse}) {
-		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse})
+	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse, wire.ExtEmbedMulti}) {
+		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse, wire.ExtEmbedMulti})
 	}
 	// A smaller negotiated max frame is adopted: an answer above it is an ERR.
 	const small = 1 << 20
@@ -256,6 +256,7 @@ func TestWorkerRequests(t *testing.T) {
 	t.Run("unknown type", testUnknownType)
 	t.Run("EMBED_TOKENS", testEmbedTokensLlama)
 	t.Run("EMBED_SPARSE", testEmbedSparseLlama)
+	t.Run("EMBED_MULTI", testEmbedMultiLlama)
 	t.Run("LOAD errors", testLoadErrors)
 	t.Run("PING and UNLOAD", testPingUnload)
 }
@@ -447,6 +448,28 @@ func testEmbedSparseLlama(t *testing.T) {
 			w := startWorker(t, tt.env...)
 			emb := w.load(1, genEmbed, embedConfig)
 			msg := w.call(&wire.EmbedSparse{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.Item{{NTokens: 2}}, IDs: []int32{1, 2}})
+			wantErr(t, msg, 2, tt.want)
+		})
+	}
+}
+
+// testEmbedMultiLlama: the worker announces EMBED_MULTI, and the llama.cpp
+// engine, which has no multi-vector projection, answers unsupported; an
+// old worker (drill) answers unknown_type.
+func testEmbedMultiLlama(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want wire.Code
+	}{
+		{"llama.cpp engine", nil, wire.CodeUnsupported},
+		{"old worker", []string{"SYNAPSE_CHAOS=old-worker=1"}, wire.CodeUnknownType},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := startWorker(t, tt.env...)
+			emb := w.load(1, genEmbed, embedConfig)
+			msg := w.call(&wire.EmbedMulti{ReqID: 2, ModelRef: emb.ModelRef, Items: []wire.MultiItem{{NTokens: 2}}, IDs: []int32{1, 2}})
 			wantErr(t, msg, 2, tt.want)
 		})
 	}

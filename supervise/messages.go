@@ -69,6 +69,7 @@ var replyType = map[wire.MsgType]wire.MsgType{
 	wire.TypeQuantize:     wire.TypeQuantized,
 	wire.TypeEmbedTokens:  wire.TypeTokenStates,
 	wire.TypeEmbedSparse:  wire.TypeSparseVectors,
+	wire.TypeEmbedMulti:   wire.TypeMultiVectors,
 }
 
 // setReplyID gives a reply the caller's req_id back.

@@ -65,6 +65,12 @@ func rawCount(m Message) (n int64, ok bool, err error) {
 	case *SparseVectors:
 		n, err := sparseCount(m)
 		return n, true, err
+	case *EmbedMulti:
+		n, err := embedMultiCount(m)
+		return n, true, err
+	case *MultiVectors:
+		n, err := multiVectorsCount(m)
+		return n, true, err
 	case *Vectors:
 		return mulCount(m.N, m.Dims)
 	case *Scores:
@@ -120,6 +126,10 @@ func rawLen(m Message) int {
 		return len(m.IDs)
 	case *SparseVectors:
 		return len(m.Pairs)
+	case *EmbedMulti:
+		return len(m.IDs)
+	case *MultiVectors:
+		return len(m.Data)
 	case *Tokens:
 		return len(m.IDs)
 	case *Vectors:
@@ -187,6 +197,11 @@ func validate(m Message) error {
 			if it.PoolFrom != 0 {
 				return protoErrorf("bad EMBED_SPARSE: items[%d].pool_from %d; EMBED_SPARSE pools every token", i, it.PoolFrom)
 			}
+		}
+	}
+	if e, ok := m.(*EmbedMulti); ok {
+		if err := checkEmbedMulti(e); err != nil {
+			return err
 		}
 	}
 	if v, ok := m.(*SparseVectors); ok && v.Vocab < 0 {

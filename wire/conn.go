@@ -183,6 +183,10 @@ func (c *Conn) write(m Message, payload []byte) error {
 		err = writeRaw(c.w, m.IDs)
 	case *SparseVectors:
 		err = writeRaw(c.w, m.Pairs)
+	case *EmbedMulti:
+		err = writeRaw(c.w, m.IDs)
+	case *MultiVectors:
+		err = writeRaw(c.w, m.Data)
 	case *Vectors:
 		err = writeRaw(c.w, m.Data)
 	case *Scores:
@@ -258,6 +262,10 @@ func (c *Conn) recv() (Message, error) {
 		if m.Pairs, err = readRaw[uint32](c.r, max, &c.hdr, want); err == nil {
 			err = checkSparse(m)
 		}
+	case *EmbedMulti:
+		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
+	case *MultiVectors:
+		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
 	}
 	if err != nil {
 		return nil, err

@@ -45,6 +45,8 @@ func sampleMessages() []Message {
 		&TokenStates{ReqID: 10, Dims: 2, NTokens: []int{2, 1}, Data: []float32{0.5, -1, 2, 0, math.SmallestNonzeroFloat32, -3.25}},
 		&EmbedSparse{ReqID: 11, ModelRef: "m1", TopK: 2, Items: []Item{{ID: 0, NTokens: 2}, {ID: 1, NTokens: 1}}, IDs: []int32{101, 7592, 102}},
 		&SparseVectors{ReqID: 11, Vocab: 30522, NNZ: []int{2, 0, 1}, Pairs: []uint32{7, math.Float32bits(1.5), 2009, math.Float32bits(0.25), 30521, math.Float32bits(3)}},
+		&EmbedMulti{ReqID: 12, ModelRef: "m1", Items: []MultiItem{{ID: 0, NTokens: 2, Attend: 1}, {ID: 1, NTokens: 1}}, IDs: []int32{101, 103, 102}},
+		&MultiVectors{ReqID: 12, Dims: 2, NTokens: []int{2, 1}, Data: []float32{1, 0, 0.6, 0.8, 0, -1}},
 	}
 }
 

@@ -20,13 +20,14 @@
 // A message is one control frame, a JSON object whose "type" member holds
 // the message name (HELLO, EMBED_BATCH, ...) and whose other members are the
 // spec's fields, and for EMBED_BATCH, RERANK, GENERATE, VECTORS, SCORES and
-// TOKENS (and the extensions' EMBED_TOKENS, TOKEN_STATES, EMBED_SPARSE and
-// SPARSE_VECTORS) exactly one raw frame right after it: the token ids (i32)
+// TOKENS (and the extensions' EMBED_TOKENS, TOKEN_STATES, EMBED_SPARSE,
+// SPARSE_VECTORS, EMBED_MULTI and MULTI_VECTORS) exactly one raw frame right after it: the token ids (i32)
 // or values (f32; SPARSE_VECTORS' (u32, f32) pairs) as a little-endian
 // array, with no per-value header. The raw frame's length must match the
 // control frame: 4 × Σ n_tokens for EMBED_BATCH, 4 × (query_n_tokens +
 // Σ n_tokens) for RERANK, any multiple of 4 for GENERATE, 4 × n × dims for
-// VECTORS, 4 × n for SCORES and TOKENS, 8 × Σ nnz for SPARSE_VECTORS. Both
+// VECTORS, 4 × n for SCORES and TOKENS, 8 × Σ nnz for SPARSE_VECTORS,
+// 4 × dims × Σ n_tokens for TOKEN_STATES and MULTI_VECTORS. Both
 // Send and Recv enforce this; a mismatch is a *ProtocolError. On
 // little-endian hosts raw frames are read into and written from the
 // []int32/[]uint32/[]float32 slices' own memory, without per-value
@@ -207,6 +208,30 @@
 //	10 00 00 00                          raw frame, 16 bytes = 8 × 2:
 //	07 00 00 00  00 00 c0 3f  d9 07 00 00  00 00 80 3e
 //
+// EMBED_MULTI and MULTI_VECTORS are another ("EMBED_MULTI"), for
+// ColBERT-style multi-vector outputs:
+//
+//	EMBED_MULTI {req_id, model_ref, items:[{id, n_tokens, attend}]} + raw frame of Σ n_tokens i32 ids
+//	   → MULTI_VECTORS {req_id, dims, n_tokens:[…]} + raw frame of dims × Σ n_tokens f32 | ERR
+//
+// The worker runs the model's last_hidden_state, puts every token's state
+// through the projection (the Dense modules of a sentence-transformers
+// chain that has no Pooling module, as PyLate saves a ColBERT model) and
+// L2-normalises it, in float64; the answer holds a unit vector per token,
+// item after item. An item's tokens after its first attend (0: none) are
+// outside the attention mask, as ColBERT's query expansion runs its
+// [MASK] tokens, and are answered too. The answer is 4 × dims × Σ
+// n_tokens bytes, which the module keeps within max_frame by splitting
+// requests; an answer that would not fit is ERR{code: bad_request}, never
+// the frame. A model without last_hidden_state or without a projection
+// answers ERR{code: unsupported}. The frames of EMBED_MULTI {req_id:12,
+// model_ref:"m1", items:[{id:0,n_tokens:2,attend:1}]} with ids 101, 103:
+//
+//	5e 00 00 00                          control frame, 94 bytes:
+//	{"type":"EMBED_MULTI","req_id":12,"model_ref":"m1","items":[...]}
+//	08 00 00 00                          raw frame, 8 bytes = 4 × 2:
+//	65 00 00 00  67 00 00 00
+//
 // A decoder can only skip an unknown message whose raw frame, if any, it
 // knows about: an old peer would read the raw frame of an unknown type as a
 // control frame and fail with *ProtocolError. So a new type that carries a
@@ -214,6 +239,6 @@
 // have none, and only a worker that knows them answers with TOKENS or
 // QUANTIZED. EMBED_TOKENS has one, so it is sent only to workers that
 // announce ExtEmbedTokens in HELLO; the module refuses a token-level job
-// before any work when they do not. EMBED_SPARSE likewise goes only to
-// workers announcing ExtEmbedSparse.
+// before any work when they do not. EMBED_SPARSE and EMBED_MULTI likewise
+// go only to workers announcing ExtEmbedSparse and ExtEmbedMulti.
 package wire

@@ -6,7 +6,8 @@ type MsgType string
 
 // Message types of protocol v1, plus the TOKENIZE/TOKENS and
 // QUANTIZE/QUANTIZED extensions (EMBED_TOKENS/TOKEN_STATES: tokens.go;
-// EMBED_SPARSE/SPARSE_VECTORS: sparse.go).
+// EMBED_SPARSE/SPARSE_VECTORS: sparse.go; EMBED_MULTI/MULTI_VECTORS:
+// multi.go).
 const (
 	TypeHello      MsgType = "HELLO"
 	TypeHelloAck   MsgType = "HELLO_ACK"
@@ -48,7 +49,8 @@ const (
 
 // Message is one protocol message: a control frame and, for EMBED_BATCH,
 // RERANK, GENERATE, VECTORS, SCORES, TOKENS, EMBED_TOKENS, TOKEN_STATES,
-// EMBED_SPARSE and SPARSE_VECTORS, the raw frame that follows it.
+// EMBED_SPARSE, SPARSE_VECTORS, EMBED_MULTI and MULTI_VECTORS, the raw
+// frame that follows it.
 // Every message type implements Message with a pointer receiver; Recv returns
 // pointers (*Hello, *EmbedBatch, ...) and Send takes them.
 //
@@ -446,6 +448,10 @@ func newMessage(t MsgType) Message {
 		return new(EmbedSparse)
 	case TypeSparseVectors:
 		return new(SparseVectors)
+	case TypeEmbedMulti:
+		return new(EmbedMulti)
+	case TypeMultiVectors:
+		return new(MultiVectors)
 	}
 	return nil
 }

@@ -1,8 +1,8 @@
 package wire
 
 // Request is a message the module sends and a worker answers (LOAD,
-// EMBED_BATCH, EMBED_TOKENS, EMBED_SPARSE, RERANK, RERANK_GROUPS, GENERATE,
-// UNLOAD, TOKENIZE, QUANTIZE, PING). Its req_id is chosen per worker connection, so a supervisor sends
+// EMBED_BATCH, EMBED_TOKENS, EMBED_SPARSE, EMBED_MULTI, RERANK, RERANK_GROUPS,
+// GENERATE, UNLOAD, TOKENIZE, QUANTIZE, PING). Its req_id is chosen per worker connection, so a supervisor sends
 // a caller's request to a worker as a readdressed copy.
 type Request interface {
 	Message
@@ -15,16 +15,16 @@ type Request interface {
 }
 
 // ModelRequest is a request that names a loaded model by its model_ref
-// (EMBED_BATCH, EMBED_TOKENS, EMBED_SPARSE, RERANK, RERANK_GROUPS,
-// GENERATE, UNLOAD, TOKENIZE).
+// (EMBED_BATCH, EMBED_TOKENS, EMBED_SPARSE, EMBED_MULTI, RERANK,
+// RERANK_GROUPS, GENERATE, UNLOAD, TOKENIZE).
 type ModelRequest interface {
 	Request
 	NamedModel() string // the model_ref
 }
 
 // Reply is a worker's answer to a Request (LOADED, VECTORS, SCORES, TEXT,
-// UNLOADED, PONG, TOKENS, QUANTIZED, TOKEN_STATES, SPARSE_VECTORS; ERR is an
-// Error).
+// UNLOADED, PONG, TOKENS, QUANTIZED, TOKEN_STATES, SPARSE_VECTORS, MULTI_VECTORS;
+// ERR is an Error).
 type Reply interface {
 	Message
 	RequestID() uint64

@@ -134,7 +134,12 @@ type EmbedRow struct {
 	// (SparseSchema): indices rising, a value each.
 	SparseIndices []uint32
 	SparseValues  []float32
-	DocHash       [DocHashSize]byte
+	// TokenEmbeddings (float32) or TokenVectors (any other dtype, as
+	// vector.Quantizer.Append writes each) are the token vectors of a
+	// multi-vector schema (TokensSchema), in token order.
+	TokenEmbeddings [][]float32
+	TokenVectors    [][]byte
+	DocHash         [DocHashSize]byte
 }
 
 // EmbedRows are a document's rows, in chunk order.
@@ -143,8 +148,8 @@ type EmbedRows []EmbedRow
 // Len implements Rows.
 func (rs EmbedRows) Len() int { return len(rs) }
 
-// AppendTo implements Rows for a builder of an EmbedSchemaWith or a
-// SparseSchema.
+// AppendTo implements Rows for a builder of an EmbedSchemaWith, a
+// SparseSchema or a TokensSchema.
 func (rs EmbedRows) AppendTo(b *array.RecordBuilder) error {
 	f := b.Fields()
 	sc := b.Schema()
@@ -164,9 +169,12 @@ func (rs EmbedRows) AppendTo(b *array.RecordBuilder) error {
 	}
 	var appendVec func(r EmbedRow, check bool) error
 	var err error
-	if vec == 2 {
+	switch {
+	case vec == 2:
 		appendVec, err = sparseAppender(f[len(f)-3], f[len(f)-2])
-	} else {
+	case IsTokens(sc):
+		appendVec, err = tokensAppender(f[len(f)-2])
+	default:
 		appendVec, err = vectorAppender(f[len(f)-2])
 	}
 	if err != nil {

@@ -102,6 +102,9 @@ type columns struct {
 	// sparseIx and sparseVal are a sparse output's vector columns
 	// (output.SparseSchema; emb is then -1), else -1.
 	sparseIx, sparseVal int
+	// tokens is a multi-vector output's token_vectors column
+	// (output.TokensSchema; emb is then -1), else -1.
+	tokens int
 }
 
 // batchFile is one previous file.
@@ -429,7 +432,13 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 	}
 	var dims int
 	var missing []string
-	c.sparseIx, c.sparseVal = -1, -1
+	c.sparseIx, c.sparseVal, c.tokens = -1, -1, -1
+	if output.IsTokens(sc) { // a multi-vector output: its token vectors instead of the embedding
+		dims, _ = strconv.Atoi(metaValue(md, "synapse.dims"))
+		if c.tokens = tokensColumn(sc, dtype, dims); c.tokens < 0 {
+			missing = append(missing, output.ColTokenVectors)
+		}
+	}
 	if output.IsSparse(sc) { // a sparse output: its vectors' columns instead of the embedding
 		dims, _ = strconv.Atoi(metaValue(md, "synapse.dims"))
 		isList := func(elem arrow.DataType) func(arrow.DataType) bool {
@@ -455,7 +464,7 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 		{output.ColTokenEnd, &c.tokenEnd, isType(arrow.INT32)}, {output.ColByteStart, &c.byteStart, isType(arrow.INT32)},
 		{output.ColByteEnd, &c.byteEnd, isType(arrow.INT32)}, {output.ColNTokens, &c.nTokens, isType(arrow.INT32)},
 		{output.ColEmbedding, &c.emb, func(t arrow.DataType) bool {
-			if c.sparseIx >= 0 || c.sparseVal >= 0 {
+			if c.sparseIx >= 0 || c.sparseVal >= 0 || output.IsTokens(sc) {
 				return false // not read: checked below
 			}
 			if l, ok := t.(*arrow.FixedSizeListType); ok {
@@ -470,7 +479,7 @@ func checkSchema(sc *arrow.Schema) (int, vector.Dtype, columns, error) {
 			return ok && b.ByteWidth == output.DocHashSize
 		}},
 	} {
-		if *col.at = pos(col.name, col.want); *col.at < 0 && (col.at != &c.emb || c.sparseIx < 0 && c.sparseVal < 0) {
+		if *col.at = pos(col.name, col.want); *col.at < 0 && (col.at != &c.emb || c.sparseIx < 0 && c.sparseVal < 0 && !output.IsTokens(sc)) {
 			missing = append(missing, col.name)
 		}
 	}
@@ -509,7 +518,11 @@ func (f *batchFile) checkColumns(rec arrow.RecordBatch) error {
 			return fmt.Errorf("id column: offsets out of range at row %d", i)
 		}
 	}
-	if f.cols.emb < 0 {
+	if f.cols.tokens >= 0 {
+		if _, err := tokenColumns(rec, f.cols.tokens, f.dtype, f.dims); err != nil {
+			return err
+		}
+	} else if f.cols.emb < 0 {
 		if _, err := sparseColumns(rec, f.cols); err != nil {
 			return err
 		}

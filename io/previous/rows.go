@@ -68,9 +68,13 @@ func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
 		ids, hashes := rec.Column(c.id).(*array.String), rec.Column(c.hash).(*array.FixedSizeBinary)
 		var emb vector.Column
 		var sp *sparseCols
-		if c.emb < 0 {
+		var tc *tokenCols
+		switch {
+		case c.tokens >= 0:
+			tc, err = tokenColumns(rec, c.tokens, s.dtype, s.dims)
+		case c.emb < 0:
 			sp, err = sparseColumns(rec, c)
-		} else {
+		default:
 			emb, err = vector.ColumnOf(rec.Column(c.emb), s.dtype, s.dims)
 		}
 		if err != nil {
@@ -81,6 +85,8 @@ func (s *Set) Copy(start, end int64) (output.EmbedRows, int64, error) {
 				TokenStart: i32(c.tokenStart).Value(i), TokenEnd: i32(c.tokenEnd).Value(i),
 				ByteStart: i32(c.byteStart).Value(i), ByteEnd: i32(c.byteEnd).Value(i), NTokens: i32(c.nTokens).Value(i)}
 			switch {
+			case tc != nil:
+				s.touch(int64(tc.setRow(&r, i, s.dtype, s.dims)))
 			case sp != nil:
 				ix, vals := sp.row(i)
 				r.SparseIndices, r.SparseValues = slices.Clone(ix), slices.Clone(vals)

@@ -46,11 +46,18 @@ type Settings struct {
 	Modules string `json:"modules,omitempty"`
 	// Output is the kind of vectors when it is not one pooled vector per
 	// chunk ("late-chunking": chunks pooled from their window's token
-	// states; "sparse": SPLADE vectors over the vocabulary); omitempty keeps the digests of outputs before it.
+	// states; "sparse": SPLADE vectors over the vocabulary; "tokens" and
+	// "tokens-query": ColBERT token vectors of documents and of queries);
+	// omitempty keeps the digests of outputs before it.
 	Output string `json:"output,omitempty"`
 	// SparseTopK is a sparse output's --sparse-top-k (0: every non-zero
 	// weight kept); omitempty keeps the digests of outputs before it.
 	SparseTopK int `json:"sparse_top_k,omitempty"`
+	// Tokens is a multi-vector output's query and document handling (the
+	// markers, lengths, expansion and skiplist: hfmodel.MultiVector), which
+	// change its vectors though the graph does not; omitempty keeps the
+	// digests of outputs before it.
+	Tokens string `json:"tokens,omitempty"`
 }
 
 // JSON is the settings' canonical JSON (fields in declaration order).

@@ -79,6 +79,9 @@ type Chain struct {
 	// prompts by name and default_prompt_name ("" for none).
 	Prompts       map[string]string
 	DefaultPrompt string
+	// Multi is a multi-vector chain's (MultiVector) query and document
+	// handling; the zero value for other chains.
+	Multi MultiVector
 }
 
 // Activations maps the activation_function names a Dense config may give
@@ -112,6 +115,11 @@ func ReadChain(root string) (Chain, error) {
 	} else if transformer, err = c.readModules(root, mods); err != nil {
 		return c, err
 	}
+	if c.MultiVector() {
+		if err := c.readMultiVector(root); err != nil {
+			return c, err
+		}
+	}
 	return c, c.readTransformer(transformer)
 }
 
@@ -143,9 +151,13 @@ func readModulesJSON(root string) ([]stModule, error) {
 }
 
 // kindOf is the module class a modules.json type names:
-// "sentence_transformers.models.Dense" (or ….Dense.Dense) is "Dense"; a
-// class from elsewhere keeps its full name.
+// "sentence_transformers.models.Dense" (or ….Dense.Dense, or PyLate's
+// "pylate.models.Dense.Dense") is "Dense"; a class from elsewhere keeps
+// its full name.
 func kindOf(typ string) string {
+	if typ == "pylate.models.Dense.Dense" { // PyLate's ColBERT projection: sentence-transformers' Dense
+		return ModDense
+	}
 	rest, ok := strings.CutPrefix(typ, "sentence_transformers.models.")
 	if !ok {
 		return typ
@@ -180,7 +192,9 @@ func (c *Chain) readModules(root string, mods []stModule) (string, error) {
 		switch kind := kindOf(m.Type); {
 		case kind == ModPooling && i == 0:
 			mod, err = readPoolingModule(dir)
-		case kind == ModDense && i > 0:
+		case kind == ModDense:
+			// Dense right after the Transformer: a multi-vector model's
+			// projection of every token (MultiVector).
 			mod, err = readDenseModule(dir)
 		case kind == ModNormalize && i > 0:
 			mod = Module{Kind: ModNormalize, Dir: dir}
@@ -299,12 +313,16 @@ func readDenseModule(dir string) (Module, error) {
 		Out        int     `json:"out_features"`
 		Bias       *bool   `json:"bias"`
 		Activation *string `json:"activation_function"`
+		Residual   bool    `json:"use_residual"` // PyLate's Dense
 	}
 	if err := readJSON(path, &cfg); err != nil {
 		return Module{}, err
 	}
 	refuse := func(file, format string, args ...any) (Module, error) {
 		return Module{}, fmt.Errorf("hfmodel: %s: %w: Dense: %s", file, ErrModule, fmt.Sprintf(format, args...))
+	}
+	if cfg.Residual {
+		return refuse(path, "use_residual true (PyLate's residual projection) is not implemented")
 	}
 	m := Module{Kind: ModDense, Dir: dir, In: cfg.In, Out: cfg.Out, Bias: cfg.Bias == nil || *cfg.Bias, Activation: "tanh"}
 	if m.In <= 0 || m.Out <= 0 || m.In > 1<<20 || m.Out > 1<<20 {
@@ -450,6 +468,14 @@ func (c *Chain) readPrompts(root string) error {
 		c.DefaultPrompt = *cfg.DefaultPrompt
 	}
 	return nil
+}
+
+// MultiVector reports whether the chain is a multi-vector (ColBERT) model's
+// as PyLate saves one: Dense modules right after the Transformer and no
+// Pooling, so that every token's state is projected (synapse embed
+// --vectors tokens); such a chain gives no pooled vector.
+func (c Chain) MultiVector() bool {
+	return len(c.Modules) > 0 && c.Modules[0].Kind == ModDense
 }
 
 // Pooling is the chain's Pooling module, nil when it has none.

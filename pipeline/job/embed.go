@@ -41,6 +41,10 @@ type EmbedOptions struct {
 	// SparseTopK > 0 keeping each chunk's SparseTopK largest weights.
 	Vectors    string
 	SparseTopK int
+	// AsQuery encodes ColBERT queries with VectorsTokens: the model's
+	// query marker and length, expanded with [MASK] tokens as the model
+	// says, no skiplist (see tokenChunking).
+	AsQuery bool
 
 	// Previous are the outputs of an earlier run (one file, or the part
 	// files of a sharded run) whose unchanged documents are copied instead
@@ -145,6 +149,11 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 			return err
 		}
 	}
+	if o.tokens() {
+		if p.dims, err = o.probeMulti(ctx, r, p.ch, p.multi); err != nil {
+			return err
+		}
+	}
 	o.warnUnembedded(r)
 	e, err := o.open(ctx, r, p)
 	if err != nil {
@@ -186,6 +195,7 @@ type embedPlan struct {
 	// maxItems caps a sparse run's requests so that answers fit the frame
 	// (0: no cap).
 	maxItems int
+	multi    *multiPlan // a multi-vector run's (--vectors tokens)
 }
 
 // plan reads the model's modules and chunking, checks --dims against the
@@ -203,6 +213,14 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	ch.PoolFrom = st.poolFrom
 	if err := o.checkLate(r.model, st); err != nil {
 		return nil, err
+	}
+	var multi *multiPlan
+	if o.tokens() {
+		if ch, multi, err = o.tokenChunking(r.model, ch); err != nil {
+			return nil, err
+		}
+	} else if r.model.Chain.MultiVector() {
+		return nil, configErrorf("%s is a multi-vector (ColBERT) model: its Dense projection applies to every token and it has no pooled vector; give --vectors tokens", r.model.Name)
 	}
 	if o.sparse() && !r.model.MaskedLM {
 		return nil, configErrorf("--vectors sparse: %s has no masked-LM logits output [batch, sequence, vocab] (an ONNX export of a BertForMaskedLM or SPLADE model has one)", r.model.Name)
@@ -223,7 +241,7 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 		prev.Close()
 		return nil, err
 	}
-	return &embedPlan{st: st, ch: ch, prev: prev}, nil
+	return &embedPlan{st: st, ch: ch, prev: prev, multi: multi}, nil
 }
 
 // outDims is the width of the output's vectors for a model of width
@@ -285,6 +303,9 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 	if o.sparse() {
 		schema = output.SparseSchema(o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
 	}
+	if o.tokens() {
+		schema = output.TokensSchema(p.dims, o.Dtype, o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
+	}
 	r.kindState = inc.counts
 	r.store = o.storeOpener(ctx, p.dims, o.settings(r.model, p.ch, p.dims, p.st, qz))
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
@@ -313,6 +334,12 @@ func (o *EmbedOptions) startLine(p *embedPlan, qz *quantization) string {
 			s += fmt.Sprintf(" (top %d)", o.SparseTopK)
 		}
 	}
+	if o.tokens() {
+		s = fmt.Sprintf("text fields %s, chunks of %d tokens, token vectors of %d dims, %s", strings.Join(o.textFields(), " + "), o.chunkSize(p.ch), p.dims, o.Dtype)
+		if o.AsQuery {
+			s += ", as queries"
+		}
+	}
 	if o.WithText {
 		s += ", with text"
 	}
@@ -331,6 +358,9 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	case o.LateChunking:
 		k := &lateKind{embedKind: e.kind, late: LateChunking{Window: p.ch, Chunk: o.ChunkTokens}, normalize: o.lateNormalize(r.model)}
 		err = execute(ctx, r, cfg, pipeline.Kind[doc, lateWindow, [][]float32](k), e.src, lateSink{e.sink})
+	case o.tokens():
+		k := &tokensKind{embedKind: e.kind, multi: p.multi, dims: p.dims}
+		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, tokenVecs](k), e.src, tokensSink{e.sink})
 	case o.sparse():
 		cfg.MaxItems = p.maxItems
 		k := &sparseKind{embedKind: e.kind, topK: o.SparseTopK, vocab: p.dims}
@@ -479,6 +509,9 @@ func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st 
 	if o.sparse() {
 		pooling, normalize = PoolingSplade, false
 	}
+	if o.tokens() {
+		pooling, normalize = PoolingColBERT, true
+	}
 	for k, v := range o.settings(m, ch, dims, st, qz).Metadata() {
 		meta[k] = v
 	}
@@ -529,6 +562,9 @@ func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st 
 	if o.sparse() {
 		s.Output, s.SparseTopK, s.Pooling, s.Normalize = OutputSparse, o.SparseTopK, PoolingSplade, false
 	}
+	if o.tokens() {
+		s.Output, s.Pooling, s.Normalize, s.Tokens = o.tokensOutput(), PoolingColBERT, true, multiSettings(m)
+	}
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)
 	}
@@ -554,7 +590,8 @@ func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
 // Weight is the text and the rows copied from the previous output.
 func (k *embedKind) Weight(d doc) int64 {
 	if d.reuse != nil {
-		return int64(len(d.Text) + len(d.reuse)*(4*len(d.reuse[0].Embedding)+len(d.reuse[0].Vector)+8*len(d.reuse[0].SparseIndices)+64))
+		r := d.reuse[0]
+		return int64(len(d.Text) + len(d.reuse)*(4*len(r.Embedding)+len(r.Vector)+8*len(r.SparseIndices)+tokenBytes(r)+64))
 	}
 	return int64(len(d.Text))
 }

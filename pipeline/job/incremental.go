@@ -62,7 +62,7 @@ type doc struct {
 // reused rows are checked as the engine's answers are (embedKind.Check).
 func finiteRows(rows output.EmbedRows) bool {
 	for _, r := range rows {
-		if vector.NonFinite(r.Embedding) >= 0 || vector.NonFinite(r.SparseValues) >= 0 {
+		if vector.NonFinite(r.Embedding) >= 0 || vector.NonFinite(r.SparseValues) >= 0 || nonFiniteTokens(r.TokenEmbeddings) {
 			return false
 		}
 	}

@@ -38,10 +38,18 @@ func (o *EmbedOptions) checkSparse() error {
 		if o.SparseTopK != 0 {
 			return configErrorf("--sparse-top-k needs --vectors sparse")
 		}
+		if o.AsQuery {
+			return configErrorf("--as-query needs --vectors tokens (ColBERT queries)")
+		}
 		return nil
+	case VectorsTokens:
+		return o.checkTokens()
 	case VectorsSparse:
+		if o.AsQuery {
+			return configErrorf("--as-query needs --vectors tokens (ColBERT queries)")
+		}
 	default:
-		return configErrorf("--vectors %q: want dense or sparse", o.Vectors)
+		return configErrorf("--vectors %q: want dense, sparse or tokens", o.Vectors)
 	}
 	refuse := func(what string) error {
 		return configErrorf("--vectors sparse with %s: sparse vectors are SPLADE weights over the vocabulary (docs/token-outputs.md)", what)
@@ -66,21 +74,33 @@ func (o *EmbedOptions) checkSparse() error {
 	return nil
 }
 
-// checkPreviousKind refuses a --previous output of the other kind, naming
-// both, before the workers start (its settings would refuse it too, once
-// the model is loaded, but as a difference of dims).
+// checkPreviousKind refuses a --previous output of another kind (dense,
+// sparse, tokens), naming both, before the workers start (its settings
+// would refuse it too, once the model is loaded, but as a difference of
+// dims).
 func (o *EmbedOptions) checkPreviousKind(prev *previous.Set) error {
 	if prev == nil || o.PreviousAny {
 		return nil
 	}
-	sparse := output.IsSparse(prev.Schema())
+	sc := prev.Schema()
+	was, wasOut := VectorsDense, ""
 	switch {
-	case sparse && !o.sparse():
-		return configErrorf("--previous %s holds sparse vectors (--vectors sparse); this run writes dense ones: output: previous %q, this run %q", o.Previous[0], OutputSparse, "")
-	case !sparse && o.sparse():
-		return configErrorf("--previous %s holds dense vectors; this run writes sparse ones (--vectors sparse): output: previous %q, this run %q", o.Previous[0], "", OutputSparse)
+	case output.IsSparse(sc):
+		was, wasOut = VectorsSparse, OutputSparse
+	case output.IsTokens(sc):
+		was, wasOut = VectorsTokens, OutputTokens
 	}
-	return nil
+	now, nowOut := VectorsDense, ""
+	switch {
+	case o.sparse():
+		now, nowOut = VectorsSparse, OutputSparse
+	case o.tokens():
+		now, nowOut = VectorsTokens, o.tokensOutput()
+	}
+	if was == now {
+		return nil
+	}
+	return configErrorf("--previous %s holds %s vectors (--vectors %s); this run writes %s ones (--vectors %s): output: previous %q, this run %q", o.Previous[0], was, was, now, now, wasOut, nowOut)
 }
 
 // sparseLimits is how a sparse run packs requests so that every request

@@ -116,6 +116,9 @@ func appliedModules(m *artifact.Artifact, pooling string) (all, post string, nee
 	if _, ok := m.ONNX.Output("sentence_embedding"); ok && pooling == "" {
 		return "the graph's sentence_embedding output", "", false, false
 	}
+	if c.MultiVector() { // every token projected, nothing pooled (--vectors tokens)
+		return c.String(), c.String(), true, false
+	}
 	if pooling != "" {
 		mode := map[string]string{"mean": "mean", "cls": "cls", "last": "lasttoken"}[pooling]
 		c.Modules = slices.Clone(c.Modules)

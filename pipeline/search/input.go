@@ -30,6 +30,9 @@ type Vectors struct {
 	// Sparse: the output holds sparse vectors (sparse_indices,
 	// sparse_values over Dims terms) instead of an embedding column.
 	Sparse bool
+	// Tokens: the output holds token vectors (token_vectors, Dims wide,
+	// of Dtype float32 or float16) instead of an embedding column.
+	Tokens bool
 	what   string // the flag that names it (--corpus), for errors
 }
 
@@ -88,6 +91,12 @@ func vectorsOf(sc *arrow.Schema) (*Vectors, error) {
 		}
 		return &Vectors{Dtype: vector.Float32, Dims: dims, Settings: s, Model: metaValue(md, "synapse.model_name"), Sparse: true}, nil
 	}
+	if d, ok, err := tokensSchema(sc, dims); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return &Vectors{Dtype: d, Dims: dims, Settings: s, Model: metaValue(md, "synapse.model_name"), Tokens: true}, nil
+	}
 	idx := sc.FieldIndices(output.ColEmbedding)
 	if len(idx) != 1 {
 		return nil, errors.New("no embedding column: not an embedding output")
@@ -123,6 +132,8 @@ func Compatible(queries, corpus *Vectors) error {
 		return fmt.Errorf("%w: dense queries cannot search a sparse corpus (embed --vectors sparse): embed the queries with --vectors sparse and the corpus's model", ErrInput)
 	case queries.Sparse && !corpus.Sparse:
 		return fmt.Errorf("%w: sparse queries (embed --vectors sparse) cannot search a dense corpus: embed the queries as the corpus was", ErrInput)
+	case corpus.Tokens || queries.Tokens:
+		return compatibleTokens(queries, corpus)
 	}
 	for _, f := range []struct {
 		name   string
@@ -153,6 +164,7 @@ type batch struct {
 	chunks *array.Int32
 	vecs   vector.Column
 	sparse *sparseCols // a sparse output's vectors (then vecs holds only Rows)
+	tokens *tokenCols  // a multi-vector output's (then vecs holds only Rows)
 	rec    arrow.RecordBatch
 	path   string // its file
 	row0   int64  // the file's rows before it
@@ -174,6 +186,11 @@ func (v *Vectors) eachBatch(ctx context.Context, fn func(b *batch) error) error 
 					return err
 				}
 			}
+			if v.Tokens {
+				if err := v.tokensOf(b); err != nil {
+					return err
+				}
+			}
 			return fn(b)
 		})
 		if err != nil {
@@ -191,7 +208,7 @@ func (v *Vectors) batchOf(rec arrow.RecordBatch) (*batch, error) {
 	if !ok || !ok2 || ids.NullN() > 0 {
 		return nil, fmt.Errorf("%w: id or chunk column of another type, or null ids", ErrInput)
 	}
-	if v.Sparse { // vecs holds no vectors, only the rows' count
+	if v.Sparse || v.Tokens { // vecs holds no vectors, only the rows' count
 		return &batch{ids: ids, chunks: chunks, vecs: vector.Column{Rows: int(rec.NumRows())}, rec: rec}, nil
 	}
 	vecs, err := vector.ColumnOf(col(output.ColEmbedding), v.Dtype, v.Dims)

@@ -11,7 +11,8 @@
 // for binary and ubinary (the number of dimensions whose signs agree).
 // Ties are broken by document id, the smaller first. A sparse output's
 // (synapse embed --vectors sparse) similarity is the exact sparse dot
-// product (sparse.go).
+// product (sparse.go); a multi-vector output's (--vectors tokens),
+// ColBERT's MaxSim over every chunk (tokens.go).
 //
 // Memory: one corpus record batch, the block's query vectors, its top-k
 // lists (at most k × Rescore entries per query, and never more than the
@@ -82,6 +83,11 @@ func Run(ctx context.Context, o Options, emit func(query string, hits []Hit) err
 		err := s.runSparse(ctx, emit)
 		return s.stats, err
 	}
+	if o.Corpus.Tokens {
+		s := &searcher{o: o, stats: Stats{Kernels: "maxsim " + kern.name}}
+		err := s.runTokens(ctx, emit)
+		return s.stats, err
+	}
 	s := &searcher{o: o, sp: newSpace(o.Corpus.Dtype, o.Corpus.Dims), stats: Stats{Kernels: kern.name}}
 	if o.Corpus.Dtype.Ranged() || o.Corpus.Dtype.Bits() {
 		d := o.Corpus.Dtype
@@ -126,6 +132,9 @@ func Check(o *Options) error {
 	}
 	if o.Corpus.Sparse && (o.Rescore > 1 || o.RescoreWith != nil) {
 		return fmt.Errorf("%w: --rescore with a sparse corpus: its scores are exact already", ErrInput)
+	}
+	if o.Corpus.Tokens && (o.Rescore > 1 || o.RescoreWith != nil) {
+		return fmt.Errorf("%w: --rescore with a token-vector corpus: its MaxSim scores are exact already", ErrInput)
 	}
 	if o.Rescore <= 1 {
 		if o.RescoreWith != nil {

@@ -37,6 +37,9 @@ type BERT struct {
 	DType string
 	// Shards > 1 writes the weights as that many files and their index.
 	Shards int
+	// Added are tokens appended to the vocabulary (and rows to the word
+	// embeddings), as PyLate adds its "[Q] " and "[D] " markers.
+	Added []string
 }
 
 // Tiny is a 2-layer, 16-wide, 4-head BERT.
@@ -47,6 +50,9 @@ func Tiny() BERT {
 // Vocab is the checkpoint's WordPiece vocabulary (onnxtest.BertVocab of
 // onnxtest.Words).
 func Vocab() []string { return onnxtest.BertVocab(onnxtest.Words) }
+
+// Vocab is the checkpoint's vocabulary: Vocab() and then b.Added.
+func (b BERT) Vocab() []string { return append(Vocab(), b.Added...) }
 
 // Tensors are a checkpoint's weights by name (prefix included) and shapes.
 type Tensors struct {
@@ -78,7 +84,7 @@ func (b BERT) Tensors() Tensors {
 		add(name+".weight", 0.1, 1, h)
 		add(name+".bias", 0.1, 0, h)
 	}
-	add("embeddings.word_embeddings.weight", 1, 0, int64(len(Vocab())), h)
+	add("embeddings.word_embeddings.weight", 1, 0, int64(len(b.Vocab())), h)
 	add("embeddings.position_embeddings.weight", 0.5, 0, int64(b.Positions), h)
 	add("embeddings.token_type_embeddings.weight", 0.5, 0, 2, h)
 	norm("embeddings.LayerNorm")
@@ -105,9 +111,9 @@ func (b BERT) Tensors() Tensors {
 		b.Prefix = ""
 		linear("cls.predictions.transform.dense", h, h)
 		norm("cls.predictions.transform.LayerNorm")
-		add("cls.predictions.bias", 0.5, 0, int64(len(Vocab())))
+		add("cls.predictions.bias", 0.5, 0, int64(len(b.Vocab())))
 		if b.Untied {
-			add("cls.predictions.decoder.weight", 0.5, 0, int64(len(Vocab())), h)
+			add("cls.predictions.decoder.weight", 0.5, 0, int64(len(b.Vocab())), h)
 		}
 		b.Prefix = prefix
 	}
@@ -132,7 +138,7 @@ func (b BERT) Config() map[string]any {
 	}
 	cfg := map[string]any{"architectures": []string{arch}, "model_type": mt, "hidden_size": b.Hidden,
 		"num_hidden_layers": b.Layers, "num_attention_heads": b.Heads, "intermediate_size": b.FFN, "hidden_act": "gelu",
-		"layer_norm_eps": eps, "max_position_embeddings": b.Positions, "type_vocab_size": 2, "vocab_size": len(Vocab()),
+		"layer_norm_eps": eps, "max_position_embeddings": b.Positions, "type_vocab_size": 2, "vocab_size": len(b.Vocab()),
 		"pad_token_id": b.PadID, "position_embedding_type": "absolute"}
 	if b.Labels > 0 {
 		labels := map[string]string{}
@@ -157,7 +163,7 @@ func (b BERT) WriteDir(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
 		return err
 	}
-	tj, err := onnxtest.BertTokenizerJSON(Vocab(), b.Positions)
+	tj, err := onnxtest.BertTokenizerJSON(b.Vocab(), b.Positions)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,13 @@ import (
 // the last hidden state transformers' BertModel gives for one unpadded
 // sequence of token type 0: tokens × hidden.
 func (b BERT) HiddenStates(ids []int32) [][]float64 {
+	return b.HiddenStatesAttend(ids, len(ids))
+}
+
+// HiddenStatesAttend is HiddenStates with the attention mask 1 on the
+// first attend tokens and 0 on the rest: no token attends to those, but
+// their states are computed all the same (ColBERT's query expansion).
+func (b BERT) HiddenStatesAttend(ids []int32, attend int) [][]float64 {
 	t := b.Tensors()
 	get := func(name string) []float32 { return t.Values[b.Prefix+name] }
 	h := b.Hidden
@@ -27,7 +34,7 @@ func (b BERT) HiddenStates(ids []int32) [][]float64 {
 	x = b.norm(get, "embeddings.LayerNorm", x)
 	for l := range b.Layers {
 		p := fmt.Sprintf("encoder.layer.%d.", l)
-		a := b.attention(get, p, x)
+		a := b.attention(get, p, x, attend)
 		x = b.norm(get, p+"attention.output.LayerNorm", add(linear(get, p+"attention.output.dense", a, h, h), x))
 		inter := linear(get, p+"intermediate.dense", x, h, b.FFN)
 		for _, row := range inter {
@@ -54,8 +61,9 @@ func (b BERT) Logits(ids []int32) []float64 {
 
 // attention is multi-head self-attention's context (before the output
 // projection).
-func (b BERT) attention(get func(string) []float32, p string, x [][]float64) [][]float64 {
+func (b BERT) attention(get func(string) []float32, p string, x [][]float64, attend int) [][]float64 {
 	h, n := b.Hidden, len(x)
+	keys := min(attend, n) // the keys the mask lets through
 	hd := h / b.Heads
 	q := linear(get, p+"attention.self.query", x, h, h)
 	k := linear(get, p+"attention.self.key", x, h, h)
@@ -67,9 +75,9 @@ func (b BERT) attention(get func(string) []float32, p string, x [][]float64) [][
 	for head := range b.Heads {
 		o := head * hd
 		for i := range n {
-			scores := make([]float64, n)
+			scores := make([]float64, keys)
 			top := math.Inf(-1)
-			for j := range n {
+			for j := range keys {
 				for d := range hd {
 					scores[j] += q[i][o+d] * k[j][o+d]
 				}
@@ -81,7 +89,7 @@ func (b BERT) attention(get func(string) []float32, p string, x [][]float64) [][
 				scores[j] = math.Exp(scores[j] - top)
 				sum += scores[j]
 			}
-			for j := range n {
+			for j := range keys {
 				for d := range hd {
 					out[i][o+d] += scores[j] / sum * v[j][o+d]
 				}

@@ -100,3 +100,50 @@ func WriteSparse(t testing.TB, path string, docs []Doc, batchRows int) {
 		t.Fatal(err)
 	}
 }
+
+// WriteTokens writes docs to path (.arrow or .parquet) as a multi-vector
+// output (synapse embed --vectors tokens) of dims-wide token vectors of
+// dtype d (float32 or float16): each chunk's vector in Vecs is its token
+// vectors one after another. query writes it as embed --as-query does
+// (the settings' output "tokens-query"). Record batches of batchRows rows.
+func WriteTokens(t testing.TB, path string, docs []Doc, dims int, d vector.Dtype, query bool, batchRows int) {
+	t.Helper()
+	s := Settings
+	s.Dims, s.Output, s.Pooling, s.Tokens = dims, "tokens", "colbert", `["[Q] ","[D] ",32,180,true,false,[]]`
+	if query {
+		s.Output = "tokens-query"
+	}
+	if d != vector.Float32 {
+		s.Dtype = string(d)
+	}
+	meta := s.Metadata()
+	meta[vector.MetaDtype], meta["synapse.dims"], meta["synapse.model_name"] = string(d), fmt.Sprint(dims), "test"
+	q, err := vector.NewQuantizer(d, dims, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := output.Create(path, output.WriterOptions{Schema: output.TokensSchema(dims, d, false, meta), BatchRows: batchRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, dc := range docs {
+		var rows output.EmbedRows
+		for c, v := range dc.Vecs {
+			row := output.EmbedRow{ID: dc.ID, Chunk: int32(c)}
+			for k := 0; k < len(v); k += dims {
+				if d == vector.Float32 {
+					row.TokenEmbeddings = append(row.TokenEmbeddings, v[k:k+dims])
+				} else {
+					row.TokenVectors = append(row.TokenVectors, q.Append(nil, v[k:k+dims]))
+				}
+			}
+			rows = append(rows, row)
+		}
+		if err := w.Put(int64(i), int64(i), rows, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
