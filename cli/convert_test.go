@@ -225,3 +225,96 @@ func TestRealConvertMiniLM(t *testing.T) {
 		}
 	})
 }
+
+// writeST6 writes sentence-transformers 6's files for a directory of
+// weights: modules.json naming its modules by file
+// (sentence_transformers.base.modules.transformer.Transformer, …),
+// 1_Pooling/config.json with pooling_mode and embedding_dimension,
+// 2_Normalize, a sentence_bert_config.json without max_seq_length, and the
+// length as the tokenizer's model_max_length, as 6.3's save writes them.
+func writeST6(t *testing.T, dir string, hidden int, pooling string, maxLen int) {
+	t.Helper()
+	files := map[string]string{
+		"modules.json": `[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"},
+ {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.sentence_transformer.modules.pooling.Pooling"},
+ {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.base.modules.normalize.Normalize"}]`,
+		"1_Pooling/config.json": fmt.Sprintf(`{"embedding_dimension": %d, "pooling_mode": %q, "include_prompt": true}`, hidden, pooling),
+		"sentence_bert_config.json": `{"transformer_task": "feature-extraction", "modality_config": {"text": {"method": "forward",
+ "method_output_name": "last_hidden_state"}}, "module_output_name": "token_embeddings"}`,
+		"tokenizer_config.json": fmt.Sprintf(`{"do_lower_case": false, "model_max_length": %d, "tokenizer_class": "BertTokenizer"}`, maxLen),
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "2_Normalize"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConvertSentenceTransformers6: a directory saved by
+// sentence-transformers 6 (modules named by file, pooling_mode, the length
+// in tokenizer_config.json) converts and embeds as that version computes:
+// CLS pooling, normalized, chunks cut at model_max_length. The same
+// weights with other modules, into the same model cache, are refused
+// naming the file that differs (the cache keeps one entry per model
+// file), and convert in a cache of their own to their own vectors.
+func TestConvertSentenceTransformers6(t *testing.T) {
+	work := t.TempDir()
+	b := converttest.Tiny()
+	model := filepath.Join(work, "st6")
+	if err := b.WriteDir(model); err != nil {
+		t.Fatal(err)
+	}
+	writeST6(t, model, b.Hidden, "cls", 12)
+	texts := []string{"the cell", "protein gene study results of the cells and the gene in a study"}
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "0", "text": texts[0]}, {"id": "1", "text": texts[1]}})
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models"))
+	out := filepath.Join(work, "out.arrow")
+	r := runSynapse(t, env, "embed", in, "-m", model, "-o", out, "--truncate")
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "max_seq_length 12") || !strings.Contains(r.stdout, "Pooling(cls) + Normalize") {
+		t.Errorf("stdout does not say Pooling(cls) + Normalize and max_seq_length 12:\n%s", r.stdout)
+	}
+	tok, err := tokenize.LoadHF(filepath.Join(model, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows := readOutput(t, out)
+	for _, row := range rows {
+		var i int
+		fmt.Sscan(row.ID, &i)
+		ids := tok.Tokenize(texts[i], tokenize.Options{AddSpecial: true}).IDs()
+		if len(ids) > 12 { // truncated as sentence-transformers truncates: [CLS] 10 tokens [SEP]
+			ids = append(ids[:11:11], ids[len(ids)-1])
+		}
+		want := onnxtest.STReference(b.HiddenStates(ids), []string{"cls"}, nil, true)
+		if c := cosine64(row.Emb, want); c < 0.99999 {
+			t.Errorf("text %d: cosine %.7f to the float64 encoder's CLS vector; want ≥ 0.99999", i, c)
+		}
+	}
+
+	mean := filepath.Join(work, "st6-mean")
+	if err := os.CopyFS(mean, os.DirFS(model)); err != nil {
+		t.Fatal(err)
+	}
+	writeST6(t, mean, b.Hidden, "mean", 12)
+	r = runSynapse(t, env, "embed", in, "-m", mean, "-o", filepath.Join(work, "mean.arrow"))
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "1_Pooling/config.json differs") || !strings.Contains(r.stderr, "models rm st6") {
+		t.Errorf("the same weights with other modules: stderr %q; want it to name 1_Pooling/config.json and models rm st6", r.stderr)
+	}
+	env = append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models2"))
+	runSynapse(t, env, "embed", in, "-m", mean, "-o", filepath.Join(work, "mean.arrow"), "--truncate").wantCode(t, exitOK)
+	_, rows = readOutput(t, filepath.Join(work, "mean.arrow"))
+	ids := tok.Tokenize(texts[0], tokenize.Options{AddSpecial: true}).IDs()
+	if c := cosine64(rows[0].Emb, onnxtest.STReference(b.HiddenStates(ids), []string{"mean"}, nil, true)); rows[0].ID != "0" || c < 0.99999 {
+		t.Errorf("the mean-pooled directory in its own cache: row %s cosine %.7f to the mean vector; want ≥ 0.99999", rows[0].ID, c)
+	}
+}

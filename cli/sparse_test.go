@@ -444,3 +444,55 @@ func TestSearchSparse(t *testing.T) {
 		t.Errorf("dense queries over a sparse corpus: stderr %q; want them refused", res.stderr)
 	}
 }
+
+// TestEmbedSparseSpladeModules: a sentence-transformers SparseEncoder
+// directory (modules.json: MLMTransformer, then SpladePooling) embeds with
+// --vectors sparse exactly as the bare masked LM does when its
+// SpladePooling is max + relu; one asking for sum or log1p_relu, and a
+// dense run of it, are refused before any work, naming why.
+func TestEmbedSparseSpladeModules(t *testing.T) {
+	dir := t.TempDir()
+	bare, _ := sparseModel(t)
+	st := filepath.Join(dir, "st")
+	if err := os.CopyFS(st, os.DirFS(bare)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile := func(t *testing.T, path, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(st, "modules.json"), `[{"idx":0,"name":"0","path":"","type":"sentence_transformers.sparse_encoder.models.MLMTransformer"},
+		{"idx":1,"name":"1","path":"1_SpladePooling","type":"sentence_transformers.sparse_encoder.models.SpladePooling"}]`)
+	pooling := filepath.Join(st, "1_SpladePooling", "config.json")
+	writeFile(t, pooling, `{"pooling_strategy": "max", "activation_function": "relu", "word_embedding_dimension": null}`)
+	in := filepath.Join(dir, "c.jsonl")
+	lateCorpus(t, in, 12)
+	env := []string{"SYNAPSE_ORT_LIB=" + testenv.ORTLib(t)}
+	embed := func(model, out string, more ...string) embedResult {
+		return runSynapse(t, env, append([]string{"embed", in, "-m", model, "-o", out, "-q", "--chunk-tokens", "8", "--workers", "1", "--threads", "1"}, more...)...)
+	}
+	embed(bare, filepath.Join(dir, "bare.arrow"), "--vectors", "sparse").wantCode(t, exitOK)
+	embed(st, filepath.Join(dir, "st.arrow"), "--vectors", "sparse").wantCode(t, exitOK)
+	_, want := readSparse(t, filepath.Join(dir, "bare.arrow"))
+	_, got := readSparse(t, filepath.Join(dir, "st.arrow"))
+	sameSparse(t, "SparseEncoder directory", got, want)
+
+	res := embed(st, filepath.Join(dir, "dense.arrow"))
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "is a sparse encoder") || !strings.Contains(res.stderr, "--vectors sparse") {
+		t.Errorf("a dense run: stderr %q; want it to say the model is a sparse encoder and to give --vectors sparse", res.stderr)
+	}
+	for _, cfg := range []string{`{"pooling_strategy": "sum"}`, `{"activation_function": "log1p_relu"}`} {
+		writeFile(t, pooling, cfg)
+		res := embed(st, filepath.Join(dir, "other.arrow"), "--vectors", "sparse")
+		res.wantCode(t, exitUsage)
+		if !strings.Contains(res.stderr, "synapse computes max over the tokens of log(1 + relu(logit)) only") || strings.Contains(res.stdout, "embedded") {
+			t.Errorf("SpladePooling %s: stderr %q, stdout %q; want a refusal before any work", cfg, res.stderr, res.stdout)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -140,6 +141,9 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 		e.Kind = modelcache.KindRerank
 	}
 	e, _, err = stg.Commit(e)
+	if errors.Is(err, modelcache.ErrSameGraph) {
+		return e, fmt.Errorf("convert: %w: %w", ErrRefused, err)
+	}
 	return e, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/synapse-embed/synapse/io/readlimit"
@@ -65,6 +66,10 @@ type Module struct {
 	Activation string
 	Weights    string
 	Digest     string
+	// Features is the features a Dense module reads and writes
+	// (module_input_name: "sentence_embedding" or "token_embeddings";
+	// "" when its config does not say).
+	Features string
 }
 
 // Chain is what a sentence-transformers directory asks of synapse besides
@@ -82,6 +87,23 @@ type Chain struct {
 	// Multi is a multi-vector chain's (MultiVector) query and document
 	// handling; the zero value for other chains.
 	Multi MultiVector
+	// Splade is a sparse encoder's SpladePooling (modules.json:
+	// MLMTransformer, then SpladePooling); nil for other chains. It is
+	// not one of Modules: nothing after the graph's logits runs in the
+	// chain, the worker's sparse pooling does (--vectors sparse).
+	Splade *Splade
+}
+
+// Splade is sentence-transformers' SpladePooling module as its config
+// sets it: w_v = pool over the tokens of log(1 + act(logit_tv)).
+type Splade struct {
+	Dir string
+	// Strategy is pooling_strategy: "max" (SPLADE v2 and later, the
+	// default) or "sum" (the first SPLADE).
+	Strategy string
+	// Activation is activation_function: "relu" (the default) or
+	// "log1p_relu" (a second log1p, OpenSearch's SPLADE models).
+	Activation string
 }
 
 // Activations maps the activation_function names a Dense config may give
@@ -120,7 +142,7 @@ func ReadChain(root string) (Chain, error) {
 			return c, err
 		}
 	}
-	return c, c.readTransformer(transformer)
+	return c, c.readTransformer(transformer, mods != nil)
 }
 
 type stModule struct {
@@ -158,6 +180,16 @@ func kindOf(typ string) string {
 	if typ == "pylate.models.Dense.Dense" { // PyLate's ColBERT projection: sentence-transformers' Dense
 		return ModDense
 	}
+	// sentence-transformers 6 names a module by its file:
+	// sentence_transformers.base.modules.transformer.Transformer,
+	// ….sentence_transformer.modules.pooling.Pooling, and a SparseEncoder's
+	// ….sparse_encoder.modules.splade_pooling.SpladePooling (version 5:
+	// ….sparse_encoder.models.SpladePooling).
+	if rest, ok := strings.CutPrefix(typ, "sentence_transformers."); ok && !strings.HasPrefix(rest, "models.") {
+		if class := rest[strings.LastIndex(rest, ".")+1:]; slices.Contains(stClasses, class) {
+			return class
+		}
+	}
 	rest, ok := strings.CutPrefix(typ, "sentence_transformers.models.")
 	if !ok {
 		return typ
@@ -176,12 +208,17 @@ func (c *Chain) readModules(root string, mods []stModule) (string, error) {
 	refuse := func(format string, args ...any) (string, error) {
 		return "", fmt.Errorf("hfmodel: %s: %w: %s", path, ErrModule, fmt.Sprintf(format, args...))
 	}
-	if len(mods) == 0 || kindOf(mods[0].Type) != "Transformer" {
+	if len(mods) == 0 || (kindOf(mods[0].Type) != "Transformer" && kindOf(mods[0].Type) != modMLM) {
 		return refuse("the first module must be sentence_transformers.models.Transformer (the ONNX graph)")
 	}
 	tdir, err := moduleDir(root, mods[0].Path)
 	if err != nil {
 		return refuse("module 0 (%s): %v", mods[0].Type, err)
+	}
+	// A SparseEncoder: MLMTransformer (sentence-transformers 5), or 6's
+	// Transformer with transformer_task fill-mask, then SpladePooling.
+	if kindOf(mods[0].Type) == modMLM || len(mods) > 1 && kindOf(mods[1].Type) == modSplade {
+		return tdir, c.readSparseModules(root, mods, refuse)
 	}
 	for i, m := range mods[1:] {
 		dir, err := moduleDir(root, m.Path)
@@ -194,8 +231,12 @@ func (c *Chain) readModules(root string, mods []stModule) (string, error) {
 			mod, err = readPoolingModule(dir)
 		case kind == ModDense:
 			// Dense right after the Transformer: a multi-vector model's
-			// projection of every token (MultiVector).
+			// projection of every token (MultiVector); after Pooling, of
+			// the pooled vector.
 			mod, err = readDenseModule(dir)
+			if want := map[bool]string{true: "token_embeddings", false: "sentence_embedding"}[i == 0]; err == nil && mod.Features != "" && mod.Features != want {
+				return refuse("module %d (%s) reads %s; at its place in the chain synapse gives it %s", i+1, m.Type, mod.Features, want)
+			}
 		case kind == ModNormalize && i > 0:
 			mod = Module{Kind: ModNormalize, Dir: dir}
 		case kind == ModPooling, kind == ModDense, kind == ModNormalize:
@@ -209,6 +250,50 @@ func (c *Chain) readModules(root string, mods []stModule) (string, error) {
 		c.Modules = append(c.Modules, mod)
 	}
 	return tdir, nil
+}
+
+// A SparseEncoder's module classes (kindOf).
+const (
+	modMLM    = "MLMTransformer"
+	modSplade = "SpladePooling"
+)
+
+// stClasses are the module classes kindOf names under
+// sentence-transformers 6's module paths.
+var stClasses = []string{"Transformer", ModPooling, ModDense, ModNormalize, modMLM, modSplade}
+
+// readSparseModules reads a SparseEncoder's chain after its MLMTransformer:
+// exactly one SpladePooling, whose config must name a pooling strategy
+// and an activation SpladePooling knows (missing keys take its defaults,
+// max and relu). Whether synapse computes them is the job's to say.
+func (c *Chain) readSparseModules(root string, mods []stModule, refuse func(string, ...any) (string, error)) error {
+	if len(mods) != 2 || kindOf(mods[1].Type) != modSplade {
+		_, err := refuse("a sparse encoder's chain is MLMTransformer then SpladePooling; synapse applies no other")
+		return err
+	}
+	dir, err := moduleDir(root, mods[1].Path)
+	if err != nil {
+		_, err = refuse("module 1 (%s): %v", mods[1].Type, err)
+		return err
+	}
+	sp := Splade{Dir: dir, Strategy: "max", Activation: "relu"}
+	if path := filepath.Join(dir, "config.json"); exists(path) {
+		var cfg struct {
+			Strategy   *string `json:"pooling_strategy"`
+			Activation *string `json:"activation_function"`
+		}
+		if err := readJSON(path, &cfg); err != nil {
+			return err
+		}
+		set(&sp.Strategy, cfg.Strategy)
+		set(&sp.Activation, cfg.Activation)
+		if sp.Strategy != "max" && sp.Strategy != "sum" || sp.Activation != "relu" && sp.Activation != "log1p_relu" {
+			return fmt.Errorf("hfmodel: %s: %w: pooling_strategy %q, activation_function %q (SpladePooling knows max or sum, relu or log1p_relu)",
+				path, ErrModule, sp.Strategy, sp.Activation)
+		}
+	}
+	c.Splade = &sp
+	return nil
 }
 
 // moduleDir is a module's directory: rel inside root, never outside it.
@@ -253,7 +338,7 @@ func readPoolingModule(dir string) (Module, error) {
 	for k, v := range raw {
 		var err error
 		switch {
-		case k == "word_embedding_dimension":
+		case k == "word_embedding_dimension", k == "embedding_dimension": // sentence-transformers 6 renamed it
 			err = json.Unmarshal(v, &m.WordDim)
 		case k == "include_prompt":
 			err = json.Unmarshal(v, &m.IncludePrompt)
@@ -314,6 +399,9 @@ func readDenseModule(dir string) (Module, error) {
 		Bias       *bool   `json:"bias"`
 		Activation *string `json:"activation_function"`
 		Residual   bool    `json:"use_residual"` // PyLate's Dense
+		// sentence-transformers 6: the features it reads and writes
+		Input  string `json:"module_input_name"`
+		Output string `json:"module_output_name"`
 	}
 	if err := readJSON(path, &cfg); err != nil {
 		return Module{}, err
@@ -324,7 +412,11 @@ func readDenseModule(dir string) (Module, error) {
 	if cfg.Residual {
 		return refuse(path, "use_residual true (PyLate's residual projection) is not implemented")
 	}
-	m := Module{Kind: ModDense, Dir: dir, In: cfg.In, Out: cfg.Out, Bias: cfg.Bias == nil || *cfg.Bias, Activation: "tanh"}
+	m := Module{Kind: ModDense, Dir: dir, In: cfg.In, Out: cfg.Out, Bias: cfg.Bias == nil || *cfg.Bias, Activation: "tanh",
+		Features: cfg.Input}
+	if cfg.Output != cfg.Input && cfg.Output != "" {
+		return refuse(path, "module_input_name %q, module_output_name %q: synapse applies a Dense module in place", cfg.Input, cfg.Output)
+	}
 	if m.In <= 0 || m.Out <= 0 || m.In > 1<<20 || m.Out > 1<<20 {
 		return refuse(path, "in_features %d, out_features %d", m.In, m.Out)
 	}
@@ -423,8 +515,36 @@ func DenseWeights(m Module) (w, b []float32, err error) {
 // readTransformer reads the Transformer module's sentence_bert_config.json
 // (optional): max_seq_length; do_lower_case true is refused (the text
 // would be lower-cased before the tokenizer, which synapse does not do).
-func (c *Chain) readTransformer(dir string) error {
-	path := filepath.Join(dir, "sentence_bert_config.json")
+//
+// In a sentence-transformers directory (st: modules.json) whose
+// sentence_bert_config.json names no max_seq_length — sentence-transformers
+// 6 saves it as the tokenizer's model_max_length instead — the tokenizer's
+// tokenizer_config.json model_max_length is the length, as
+// sentence-transformers truncates at it (a sentinel above 1<<20, which
+// transformers writes for "no limit", is no length).
+func (c *Chain) readTransformer(dir string, st bool) error {
+	if err := c.readSentenceBertConfig(filepath.Join(dir, "sentence_bert_config.json")); err != nil || !st || c.MaxSeqLength > 0 {
+		return err
+	}
+	path := filepath.Join(dir, "tokenizer_config.json")
+	if !exists(path) {
+		return nil
+	}
+	var cfg struct {
+		ModelMaxLength *float64 `json:"model_max_length"`
+	}
+	if err := readJSON(path, &cfg); err != nil {
+		return err
+	}
+	if n := cfg.ModelMaxLength; n != nil && *n >= 1 && *n <= 1<<20 {
+		c.MaxSeqLength = int(*n)
+	}
+	return nil
+}
+
+// readSentenceBertConfig reads sentence_bert_config.json (optional): its
+// max_seq_length and do_lower_case.
+func (c *Chain) readSentenceBertConfig(path string) error {
 	if !exists(path) {
 		return nil
 	}

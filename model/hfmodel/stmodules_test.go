@@ -187,3 +187,95 @@ func TestReadChainBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestReadChainSplade: a SparseEncoder directory (MLMTransformer, then
+// SpladePooling, as sentence-transformers 5 and 6 name them) reads as a
+// chain with Splade set and no modules; its config's strategy and
+// activation are read, defaults max and relu; an unknown one, or any
+// other module after MLMTransformer, is refused by name.
+func TestReadChainSplade(t *testing.T) {
+	const (
+		mlm5    = `{"idx":0,"name":"0","path":"","type":"sentence_transformers.sparse_encoder.models.MLMTransformer"}`
+		splade5 = `{"idx":1,"name":"1","path":"1_SpladePooling","type":"sentence_transformers.sparse_encoder.models.SpladePooling"}`
+		mlm6    = `{"idx":0,"name":"0","path":"","type":"sentence_transformers.sparse_encoder.modules.mlm_transformer.MLMTransformer"}`
+		splade6 = `{"idx":1,"name":"1","path":"1_SpladePooling","type":"sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"}`
+	)
+	tests := []struct {
+		name, modules, config string
+		strategy, activation  string
+		err                   string
+	}{
+		{"v5 defaults", "[" + mlm5 + "," + splade5 + "]", "", "max", "relu", ""},
+		{"v6 fill-mask Transformer", `[{"idx":0,"name":"0","path":"","type":"sentence_transformers.base.modules.transformer.Transformer"},` + splade6 + "]", "", "max", "relu", ""},
+		{"v6 config", "[" + mlm6 + "," + splade6 + "]", `{"pooling_strategy": "max", "activation_function": "relu", "word_embedding_dimension": 30522}`, "max", "relu", ""},
+		{"sum", "[" + mlm5 + "," + splade5 + "]", `{"pooling_strategy": "sum"}`, "sum", "relu", ""},
+		{"log1p_relu", "[" + mlm5 + "," + splade5 + "]", `{"activation_function": "log1p_relu"}`, "max", "log1p_relu", ""},
+		{"unknown strategy", "[" + mlm5 + "," + splade5 + "]", `{"pooling_strategy": "mean"}`, "", "", `pooling_strategy "mean"`},
+		{"pooling after MLM", "[" + mlm5 + "," + stPooling + "]", "", "", "", "MLMTransformer then SpladePooling"},
+		{"MLM alone", "[" + mlm5 + "]", "", "", "", "MLMTransformer then SpladePooling"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			touch(t, filepath.Join(dir, "modules.json"), tt.modules)
+			if tt.config != "" {
+				touch(t, filepath.Join(dir, "1_SpladePooling", "config.json"), tt.config)
+			}
+			c, err := ReadChain(dir)
+			if tt.err != "" {
+				if !errors.Is(err, ErrModule) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v; want ErrModule saying %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Splade == nil || c.Splade.Strategy != tt.strategy || c.Splade.Activation != tt.activation || len(c.Modules) != 0 {
+				t.Errorf("got Splade %+v, modules %v; want %s/%s and no modules", c.Splade, c.Modules, tt.strategy, tt.activation)
+			}
+		})
+	}
+}
+
+// TestReadChainST6: sentence-transformers 6's module names (by file) read
+// as the older ones; a Dense after Pooling that reads token_embeddings,
+// or writes other features than it reads, is refused; without a
+// max_seq_length in sentence_bert_config.json the length is the
+// tokenizer's model_max_length (its no-limit sentinel is no length).
+func TestReadChainST6(t *testing.T) {
+	const (
+		tr6   = `{"idx":0,"name":"0","path":"","type":"sentence_transformers.base.modules.transformer.Transformer"}`
+		pool6 = `{"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.sentence_transformer.modules.pooling.Pooling"}`
+		den6  = `{"idx":2,"name":"2","path":"2_Dense","type":"sentence_transformers.base.modules.dense.Dense"}`
+		norm6 = `{"idx":3,"name":"3","path":"3_Normalize","type":"sentence_transformers.base.modules.normalize.Normalize"}`
+	)
+	write := func(t *testing.T, dense, tokCfg string) string {
+		dir := t.TempDir()
+		touch(t, filepath.Join(dir, "modules.json"), "["+tr6+","+pool6+","+den6+","+norm6+"]")
+		touch(t, filepath.Join(dir, "1_Pooling", "config.json"), `{"embedding_dimension": 4, "pooling_mode": "mean", "include_prompt": true}`)
+		writeDense(t, filepath.Join(dir, "2_Dense"), 4, 2, dense)
+		touch(t, filepath.Join(dir, "sentence_bert_config.json"), `{"transformer_task": "feature-extraction", "module_output_name": "token_embeddings"}`)
+		touch(t, filepath.Join(dir, "tokenizer_config.json"), tokCfg)
+		return dir
+	}
+	c, err := ReadChain(write(t, `{"in_features": 4, "out_features": 2, "bias": true, "activation_function": "torch.nn.modules.linear.Identity",
+		"module_input_name": "sentence_embedding", "module_output_name": "sentence_embedding"}`, `{"model_max_length": 128}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.String(); !strings.HasPrefix(got, "Pooling(mean) + Dense(4->2 identity bias") || !strings.HasSuffix(got, " + Normalize") || c.MaxSeqLength != 128 {
+		t.Errorf("chain %q, max_seq_length %d; want Pooling(mean) + Dense(4->2 identity …) + Normalize and 128", got, c.MaxSeqLength)
+	}
+	if c, err = ReadChain(write(t, `{"in_features": 4, "out_features": 2}`, `{"model_max_length": 1000000000000000019884624838656}`)); err != nil || c.MaxSeqLength != 0 {
+		t.Errorf("the no-limit sentinel: max_seq_length %d, %v; want 0", c.MaxSeqLength, err)
+	}
+	for _, cfg := range []string{
+		`{"in_features": 4, "out_features": 2, "module_input_name": "token_embeddings", "module_output_name": "token_embeddings"}`,
+		`{"in_features": 4, "out_features": 2, "module_input_name": "sentence_embedding", "module_output_name": "dense_embedding"}`,
+	} {
+		if _, err := ReadChain(write(t, cfg, `{}`)); !errors.Is(err, ErrModule) {
+			t.Errorf("Dense %s: got %v; want ErrModule", cfg, err)
+		}
+	}
+}

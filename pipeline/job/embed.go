@@ -222,6 +222,9 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	} else if r.model.Chain.MultiVector() {
 		return nil, configErrorf("%s is a multi-vector (ColBERT) model: its Dense projection applies to every token and it has no pooled vector; give --vectors tokens", r.model.Name)
 	}
+	if err := o.checkSplade(r.model); err != nil {
+		return nil, err
+	}
 	if o.sparse() && !r.model.MaskedLM {
 		return nil, configErrorf("--vectors sparse: %s has no masked-LM logits output [batch, sequence, vocab] (an ONNX export of a BertForMaskedLM or SPLADE model has one)", r.model.Name)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/wire"
 )
 
@@ -70,6 +71,25 @@ func (o *EmbedOptions) checkSparse() error {
 	case pgstore.IsURL(o.Out) && (o.SparseTopK == 0 || o.SparseTopK > pgstore.SparseMaxNonZero):
 		return configErrorf("--vectors sparse into a PostgreSQL table: pgvector's sparsevec holds at most %d non-zero values, so give --sparse-top-k N with N ≤ %d (a chunk's largest weights; SPLADE's documents rarely have more than a few hundred)",
 			pgstore.SparseMaxNonZero, pgstore.SparseMaxNonZero)
+	}
+	return nil
+}
+
+// checkSplade refuses what a sentence-transformers SparseEncoder
+// directory (MLMTransformer + SpladePooling) asks and synapse would not
+// compute: a dense run of it (its output is sparse), and a SpladePooling
+// other than max over the tokens of log(1 + relu(logit)), which is what
+// the workers' sparse pooling computes.
+func (o *EmbedOptions) checkSplade(m *artifact.Artifact) error {
+	sp := m.Chain.Splade
+	switch {
+	case sp == nil:
+		return nil
+	case !o.sparse():
+		return configErrorf("%s is a sparse encoder (modules.json: MLMTransformer + SpladePooling): its output is sparse; give --vectors sparse", m.Name)
+	case sp.Strategy != "max" || sp.Activation != "relu":
+		return configErrorf("--vectors sparse: %s's SpladePooling (%s) asks for pooling_strategy %q and activation_function %q; synapse computes max over the tokens of log(1 + relu(logit)) only (pooling_strategy max, activation_function relu)",
+			m.Name, sp.Dir, sp.Strategy, sp.Activation)
 	}
 	return nil
 }
