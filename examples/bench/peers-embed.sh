@@ -88,36 +88,33 @@ if [ ! -f "$FE_STAMP" ]; then
 		echo "peers-embed: fastembed $FASTEMBED_VERSION did not install: its rows are left out" >&2
 	fi
 fi
+# torch_venv NAME WHAT PINS: a venv CACHE/NAME of PINS (--no-deps) that
+# borrows torch and the rest from venv through a .pth file, once; its
+# stamp file's path on stdout when it is installed, nothing when not.
+torch_venv() {
+	local name=$1 what=$2 pins=$3
+	local py="$CACHE/$name/bin/python" stamp
+	stamp="$CACHE/$name/.installed-$(echo "$pins" | sha256sum | cut -c1-16)"
+	if [ ! -f "$stamp" ]; then
+		echo "peers-embed: installing $what into $CACHE/$name (once)" >&2
+		rm -rf "${CACHE:?}/$name"
+		python3 -m venv "$CACHE/$name"
+		# shellcheck disable=SC2086 # the pins are words
+		if "$py" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: $pins >&2; then
+			"$PY" -c 'import site; print(site.getsitepackages()[0])' \
+				>"$("$py" -c 'import site; print(site.getsitepackages()[0])')/zz-synapse-bench-torch.pth"
+			touch "$stamp"
+		else
+			echo "peers-embed: $what did not install: its rows are left out" >&2
+		fi
+	fi
+	[ -f "$stamp" ] && echo "$stamp"
+	return 0
+}
 STO_PY="$CACHE/venv-st-onnx/bin/python"
-STO_STAMP="$CACHE/venv-st-onnx/.installed-$(echo "$ST_ONNX_PINS" | sha256sum | cut -c1-16)"
-if [ ! -f "$STO_STAMP" ]; then
-	echo "peers-embed: installing sentence-transformers 5.1.2 with its onnx backend into $CACHE/venv-st-onnx (once)" >&2
-	rm -rf "$CACHE/venv-st-onnx"
-	python3 -m venv "$CACHE/venv-st-onnx"
-	# shellcheck disable=SC2086 # the pins are words
-	if "$STO_PY" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: $ST_ONNX_PINS; then
-		"$PY" -c 'import site; print(site.getsitepackages()[0])' \
-			>"$("$STO_PY" -c 'import site; print(site.getsitepackages()[0])')/zz-synapse-bench-torch.pth"
-		touch "$STO_STAMP"
-	else
-		echo "peers-embed: sentence-transformers' onnx backend did not install: its rows are left out" >&2
-	fi
-fi
+STO_STAMP=$(torch_venv venv-st-onnx "sentence-transformers 5.1.2 with its onnx backend" "$ST_ONNX_PINS")
 INF_PY="$CACHE/venv-infinity/bin/python"
-INF_STAMP="$CACHE/venv-infinity/.installed-$(echo "$INF_PINS" | sha256sum | cut -c1-16)"
-if [ ! -f "$INF_STAMP" ]; then
-	echo "peers-embed: installing infinity-emb 0.0.78 into $CACHE/venv-infinity (once)" >&2
-	rm -rf "$CACHE/venv-infinity"
-	python3 -m venv "$CACHE/venv-infinity"
-	# shellcheck disable=SC2086 # the pins are words
-	if "$INF_PY" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: $INF_PINS; then
-		"$PY" -c 'import site; print(site.getsitepackages()[0])' \
-			>"$("$INF_PY" -c 'import site; print(site.getsitepackages()[0])')/zz-synapse-bench-torch.pth"
-		touch "$INF_STAMP"
-	else
-		echo "peers-embed: infinity-emb did not install: its rows are left out" >&2
-	fi
-fi
+INF_STAMP=$(torch_venv venv-infinity "infinity-emb 0.0.78" "$INF_PINS")
 export INFINITY_ANONYMOUS_USAGE_STATS=0
 "$PY" -m pip freeze >"$WORK/venv.freeze" 2>/dev/null || true
 "$FE_PY" -m pip freeze >"$WORK/venv-fastembed.freeze" 2>/dev/null || true
@@ -155,15 +152,15 @@ add "st-torch-b8 fp32 py st-torch $B --batch 8"
 # sentence-transformers' onnx backend over the publisher's graph, and its
 # own exports of it: O4 (optimum's ORTOptimizer at its highest level) and
 # the dynamic int8 quantization for AVX-512 VNNI, made once here.
-if [ -f "$STO_STAMP" ] && HF_HUB_OFFLINE=1 "$STO_PY" "$HERE/peers_embed.py" --export "$B" >"$WORK/st-export.log" 2>&1; then
+if [ -n "$STO_STAMP" ] && HF_HUB_OFFLINE=1 "$STO_PY" "$HERE/peers_embed.py" --export "$B" >"$WORK/st-export.log" 2>&1; then
 	add "st-onnx-b32 fp32 sto st-onnx $B --batch 32"
 	add "st-onnx-b8 fp32 sto st-onnx $B --batch 8"
 	add "st-onnx-O4 fp32 sto st-onnx $B --batch 8 --onnx-file onnx/model_O4.onnx"
 	add "st-onnx-qint8 int8 sto st-onnx $B --batch 8 --onnx-file onnx/model_qint8_avx512_vnni.onnx"
-elif [ -f "$STO_STAMP" ]; then
+elif [ -n "$STO_STAMP" ]; then
 	echo "peers-embed: sentence-transformers' onnx exports failed (see $WORK/st-export.log): no st-onnx rows" >&2
 fi
-if [ -f "$INF_STAMP" ]; then
+if [ -n "$INF_STAMP" ]; then
 	add "infinity-b32 fp32 inf infinity $ST --batch 32"
 	add "infinity-b8 fp32 inf infinity $ST --batch 8"
 fi
