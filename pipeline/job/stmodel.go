@@ -170,7 +170,7 @@ func (st stRun) lines(m *artifact.Artifact, ch Chunking, explicit bool) []Summar
 		pre, suf := m.Tokenizer.Affixes()
 		text := fmt.Sprintf("%d tokens per chunk (max_seq_length %d less %d special tokens)", ch.Window, msl, len(pre)+len(suf))
 		if explicit && ch.Window+len(pre)+len(suf) > msl {
-			text = fmt.Sprintf("%d tokens per chunk (--chunk-tokens), above the model's max_seq_length %d: sentence-transformers truncates at %d tokens",
+			text = fmt.Sprintf("%d tokens per chunk (--chunk-tokens), above max_seq_length %d (the model's): sentence-transformers truncates at %d tokens",
 				ch.Window, msl, msl)
 		} else if explicit {
 			text = fmt.Sprintf("%d tokens per chunk (--chunk-tokens; max_seq_length %d)", ch.Window, msl)
