@@ -338,6 +338,9 @@ func newONNXModel(path string, plan graphPlan, cfg onnxConfig) (*onnxModel, erro
 		func() error { return so.SetInterOpNumThreads(1) },
 		func() error { return so.SetExecutionMode(ort.ExecutionModeSequential) },
 		func() error { return so.SetGraphOptimizationLevel(ort.GraphOptimizationLevelEnableAll) },
+		func() error {
+			return so.AddSessionConfigEntry("session.intra_op.allow_spinning", intraOpSpinning(cfg.threads))
+		},
 	} {
 		if err := set(); err != nil {
 			return nil, wire.Errorf(wire.CodeInternal, "onnxruntime session options: %w", err)
@@ -353,6 +356,21 @@ func newONNXModel(path string, plan graphPlan, cfg onnxConfig) (*onnxModel, erro
 		return nil, err
 	}
 	return m, nil
+}
+
+// intraOpSpinning is the session's "session.intra_op.allow_spinning": off
+// whenever ONNX Runtime runs a pool of intra-op threads (threads 0, its
+// default of one per core, or more than 1). Pool threads that spin between
+// kernels burn the CPU a neighbour (another worker, another job) would use:
+// at 2 threads on a loaded machine spinning off ran 1.7× the tokens per
+// second and 1.46× the tokens per CPU second (docs/onnx-bench.md,
+// BenchmarkORTOptions). With 1 thread there is no pool and nothing spins;
+// ONNX Runtime's default stays.
+func intraOpSpinning(threads int) string {
+	if threads == 1 {
+		return "1"
+	}
+	return "0"
 }
 
 // classifyORTLoad turns a session ONNX Runtime refused into an error code

@@ -119,6 +119,36 @@ func TestONNXEmbedGenerated(t *testing.T) {
 	}
 }
 
+// TestONNXThreadPools loads the same encoder with 1 thread (no pool:
+// spinning as ONNX Runtime has it), 2 threads and 0 (ONNX Runtime's one per
+// core), both with spinning off (intraOpSpinning): every session must be
+// created and give the expected vectors.
+func TestONNXThreadPools(t *testing.T) {
+	e := openONNX(t)
+	ctx := context.Background()
+	dir, enc := writeEncoder(t, onnxtest.Tiny())
+	for _, threads := range []int{1, 2, 0} {
+		info, err := e.Load(ctx, onnxLoad(t, dir, wire.RuntimeConfig{Threads: threads}))
+		if err != nil {
+			t.Fatalf("threads %d: Load: %v", threads, err)
+		}
+		vecs, dims, err := e.Embed(ctx, info.Ref, PoolingMean, true, testSeqs)
+		if err != nil {
+			t.Fatalf("threads %d: Embed: %v", threads, err)
+		}
+		for i, s := range testSeqs {
+			if d := maxDiff(vecs[i*dims:(i+1)*dims], expected(enc, s, PoolingMean, true)); d > 1e-5 {
+				t.Errorf("threads %d sequence %d: max |Δ| %g", threads, i, d)
+			}
+		}
+	}
+	for threads, want := range map[int]string{0: "0", 1: "1", 2: "0", 8: "0"} {
+		if got := intraOpSpinning(threads); got != want {
+			t.Errorf("intraOpSpinning(%d) = %q; want %q", threads, got, want)
+		}
+	}
+}
+
 func maxDiff(a, b []float32) float64 {
 	if len(a) != len(b) {
 		return math.Inf(1)
