@@ -13,6 +13,19 @@
 #   synapse-ort    synapse's graph through the same optimizer (its patterns
 #                  fuse SkipLayerNormalization and BiasGelu there)
 #
+# With SET=int8 the contenders are int8 graphs of the same weights instead,
+# beside synapse-st (the float32 reference the cosines are taken against):
+#
+#   synapse-int8   models add DIR --quantize int8: synapse's dynamic int8
+#                  (DynamicQuantizeLinear + MatMulInteger, weights per column)
+#   ort-dynamic    onnxruntime.quantization.quantize_dynamic on synapse's
+#                  float32 graph (MatMul, per channel, int8 weights)
+#   ort-static-qdq quantize_static (the weights' MatMuls, per channel, uint8 activations
+#                  with fixed scales from MinMax calibration over CALIB other
+#                  SciFact documents; QuantizeLinear/DequantizeLinear pairs
+#                  that ONNX Runtime fuses into QLinearMatMul at load)
+#   ort-static-qop the same calibration written as QLinearMatMul operators
+#
 # Prints the rounds, then the medians: documents per second, tokens per
 # second and per CPU-second, the ratio to synapse-st, the min cosine of each
 # graph's vectors to synapse-st's, and the GFLOP/s per busy core that the
@@ -20,6 +33,7 @@
 # docs/onnx-bench.md section 6 holds the figures and what they say.
 #
 #   examples/bench/ort-graphs.sh [DOCS=1000] [ROUNDS=3]
+#   SET=int8 CALIB=200 examples/bench/ort-graphs.sh [DOCS] [ROUNDS]
 #
 # Needs make real-models and make build. The optimizer is installed by the
 # script from PyPI (onnxruntime 1.30.0, the version of synapse's own ONNX
@@ -29,6 +43,8 @@
 # .cache/ort-graphs), WORK (default a new temporary directory).
 set -euo pipefail
 
+SET=${SET:-fused}
+CALIB=${CALIB:-200}
 DOCS=${1:-1000}
 ROUNDS=${2:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +54,7 @@ MODELS=${MODELS:-$ROOT/.cache/models}
 CORPUS=${CORPUS:-$ROOT/../shared/fixtures/corpora/scifact/corpus.jsonl}
 CACHE=${CACHE:-$ROOT/.cache/ort-graphs}
 WORK=${WORK:-$(mktemp -d)}
-PINS="onnxruntime==1.30.0 onnx==1.23.2 numpy==2.4.6 pyarrow==22.0.0 sympy==1.14.0 packaging coloredlogs flatbuffers protobuf"
+PINS="onnxruntime==1.30.0 onnx==1.23.2 numpy==2.4.6 pyarrow==22.0.0 sympy==1.14.0 tokenizers==0.22.1 packaging coloredlogs flatbuffers protobuf"
 
 ST="$MODELS/all-MiniLM-L6-v2"
 PUB="$MODELS/all-MiniLM-L6-v2-onnx"
@@ -59,10 +75,25 @@ if [ ! -f "$STAMP" ]; then
 	touch "$STAMP"
 fi
 
+case $SET in
+fused) ADD=() ;;
+int8) ADD=(--quantize int8) ;;
+*) echo "ort-graphs: SET=$SET: want fused or int8" >&2; exit 2 ;;
+esac
 export SYNAPSE_MODELS="$WORK/model-cache"
-"$SYNAPSE" models add "$ST" --name graphs-st >"$WORK/add-st.log" 2>&1 ||
+"$SYNAPSE" models add "$ST" --name graphs-st "${ADD[@]}" >"$WORK/add-st.log" 2>&1 ||
 	{ echo "ort-graphs: models add $ST failed: $(tail -n 2 "$WORK/add-st.log")" >&2; exit 1; }
-CONVERTED=$(find "$SYNAPSE_MODELS" -name model.onnx -size +1M | head -n 1)
+# graph QUANTIZATION: the cached model.onnx of graphs-st's entry of that quantization.
+graph() {
+	"$SYNAPSE" models ls --json | "$PY" -c '
+import json, os, sys
+for e in json.load(sys.stdin):
+    if e["name"].startswith("graphs-st") and e["quantization"] == sys.argv[1]:
+        print(os.path.join(os.environ["SYNAPSE_MODELS"], e["digest"].replace(":", "-"), e["file"]))
+' "$1"
+}
+CONVERTED=$(graph F32)
+[ -f "$CONVERTED" ] || { echo "ort-graphs: no float32 graph in $SYNAPSE_MODELS" >&2; exit 1; }
 
 # dir NAME GRAPH: a model directory of the publisher's tokenizer and GRAPH.
 dir() {
@@ -84,13 +115,63 @@ print(f"ort-graphs: {dst}: " + ", ".join(f"{k} {v}" for k, v in ops.most_common(
 PY
 	grep '^ort-graphs' "$2.log" >&2
 }
-optimize "$PUB/model.onnx" "$WORK/publisher-ort.onnx"
-optimize "$CONVERTED" "$WORK/synapse-ort.onnx"
+# quantize SRC DST KIND: onnxruntime.quantization's int8 of SRC, KIND dynamic,
+# qdq or qop, calibrated (static kinds) on the CALIB documents after the
+# timed ones, truncated at 256 tokens by the model's own tokenizer.
+quantize() {
+	"$PY" - "$1" "$2" "$3" "$PUB/tokenizer.json" "$CORPUS" "$DOCS" "$CALIB" <<'PY' 2>"$2.log"
+import collections, itertools, json, sys
+import numpy as np, onnx, onnxruntime as ort
+from onnxruntime import quantization as q
+from tokenizers import Tokenizer
+src, dst, kind, tok, corpus, skip, n = sys.argv[1:]
+if kind == "dynamic":
+    q.quantize_dynamic(src, dst, op_types_to_quantize=["MatMul"], per_channel=True, weight_type=q.QuantType.QInt8)
+else:
+    t = Tokenizer.from_file(tok)
+    t.enable_truncation(256)
+    with open(corpus) as f:
+        docs = [json.loads(l) for l in itertools.islice(f, int(skip), int(skip) + int(n))]
+    names = {i.name for i in ort.InferenceSession(src, providers=["CPUExecutionProvider"]).get_inputs()}
+    def feeds():
+        for d in docs:
+            e = t.encode((d.get("title", "") + " " + d["text"]).strip())
+            x = {"input_ids": e.ids, "attention_mask": e.attention_mask, "token_type_ids": e.type_ids}
+            yield {k: np.array([v], dtype=np.int64) for k, v in x.items() if k in names}
+    class Reader(q.CalibrationDataReader):
+        def __init__(self): self.it = feeds()
+        def get_next(self): return next(self.it, None)
+    # The weights' MatMuls only, as the dynamic graphs: attention's two
+    # products (both inputs activations) stay float32.
+    m = onnx.load(src)
+    consts = {i.name for i in m.graph.initializer}
+    acts = [n.name for n in m.graph.node if n.op_type == "MatMul" and n.input[1] not in consts]
+    q.quantize_static(src, dst, Reader(), quant_format=q.QuantFormat.QDQ if kind == "qdq" else q.QuantFormat.QOperator,
+                      op_types_to_quantize=["MatMul"], nodes_to_exclude=acts, per_channel=True, activation_type=q.QuantType.QUInt8,
+                      weight_type=q.QuantType.QInt8, calibrate_method=q.CalibrationMethod.MinMax)
+ops = collections.Counter(n.op_type for n in onnx.load(dst).graph.node)
+print(f"ort-graphs: {dst}: " + ", ".join(f"{k} {v}" for k, v in ops.most_common(8)), file=sys.stderr)
+PY
+	grep '^ort-graphs' "$2.log" >&2 || { tail -n 5 "$2.log" >&2; exit 1; }
+}
 dir synapse-st "$CONVERTED"
-dir publisher "$PUB/model.onnx"
-dir publisher-ort "$WORK/publisher-ort.onnx"
-dir synapse-ort "$WORK/synapse-ort.onnx"
-NAMES=(synapse-st publisher publisher-ort synapse-ort)
+if [ "$SET" = fused ]; then
+	optimize "$PUB/model.onnx" "$WORK/publisher-ort.onnx"
+	optimize "$CONVERTED" "$WORK/synapse-ort.onnx"
+	dir publisher "$PUB/model.onnx"
+	dir publisher-ort "$WORK/publisher-ort.onnx"
+	dir synapse-ort "$WORK/synapse-ort.onnx"
+	NAMES=(synapse-st publisher publisher-ort synapse-ort)
+else
+	dir synapse-int8 "$(graph INT8)"
+	for kind in dynamic qdq qop; do
+		quantize "$CONVERTED" "$WORK/ort-$kind.onnx" $kind
+	done
+	dir ort-dynamic "$WORK/ort-dynamic.onnx"
+	dir ort-static-qdq "$WORK/ort-qdq.onnx"
+	dir ort-static-qop "$WORK/ort-qop.onnx"
+	NAMES=(synapse-st synapse-int8 ort-dynamic ort-static-qdq ort-static-qop)
+fi
 
 head -n "$DOCS" "$CORPUS" | "$PY" -c '
 import json, sys
@@ -120,7 +201,7 @@ print(f"{rnd}\t{name}\t{wall}\t{cpu:.2f}\t{int(rss) // 1024}\t{tokens}\t{rows / 
 PY
 }
 
-echo "ort-graphs: $DOCS documents, $ROUNDS rounds, $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "ort-graphs: SET=$SET, $DOCS documents, $ROUNDS rounds, $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "ort-graphs: work in $WORK"
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -117,12 +119,19 @@ func walLSN(b *testing.B, conn *pgx.Conn) int64 {
 	return lsn
 }
 
-// BenchmarkSyncNight: a night where 2% of 200,000 documents changed,
-// written as a sync against a full reload of the same table: wall time
-// and the server's WAL bytes (pg_current_wal_lsn before and after). The
-// engine is left out: a real sync also embeds 2% of the documents, not all.
+// BenchmarkSyncNight: a night where 2% of 200,000 documents changed
+// (SYNAPSE_BENCH_SYNC_ROWS sets another count), written as a sync against
+// a full reload of the same table: wall time and the server's WAL bytes
+// (pg_current_wal_lsn before and after). The engine is left out: a real
+// sync also embeds 2% of the documents, not all.
 func BenchmarkSyncNight(b *testing.B) {
-	const n = 200_000
+	n := 200_000
+	if v := os.Getenv("SYNAPSE_BENCH_SYNC_ROWS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 50 {
+			b.Fatalf("SYNAPSE_BENCH_SYNC_ROWS=%q: want a count of at least 50", v)
+		}
+	}
 	s := pgtest.Start(b)
 	conn := s.Conn(b)
 	yesterday, today := benchRows(n, 1), benchRows(n, 1)
