@@ -30,7 +30,8 @@
 # second and per CPU-second, the ratio to synapse-st, the min cosine of each
 # graph's vectors to synapse-st's, and the GFLOP/s per busy core that the
 # tokens per CPU-second imply (the encoder's multiply-adds, counted below).
-# docs/onnx-bench.md section 6 holds the figures and what they say.
+# docs/onnx-bench.md sections 6 (SET=fused) and 7 (SET=int8) hold the figures
+# and what they say.
 #
 #   examples/bench/ort-graphs.sh [DOCS=1000] [ROUNDS=3]
 #   SET=int8 CALIB=200 examples/bench/ort-graphs.sh [DOCS] [ROUNDS]
