@@ -12,8 +12,8 @@ import (
 )
 
 // Dynamic int8 quantization, the graph onnxruntime.quantization.quantize_dynamic
-// writes with per_channel=True (per-column symmetric int8 weights, uint8
-// activations quantized at run time). Per tensor, its default, one outlier
+// writes with per_channel=True and reduce_range=True (per-column symmetric
+// 7-bit weights, uint8 activations quantized at run time). Per tensor, its default, one outlier
 // column sets the step of the whole matrix: on all-MiniLM-L6-v2's ONNX export
 // (models add --quantize int8, cosine to the float graph over the 24
 // built-in texts) per tensor gave min 0.849 / mean 0.952, per column min
@@ -30,8 +30,9 @@ import (
 //	S = Mul(A_scale, W_scale)
 //	Y = Mul(Y_output_quantized_cast_output, S)
 //
-// with W_quantized = clip(round_half_even(W / W_scale), -127, 127) as int8,
-// W_scale[n] = max|W[:, n]| / 127 per column n (1 for an all-zero column)
+// with W_quantized = clip(round_half_even(W / W_scale), -64, 64) as int8
+// (7-bit weights: WeightMax says why), W_scale[n] = max|W[:, n]| / 64 per
+// column n (1 for an all-zero column)
 // and W_zero_point = 0 per column; S is then a vector broadcast over Y's last
 // dimension. A Gemm
 // (transA = 0) with such a B is rewritten the same way, alpha folded into
@@ -712,23 +713,39 @@ func QuantizePerColumn(w []float32, rows, cols int) ([]int8, []float32) {
 	return out, scales
 }
 
-// QuantizeSymmetric quantizes w per tensor to int8 as onnxruntime's
-// quantizer does for symmetric QInt8 weights: scale = max|w| / 127 (the
-// float32 of 2·max|w| / 254; 1 when w is all zeros), and each value
-// round-half-even(w / scale), computed in float32, clipped to [-127, 127].
+// WeightMax is the largest magnitude of a quantized weight: 7-bit weights
+// in [-64, 64], as onnxruntime's quantizer writes them with reduce_range.
+// ONNX Runtime's uint8 × int8 kernels on x86-64 CPUs without VNNI (AVX2,
+// and AVX-512 without VNNI) multiply with vpmaddubsw, which adds two
+// products of a uint8 activation and an int8 weight in a saturating int16:
+// with 8-bit weights 255·127·2 = 64,770 overflows it, and the vectors move
+// with the CPU (the random-weight BERT of the fixtures: worst cosine to
+// float32 0.984 on AVX2 against 0.998 with VNNI). With |w| ≤ 64 a pair is
+// at most 255·64·2 = 32,640, so every kernel (AVX2, AVX-512, AVX-512 VNNI,
+// AVX-VNNI, AMX) sums the same exact int32s and the graph's result does not
+// depend on the CPU it runs on (docs/onnx.md, "int8 on every CPU"). uint8
+// weights would do the same, but ONNX Runtime 1.30 runs uint8 × uint8 on a
+// widening kernel: 1.2× float32 against 2.7× on the Xeon it was measured on.
+const WeightMax = 64
+
+// QuantizeSymmetric quantizes w per tensor to 7-bit symmetric int8 as
+// onnxruntime's quantizer does for QInt8 weights with reduce_range:
+// scale = max|w| / WeightMax (the float32 of 2·max|w| / (2·WeightMax); 1
+// when w is all zeros), and each value round-half-even(w / scale),
+// computed in float32, clipped to [-WeightMax, WeightMax].
 func QuantizeSymmetric(w []float32) ([]int8, float32) {
 	var absmax float32
 	for _, v := range w {
 		absmax = max(absmax, float32(math.Abs(float64(v))))
 	}
-	scale := float32(float64(absmax) * 2 / 254)
+	scale := float32(float64(absmax) * 2 / (2 * WeightMax))
 	if scale < math.SmallestNonzeroFloat32*(1<<23) { // below float32's smallest normal, as numpy's finfo.tiny
 		scale = 1
 	}
 	out := make([]int8, len(w))
 	for i, v := range w {
 		x := math.RoundToEven(float64(v / scale))
-		out[i] = int8(min(max(x, -127), 127))
+		out[i] = int8(min(max(x, -WeightMax), WeightMax))
 	}
 	return out, scale
 }

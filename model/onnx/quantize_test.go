@@ -229,12 +229,27 @@ func checkInitializers(t *testing.T, in, got *qmodel) {
 }
 
 func TestQuantizeSymmetric(t *testing.T) {
-	q, s := QuantizeSymmetric([]float32{-2.54, 1.27, 0.01, 0.015, 2.54, 0.005})
-	if want := float32(0.02); math.Abs(float64(s-want)) > 1e-7 {
-		t.Errorf("scale %v; want %v", s, want)
+	q, s := QuantizeSymmetric([]float32{-2.56, 1.30, 0.02, 0.06, 2.56, 0.1, 0.7})
+	if want := float32(0.04); math.Abs(float64(s-want)) > 1e-7 {
+		t.Errorf("scale %v; want %v (max|w| / %d)", s, want, WeightMax)
 	}
-	if want := []int8{-127, 64, 0, 1, 127, 0}; !slices.Equal(q, want) { // 63.5 → 64 and 0.25, 0.75 by round-half-even in float32
+	if want := []int8{-64, 32, 0, 2, 64, 2, 18}; !slices.Equal(q, want) { // 32.5, 0.5, 1.5, 2.5 by round-half-even in float32
 		t.Errorf("values %v; want %v", q, want)
+	}
+	// No product pair of a uint8 activation and two weights leaves int16
+	// (vpmaddubsw's saturation), whatever the weights.
+	r := rand.New(rand.NewPCG(3, 5))
+	for range 100 {
+		w := randFloats(r, 1+r.IntN(64))
+		for i := range w {
+			w[i] *= float32(r.ExpFloat64() * 10)
+		}
+		q, _ := QuantizeSymmetric(w)
+		for i := 1; i < len(q); i++ {
+			if pair := 255 * (abs(int(q[i-1])) + abs(int(q[i]))); pair > math.MaxInt16 {
+				t.Fatalf("weights %d, %d: 255·(|a|+|b|) = %d saturates int16", q[i-1], q[i], pair)
+			}
+		}
 	}
 	if q, s := QuantizeSymmetric(make([]float32, 3)); s != 1 || !slices.Equal(q, []int8{0, 0, 0}) {
 		t.Errorf("all zeros: %v, %v; want zeros and scale 1", q, s)
@@ -321,3 +336,5 @@ func FuzzQuantize(f *testing.F) {
 		}
 	})
 }
+
+func abs(x int) int { return max(x, -x) }
