@@ -262,6 +262,13 @@ func printVariant(w, stderr io.Writer, res ingest.Result) {
 	}
 	fmt.Fprintf(w, "speed     %.2f× the source's tokens/s (%.0f vs %.0f, %d threads, median of %d rounds)\n",
 		q.SpeedRatio, q.TokensPerSec, q.SourceTokensPerSec, q.Threads, q.Rounds)
+	if q.CPU != "" {
+		holds := "the class the figures were measured on"
+		if q.Graph == onnx.QuantForm {
+			holds = "the graph's result is the same on every CPU class"
+		}
+		fmt.Fprintf(w, "cpu       %s (%s)\n", q.CPU, holds)
+	}
 	if q.Degraded {
 		fmt.Fprintf(stderr, "synapse: warning: %s is degraded: its worst %s %.6f is below --min-cosine %g; it is kept, and -m %s uses it only with --allow-degraded\n",
 			v.Name, measureName(q), q.MinCosine, q.MinCosineRequired, v.Name)

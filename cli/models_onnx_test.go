@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/onnx"
+	"github.com/synapse-embed/synapse/model/onnx/cpuclass"
 	"github.com/synapse-embed/synapse/model/onnx/onnxtest"
 )
 
@@ -168,4 +171,54 @@ func TestModelsONNXQuantizeFixture(t *testing.T) {
 // fmtSscan reads the number that starts s ("0.998187, mean …").
 func fmtSscan(s string, f *float64) (int, error) {
 	return fmt.Sscan(strings.TrimSuffix(strings.Fields(s)[0], ","), f)
+}
+
+// An int8 variant an earlier synapse made (8-bit weights: no graph form in
+// its entry) is refused by name, exit 2, saying how to make it again, and
+// `models add --quantize int8` makes it again in the form whose result is
+// the same on every CPU class, recording the class it was measured on.
+func TestModelsONNXStaleVariant(t *testing.T) {
+	m := newONNXModelsEnv(t)
+	dir := genONNXDir(t, "gen-encoder", 2)
+	out, _ := m.must(0, "models", "add", dir, "--quantize", "int8", "--threads", "1", "--rounds", "1")
+	if want := "cpu       " + cpuclass.Of() + " (the graph's result is the same on every CPU class)"; !strings.Contains(out, want) {
+		t.Errorf("models add --quantize int8: stdout lacks %q:\n%s", want, out)
+	}
+	var variant string
+	for _, e := range m.ls() {
+		if e.Name == "gen-encoder:int8" {
+			variant = filepath.Join(filepath.Dir(e.Path), "entry.json")
+		}
+	}
+	raw, err := os.ReadFile(variant)
+	if err != nil {
+		t.Fatalf("the variant's entry: %v", err)
+	}
+	var entry map[string]any
+	if err := json.Unmarshal(raw, &entry); err != nil {
+		t.Fatal(err)
+	}
+	q := entry["quality"].(map[string]any)
+	if q["graph"] != onnx.QuantForm || q["cpu"] != cpuclass.Of() {
+		t.Errorf("the variant's quality records graph %v and cpu %v; want %s and %s", q["graph"], q["cpu"], onnx.QuantForm, cpuclass.Of())
+	}
+	delete(q, "graph") // as an earlier synapse wrote it
+	delete(q, "cpu")
+	raw, _ = json.Marshal(entry)
+	if err := os.WriteFile(variant, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(t.TempDir(), "in.jsonl")
+	writeJSONL(t, input, []map[string]any{{"id": "a", "text": "a short text"}})
+	_, errOut := m.must(2, "embed", input, "-m", "gen-encoder:int8", "-o", filepath.Join(t.TempDir(), "out.jsonl"))
+	for _, want := range []string{"int8 variant made by an earlier synapse", "8-bit weights", "an unrecorded CPU", "synapse models rm gen-encoder:int8"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("embed -m a stale variant: stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	out, errOut = m.must(0, "models", "add", dir, "--quantize", "int8", "--threads", "1", "--rounds", "1")
+	if !strings.Contains(errOut, "making it again") || !strings.Contains(out, "quantized gen-encoder:int8") {
+		t.Errorf("models add --quantize int8 over a stale variant: stdout %q, stderr %q; want it made again", out, errOut)
+	}
+	m.must(0, "embed", input, "-m", "gen-encoder:int8", "-o", filepath.Join(t.TempDir(), "out.jsonl"))
 }

@@ -187,14 +187,14 @@ func ReadGGUF(path string) (*gguf.File, error) {
 // Unusable reports an error of Open or ReadGGUF that says the model named
 // cannot be used as it is: it does not exist (no such file, no such cached
 // name), may not be read, is not a usable model, is a degraded cached
-// variant, the converter refuses its directory, the digest prefix naming it is ambiguous, one of its files is not
+// variant or one an earlier synapse quantized (ErrStaleVariant), the converter refuses its directory, the digest prefix naming it is ambiguous, one of its files is not
 // a regular file (a FIFO, a device), or its path cannot
 // name a file (a loop of symbolic links, a file used as a directory). Running again
 // unchanged cannot succeed.
 func Unusable(err error) bool {
 	var ae *modelcache.AmbiguousError
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, ErrInvalid) ||
-		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.As(err, &ae) ||
+		errors.Is(err, tokenize.ErrUnsupported) || errors.Is(err, ErrDegraded) || errors.Is(err, ErrStaleVariant) || errors.As(err, &ae) ||
 		errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) ||
 		errors.Is(err, syscall.EISDIR) || errors.Is(err, modelcache.ErrNotFound) || errors.Is(err, modelcache.ErrBadName) ||
 		errors.Is(err, readlimit.ErrNotRegular) || errors.Is(err, files.ErrUntrusted) || errors.As(err, new(*modelcache.CorruptError)) ||

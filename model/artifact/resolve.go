@@ -14,6 +14,7 @@ import (
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/hub"
 	"github.com/synapse-embed/synapse/model/modelcache"
+	"github.com/synapse-embed/synapse/model/onnx"
 )
 
 // Options says where OpenWith looks for models that are not files.
@@ -34,6 +35,12 @@ type Options struct {
 // ErrDegraded marks a cached quantized variant refused for its measured
 // quality.
 var ErrDegraded = errors.New("degraded quantized variant")
+
+// ErrStaleVariant marks a cached ONNX int8 variant quantized by an earlier
+// synapse into a graph whose vectors depend on the CPU
+// (modelcache.Entry.StaleGraph): its measured quality holds only on the
+// CPU class it was measured on.
+var ErrStaleVariant = errors.New("int8 variant made by an earlier synapse")
 
 // Resolve returns the file a model reference names (OpenWith's rules)
 // without opening it, for commands that read only part of a model (its
@@ -105,6 +112,8 @@ func (o Options) resolve(ref string) (resolved, error) {
 	if s != nil && !strings.ContainsRune(ref, '/') {
 		e, err := s.Lookup(ref)
 		switch {
+		case err == nil && e.StaleGraph(onnx.QuantForm):
+			return resolved{}, StaleError(ref, e)
 		case err == nil && e.Degraded() && !o.AllowDegraded:
 			return resolved{}, degradedError(ref, s, e)
 		case err == nil:
@@ -210,6 +219,17 @@ func degradedError(ref string, s *modelcache.Store, e modelcache.Entry) error {
 	q := e.Quality
 	return fmt.Errorf("model %s: %w: %s is %s quantized from %s, and its vectors' cosine to the source's is %.4f at worst (mean %.4f over %d texts), below the %.4g it was made with; use %s, or pass --allow-degraded to use it anyway",
 		ref, ErrDegraded, e.Name, e.Quantization, src, q.MinCosine, q.MeanCosine, q.Texts, q.MinCosineRequired, src)
+}
+
+// StaleError says why the stale variant e (Entry.StaleGraph) is refused
+// and how to make it again.
+func StaleError(ref string, e modelcache.Entry) error {
+	where := "an unrecorded CPU"
+	if e.Quality != nil && e.Quality.CPU != "" {
+		where = "a CPU of class " + e.Quality.CPU
+	}
+	return fmt.Errorf("model %s: %w: %s has 8-bit weights, which ONNX Runtime's int8 kernels sum with saturation on CPUs without VNNI (AVX2, AVX-512 without VNNI), so its measured quality (on %s) does not hold on every CPU; make it again in this synapse's form, the same on every CPU: `synapse models rm %s` and `synapse models add SOURCE --quantize int8` (or `embed --quantize int8`, which remakes a variant of yours by itself)",
+		ref, ErrStaleVariant, e.Name, where, e.Name)
 }
 
 // OpenKnown opens the GGUF file at path whose size and digest the caller

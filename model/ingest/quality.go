@@ -9,6 +9,7 @@ import (
 
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/modelcache"
+	"github.com/synapse-embed/synapse/model/onnx/cpuclass"
 	"github.com/synapse-embed/synapse/wire"
 )
 
@@ -48,7 +49,7 @@ func (s *session) measure(ctx context.Context, src modelcache.Entry, out *artifa
 		return nil, err
 	}
 	qa := &modelcache.Quality{Sample: q.Sample.Name, Texts: len(q.Sample.Texts), Tokens: tokens,
-		MinCosineRequired: q.MinCosine, Threads: s.o.threads(), Rounds: q.Rounds}
+		MinCosineRequired: q.MinCosine, Threads: s.o.threads(), Rounds: q.Rounds, CPU: cpuclass.Of()}
 	qa.MinCosine, qa.MeanCosine = cosines(vecs[0], vecs[1])
 	qa.Degraded = qa.MinCosine < q.MinCosine
 	qa.SourceTokensPerSec = float64(reps*tokens) / median(times[0]).Seconds()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/modelcache"
+	"github.com/synapse-embed/synapse/model/onnx/cpuclass"
 	"github.com/synapse-embed/synapse/model/tokenize"
 	"github.com/synapse-embed/synapse/wire"
 )
@@ -33,7 +34,7 @@ func (s *session) measureRerank(ctx context.Context, src modelcache.Entry, out *
 		return nil, err
 	}
 	qa := &modelcache.Quality{Sample: q.Sample.Name, Texts: len(q.Sample.Texts), Tokens: tokens, Measure: modelcache.MeasureScores,
-		MinCosineRequired: q.MinCosine, Threads: s.o.threads(), Rounds: q.Rounds}
+		MinCosineRequired: q.MinCosine, Threads: s.o.threads(), Rounds: q.Rounds, CPU: cpuclass.Of()}
 	qa.MinCosine = math.Inf(1)
 	for i := range scores[0] {
 		c := correlation(scores[0][i], scores[1][i])

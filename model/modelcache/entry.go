@@ -99,6 +99,16 @@ type Quality struct {
 	Threads            int     `json:"threads"`
 	Rounds             int     `json:"rounds"`
 	QuantizeMS         int64   `json:"quantize_ms"`
+	// CPU is the class of the CPU the figures were measured on
+	// (cpuclass.Of: "avx2", "avx512-vnni", "amx", …); "" for a variant
+	// made by a synapse that did not record it.
+	CPU string `json:"cpu,omitempty"`
+	// Graph is, for an ONNX int8 variant, the form of its graph
+	// (onnx.QuantForm): one whose result is the same on every CPU class, so
+	// that the figures hold on every node sharing the cache. "" is an
+	// earlier synapse's graph with 8-bit weights, whose vectors move with
+	// the CPU; such a variant is made again (StaleGraph).
+	Graph string `json:"graph,omitempty"`
 }
 
 // Path is the model file's path.
@@ -125,6 +135,13 @@ func (e Entry) Short() string {
 // Degraded reports a variant whose measured quality is below the threshold
 // it was made with.
 func (e Entry) Degraded() bool { return e.Quality != nil && e.Quality.Degraded }
+
+// StaleGraph reports whether e is an ONNX variant quantized by an earlier
+// synapse into a graph of another form than form (onnx.QuantForm): its
+// measured quality holds only on the CPU class it was measured on.
+func (e Entry) StaleGraph(form string) bool {
+	return e.Of != "" && e.Format() == "onnx" && e.Quality != nil && e.Quality.Graph != form
+}
 
 // ErrBadName: a name CheckName refuses.
 var ErrBadName = errors.New("unusable model name")
