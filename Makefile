@@ -202,6 +202,23 @@ test-s3: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
 test-s3: setup s3-server
 	SYNAPSE_S3_TEST=1 $(GO) test -count=1 -timeout 20m -run $(S3_TESTS) ./io/objstore ./cli
 
+# int8 on an emulated CPU (docs/onnx.md, "int8 on every CPU"): synapse's
+# int8 graphs of the fixtures' BERT embedder and cross-encoder run again on
+# an AVX2-only CPU (qemu-x86_64 -cpu Haswell, from Debian's qemu-user,
+# installed when missing) and must give this machine's vectors and scores,
+# at the same quality floors; the fixture's own 8-bit graph is the control
+# whose vectors move. Emulation is slow, so `make test` skips it, saying so.
+# Needs ../shared/fixtures.
+.PHONY: test-cpu
+test-cpu: export SYNAPSE_MODELS = $(CURDIR)/.cache/test-models
+test-cpu: setup
+	@if ! command -v qemu-x86_64 >/dev/null; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make test-cpu: qemu-x86_64 is missing and installing it needs root: apt-get install qemu-user" >&2; exit 1; fi; \
+	  echo "test-cpu: installing qemu-user"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user >/dev/null; \
+	fi
+	SYNAPSE_EMULATED_CPU=1 SYNAPSE_REQUIRE_EMULATOR=1 SYNAPSE_REQUIRE_FIXTURES=1 $(GO) test -count=1 -timeout 45m -v -run '^TestONNXQuantizedCPUClasses$$' ./engine
+
 # Search recall at SciFact size (TestSearchRecallSciFactFull): the six-layer
 # MiniLM-shaped model embeds 1,000 SciFact titles as float32, int8 and binary,
 # and recall@10 of binary, int8 and their --rescore 4 against float32 search
