@@ -146,6 +146,11 @@ func runCPUClass(t *testing.T, plan cpuClassPlan) cpuClassRun {
 func rerankFixtureGroups(t *testing.T) []RerankGroup {
 	var ref rerankRef
 	readJSON(t, &ref, "reference", "rerank.json")
+	return rerankRefGroups(t, ref)
+}
+
+// rerankRefGroups groups ref's pairs by query, in order.
+func rerankRefGroups(t *testing.T, ref rerankRef) []RerankGroup {
 	var groups []RerankGroup
 	for _, it := range ref.Items {
 		q, d := splitPair(t, it.IDs)

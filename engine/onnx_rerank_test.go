@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -221,16 +220,7 @@ func TestONNXRerankReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var groups []RerankGroup
-	for _, it := range ref.Items {
-		q, d := splitPair(t, it.IDs)
-		if len(groups) == 0 || !slices.Equal(groups[len(groups)-1].Query, q) {
-			groups = append(groups, RerankGroup{Query: q})
-		}
-		g := &groups[len(groups)-1]
-		g.Candidates = append(g.Candidates, d)
-	}
-	scores, err := e.Rerank(context.Background(), info.Ref, groups)
+	scores, err := e.Rerank(context.Background(), info.Ref, rerankRefGroups(t, ref))
 	if err != nil {
 		t.Fatal(err)
 	}
