@@ -592,7 +592,7 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 func (r *runner) opened(w *output.Writer, st output.ResumeState, err error) error {
 	o := r.o
 	if errors.Is(err, output.ErrResumeMismatch) {
-		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
+		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", resumeMismatch(err))}
 	}
 	if errors.Is(err, output.ErrCheckpointCorrupt) {
 		return damaged(err)
