@@ -29,8 +29,9 @@ type quantization struct {
 	q      *vector.Quantizer
 	ranges *vector.Ranges
 	source string
-	// cost says what calibrating on the input cost ("" when the ranges
-	// came from a file): those documents are embedded twice.
+	// cost says what calibrating on the input took ("" when the ranges
+	// came from a file or the previous output); the chunks it embedded
+	// are written from its vectors (embedKind.cache), not embedded again.
 	cost string
 }
 
@@ -95,8 +96,13 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 		began := time.Now()
 		var tokens int
 		qz.ranges, qz.source, tokens, err = o.calibrate(ctx, r, k, s)
-		qz.cost = fmt.Sprintf("%s: embedded twice to calibrate %s (%d tokens, %.1fs; --calibration FILE saves it)",
-			qz.source, o.Dtype, tokens, time.Since(began).Seconds())
+		if err == nil {
+			qz.cost = fmt.Sprintf("%s, embedded first (%d tokens, %.1fs) and written from those vectors once the ranges were fixed",
+				qz.source, tokens, time.Since(began).Seconds())
+		}
+		if _, over, _ := k.cache.counts(); err == nil && over > 0 {
+			qz.cost += fmt.Sprintf("; %d of their chunks past the %d MiB kept are embedded again", over, calibrationKeepBytes>>20)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -200,7 +206,9 @@ func observeFile(ctx context.Context, p string, d vector.Dtype, dims int, ranges
 // (not of a shard: every shard, and a resumed run, reads the same ones and
 // makes the same requests, so their ranges are the single run's) and
 // returns the minimum and maximum of their vectors. Rows that are errors
-// are left out; they are reported by the run itself.
+// are left out; they are reported by the run itself. Their vectors are
+// kept (k.cache): the run writes them, quantized, instead of embedding
+// those chunks again.
 //
 // source (kept in the output's metadata) says where the ranges came from;
 // tokens are what the calibration sent.
@@ -210,6 +218,7 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 		return nil, "", 0, err
 	}
 	ranges = vector.NewRanges(s.dims)
+	cache := newCalCache()
 	var mu sync.Mutex
 	var chunks int
 	g, gctx := errgroup.WithContext(ctx)
@@ -224,6 +233,7 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 			defer mu.Unlock()
 			for i, v := range out {
 				if k.Check(b[i], v) == nil {
+					cache.put(b[i], v)
 					ranges.Observe(s.vector(v))
 					chunks++
 					tokens += k.Tokens(b[i])
@@ -239,6 +249,7 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 		return nil, "", 0, configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
 	}
 	source = fmt.Sprintf("minimum and maximum of the %d chunks of the first %d documents of the input", chunks, docs)
+	k.cache = cache // the run takes their vectors instead of embedding them again
 	return ranges, source, tokens, nil
 }
 
@@ -269,13 +280,12 @@ func (o *EmbedOptions) calibrationBatches(ctx context.Context, k *embedKind) ([]
 			return nil, 0, err
 		}
 		docs++
-		work, _ := k.Items(doc{Doc: d})
-		for _, w := range work {
-			if n := len(w.Item.IDs); tokens+n > o.BatchTokens && len(cur) > 0 {
+		for _, c := range k.chunks(doc{Doc: d}) {
+			if n := len(c.IDs); tokens+n > o.BatchTokens && len(cur) > 0 {
 				batches, cur, tokens = append(batches, cur), nil, 0
 			}
-			cur = append(cur, w.Item)
-			tokens += len(w.Item.IDs)
+			cur = append(cur, c)
+			tokens += len(c.IDs)
 		}
 	}
 	return appendBatch(batches, cur), docs, nil

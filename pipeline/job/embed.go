@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/output"
@@ -378,10 +377,20 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	if o.Sync {
 		prevs = []string{"the table (--sync)"}
 	}
-	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
+	late := 0
+	if o.LateChunking {
+		late = o.ChunkTokens
+		j := o.Stats.Snapshot()
+		r.sum.Items = fmt.Sprintf("%d, pooled from %d windows of up to %d tokens (--late-chunking)", e.inc.counts.LateChunks, j.Items, p.ch.Window)
+		if j.ItemFailures > 0 {
+			r.sum.Items += fmt.Sprintf(" (+ %d windows in errors)", j.ItemFailures)
+		}
+	}
+	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0, late), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
 	switch {
 	case e.qz.cost != "":
-		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.cost})
+		_, _, served := e.kind.cache.counts()
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", fmt.Sprintf("%s ranges: %s (%d chunks)", o.Dtype, e.qz.cost, served)})
 	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
@@ -389,7 +398,7 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 		r.sum.Lines = append(r.sum.Lines, storeShardLine(&o.Options)...)
 	}
 	if o.Truncate {
-		r.sum.Lines = append(r.sum.Lines, SummaryLine{"truncate", fmt.Sprintf("%d documents of this run longer than %d tokens: their first window embedded, the rest not", e.kind.cut.Load(), p.ch.Window)})
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"truncate", fmt.Sprintf("%d documents written longer than %d tokens: their first window embedded, the rest not", e.inc.counts.Truncated, p.ch.Window)})
 	}
 	return err
 }
@@ -584,8 +593,10 @@ type embedKind struct {
 	req       *requester
 	pooling   string
 	normalize bool
-	dims      int          // the width LOADED reported: answers of another width are refused
-	cut       atomic.Int64 // documents Truncate cut (Items runs in several goroutines)
+	dims      int // the width LOADED reported: answers of another width are refused
+	// cache holds the calibration's vectors, answered without a request
+	// (nil: none).
+	cache *calCache
 }
 
 func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
@@ -604,16 +615,23 @@ func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
 	if d.reuse != nil || d.dup || d.kept {
 		return nil, nil
 	}
-	res := k.tok.Tokenize(d.Text, tokenize.Options{})
-	chunks := k.ch.Cut(res.Tokens)
-	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
-		k.cut.Add(1)
-	}
+	chunks := k.chunks(d)
 	work := make([]pipeline.Work[Chunk], len(chunks))
 	for i, c := range chunks {
 		work[i].Item = c
 	}
 	return work, nil
+}
+
+// chunks cuts a document's text; with Truncate, a chunk that leaves
+// tokens out says so (Chunk.Cut), for the sink to count.
+func (k *embedKind) chunks(d doc) []Chunk {
+	res := k.tok.Tokenize(d.Text, tokenize.Options{})
+	chunks := k.ch.Cut(res.Tokens)
+	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
+		chunks[0].Cut = true
+	}
+	return chunks
 }
 
 func (k *embedKind) Tokens(c Chunk) int { return len(c.IDs) }
@@ -638,7 +656,42 @@ func packItems(chunks []Chunk, pooled bool) ([]wire.Item, []int32) {
 	return items, ids
 }
 
+// Call answers the chunks the calibration kept from its vectors and asks
+// the engine for the others.
 func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
+	if k.cache == nil {
+		return k.call(ctx, chunks)
+	}
+	out := make([][]float32, len(chunks))
+	var miss []Chunk
+	var at []int
+	for i, c := range chunks {
+		if v, ok := k.cache.take(c); ok {
+			out[i] = v
+		} else {
+			miss, at = append(miss, c), append(at, i)
+		}
+	}
+	if len(miss) == 0 {
+		return out, nil
+	}
+	got, err := k.call(ctx, miss)
+	if err != nil {
+		for i, v := range out {
+			if v != nil {
+				k.cache.giveBack(chunks[i], v)
+			}
+		}
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = got[j]
+	}
+	return out, nil
+}
+
+// call asks the engine for the chunks' vectors.
+func (k *embedKind) call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
 	req := &wire.EmbedBatch{ModelRef: k.req.modelRef, Pooling: k.pooling, Normalize: k.normalize}
 	req.Items, req.IDs = packItems(chunks, true)
 	resp, err := k.req.do(ctx, req, len(req.IDs))
@@ -745,13 +798,25 @@ func putRows[O any](s *embedSink, r pipeline.Result[doc, Chunk, O], set func(*ou
 	default:
 		s.inc.Embedded++
 	}
+	cut := cutDoc(s, r)
+	s.inc.Truncated += b2i(cut)
 	s.inc.NotFinite += b2i(d.badPrev)
 	if s.window != nil {
 		if _, ok := s.window.get(d.hash); !ok {
-			s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+			s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs, cut: cut})
 		}
 	}
 	return s.w.Put(r.Index, r.Group, rows, errs)
+}
+
+// cutDoc tells whether --truncate left tokens of a written document out:
+// of its chunk, or of the identical text a duplicate copies.
+func cutDoc[O any](s *embedSink, r pipeline.Result[doc, Chunk, O]) bool {
+	if r.Rec.dup {
+		orig, ok := s.window.get(r.Rec.hash)
+		return ok && orig.cut
+	}
+	return slices.ContainsFunc(r.Done, func(dn pipeline.Done[Chunk, O]) bool { return dn.Item.Cut })
 }
 
 // replayRows is Replay's work for any vectors.
@@ -763,7 +828,7 @@ func replayRows[O any](s *embedSink, r pipeline.Result[doc, Chunk, O], set func(
 	s.window.enter(d.Group)
 	if _, ok := s.window.get(d.hash); !ok {
 		rows, errs, _ := docRows(s, r, set)
-		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs, cut: cutDoc(s, r)})
 	}
 }
 
