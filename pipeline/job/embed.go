@@ -381,10 +381,11 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	if o.LateChunking {
 		late = o.ChunkTokens
 		j := o.Stats.Snapshot()
-		r.sum.Items = fmt.Sprintf("%d, pooled from %d windows of up to %d tokens (--late-chunking)", e.inc.counts.LateChunks, j.Items, p.ch.Window)
+		line := SummaryLine{"chunks", fmt.Sprintf("%d, pooled from %d windows of up to %d tokens (--late-chunking)", e.inc.counts.LateChunks, j.Items, p.ch.Window)}
 		if j.ItemFailures > 0 {
-			r.sum.Items += fmt.Sprintf(" (+ %d windows in errors)", j.ItemFailures)
+			line.Text += fmt.Sprintf(" (+ %d windows in errors)", j.ItemFailures)
 		}
+		r.sum.Items = &line
 	}
 	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0, late), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
 	switch {

@@ -159,10 +159,10 @@ type Summary struct {
 	// of them not sent, and the answered items a drain dropped.
 	Requests, RequestItems, ReplayItems, SkippedReplay, DroppedItems int64
 
-	// Items, when set, is the items line's figure as the kind says it
-	// (a late-chunked run's chunks and the windows they were pooled from);
-	// "" prints Job.Items.
-	Items string
+	// Items, when set, replaces the items line (Job.Items): the kind's
+	// own (a late-chunked run's chunks and the windows they were pooled
+	// from).
+	Items *SummaryLine
 
 	Chaos string // the drills that were armed
 	// Lines are what the kind adds to the summary (embed: what an
