@@ -249,7 +249,9 @@ func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s
 		return nil, "", 0, configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
 	}
 	source = fmt.Sprintf("minimum and maximum of the %d chunks of the first %d documents of the input", chunks, docs)
-	k.cache = cache // the run takes their vectors instead of embedding them again
+	if !o.twoPass {
+		k.cache = cache // the run takes their vectors instead of embedding them again
+	}
 	return ranges, source, tokens, nil
 }
 

@@ -78,6 +78,11 @@ type EmbedOptions struct {
 	// WithText writes each chunk's text, the joined text's bytes
 	// [byte_start, byte_end), in a text column (docs/formats.md).
 	WithText bool
+
+	// twoPass (tests only) embeds the calibration's documents again, as
+	// synapse did before it kept their vectors: the reference the one
+	// pass is compared with.
+	twoPass bool
 }
 
 // suggestedFields are fields a record may hold that are worth embedding
