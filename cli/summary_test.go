@@ -125,33 +125,33 @@ func checkFigures(t *testing.T, res embedResult, out string) arrowFile {
 }
 
 // TestEmbedInt8OnePass: int8 without --calibration embeds once: the
-// summary says the chunks of the first documents were written from the
-// calibration's vectors (as many as a float32 run of those documents
-// writes), and its figures are the output's (the tokens once, not twice).
-// That the output is the two-pass one byte for byte is
-// TestCalibrateOnePass (pipeline/job), which can still run the two passes.
+// summary says every chunk the calibration embedded (the first 30
+// documents and the rest of their packing group) was written from its
+// answers, none sent again, and its figures are the output's (the tokens
+// once, not twice). That the output is the two-pass
+// one byte for byte is TestCalibrateOnePass (pipeline/job), which can
+// still run the two passes.
 func TestEmbedInt8OnePass(t *testing.T) {
-	const calib = 30
 	dir := t.TempDir()
-	docs := testCorpus(80)
-	in, first := filepath.Join(dir, "c.jsonl"), filepath.Join(dir, "first.jsonl")
-	writeJSONL(t, in, docs)
-	writeJSONL(t, first, docs[:calib])
-	model := tinyModel(t)
-	run := func(out string, args ...string) embedResult {
-		res := runSynapse(t, nil, append([]string{"embed", "-m", model, "-o", out, "--workers", "2", "--threads", "1", "--batch-tokens", "300"}, args...)...)
-		res.wantCode(t, exitOK)
-		return res
-	}
+	in := filepath.Join(dir, "c.jsonl")
+	writeJSONL(t, in, testCorpus(80))
 	one := filepath.Join(dir, "one.arrow")
-	res := run(one, in, "--dtype", "int8", "--calibration-docs", fmt.Sprint(calib))
+	res := runSynapse(t, nil, "embed", "-m", tinyModel(t), "-o", one, "--workers", "2", "--threads", "1", "--batch-tokens", "300",
+		in, "--dtype", "int8", "--calibration-docs", "30")
+	res.wantCode(t, exitOK)
 	got := checkFigures(t, res, one)
-	float := filepath.Join(dir, "first.arrow")
-	run(float, first)
-	floatRows, _, _ := readArrowFile(t, float).figures()
-	m := regexp.MustCompile(`written from those vectors once the ranges were fixed \((\d+) chunks\)`).FindStringSubmatch(res.stdout)
-	if m == nil || m[1] != fmt.Sprint(floatRows) {
-		t.Errorf("summary: want the %d chunks of the first %d documents written from the calibration's vectors:\n%s", floatRows, calib, res.stdout)
+	rows, _, _ := got.figures()
+	m := regexp.MustCompile(`not asked again \((\d+) of the (\d+) chunks it embedded written from them\)`).FindStringSubmatch(res.stdout)
+	if m == nil {
+		t.Fatalf("summary: no calibration line saying the chunks written from its answers:\n%s", res.stdout)
+	}
+	served, kept := atoi(t, m[1]), atoi(t, m[2])
+	if served != kept || kept < 30 || kept > rows {
+		t.Errorf("summary: %d of the calibration's %d chunks written from its answers; want all, at least the first 30 documents' and at most the output's %d rows:\n%s", served, kept, rows, res.stdout)
+	}
+
+	if !strings.Contains(res.stdout, "of the first 30 documents of the input") {
+		t.Errorf("summary: the ranges are not said to be of the first 30 documents:\n%s", res.stdout)
 	}
 	if got.meta[vector.MetaRanges] == "" || got.meta[vector.MetaDtype] != "int8" {
 		t.Errorf("metadata: dtype %q, ranges %q; want int8 and ranges", got.meta[vector.MetaDtype], got.meta[vector.MetaRanges])
@@ -287,4 +287,13 @@ func TestEmbedSummaryLateChunking(t *testing.T) {
 	if want := fmt.Sprintf("chunk size     %d tokens per chunk (--chunk-tokens), pooled from windows of up to %d tokens", chunk, room); !bytes.Contains([]byte(res.stdout), []byte(want)) {
 		t.Errorf("summary: want %q\n%s", want, res.stdout)
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -395,8 +395,8 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0, late), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
 	switch {
 	case e.qz.cost != "":
-		_, _, served := e.kind.cache.counts()
-		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", fmt.Sprintf("%s ranges: %s (%d chunks)", o.Dtype, e.qz.cost, served)})
+		kept, _, served := e.kind.cache.counts()
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", fmt.Sprintf("%s ranges: %s (%d of the %d chunks it embedded written from them)", o.Dtype, e.qz.cost, served, kept)})
 	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
@@ -600,8 +600,8 @@ type embedKind struct {
 	pooling   string
 	normalize bool
 	dims      int // the width LOADED reported: answers of another width are refused
-	// cache holds the calibration's vectors, answered without a request
-	// (nil: none).
+	// cache holds the answers to the calibration's requests, given again
+	// without sending them (nil: none).
 	cache *calCache
 }
 
@@ -662,38 +662,15 @@ func packItems(chunks []Chunk, pooled bool) ([]wire.Item, []int32) {
 	return items, ids
 }
 
-// Call answers the chunks the calibration kept from its vectors and asks
-// the engine for the others.
+// Call answers a request the calibration sent from its kept answer, and
+// asks the engine otherwise.
 func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
-	if k.cache == nil {
-		return k.call(ctx, chunks)
-	}
-	out := make([][]float32, len(chunks))
-	var miss []Chunk
-	var at []int
-	for i, c := range chunks {
-		if v, ok := k.cache.take(c); ok {
-			out[i] = v
-		} else {
-			miss, at = append(miss, c), append(at, i)
+	if k.cache != nil {
+		if out, ok := k.cache.take(chunks); ok {
+			return out, nil
 		}
 	}
-	if len(miss) == 0 {
-		return out, nil
-	}
-	got, err := k.call(ctx, miss)
-	if err != nil {
-		for i, v := range out {
-			if v != nil {
-				k.cache.giveBack(chunks[i], v)
-			}
-		}
-		return nil, err
-	}
-	for j, i := range at {
-		out[i] = got[j]
-	}
-	return out, nil
+	return k.call(ctx, chunks)
 }
 
 // call asks the engine for the chunks' vectors.
