@@ -847,7 +847,7 @@ func TestEmbedTruncate(t *testing.T) {
 		t.Fatal("no document of the corpus is longer than one chunk; make chunks smaller")
 	}
 	sameRows(t, "--truncate vs the windowed run's first chunks", got, firsts)
-	if want := fmt.Sprintf("%d documents of this run longer than 48 tokens", long); !strings.Contains(res.stdout, want) {
+	if want := fmt.Sprintf("%d documents written longer than 48 tokens", long); !strings.Contains(res.stdout, want) {
 		t.Errorf("summary:\n%s\nwant it to say %q", res.stdout, want)
 	}
 	res = runSynapse(t, nil, append([]string{"embed", in, "-o", filepath.Join(dir, "o.arrow"), "--truncate", "--overlap", "8"}, common...)...)
