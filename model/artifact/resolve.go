@@ -84,6 +84,10 @@ type resolved struct {
 	// converted says, for a safetensors directory, that it was converted
 	// into the model cache now or reused from there (Artifact.Converted).
 	converted string
+	// given is the model as the user named it (a converted directory's
+	// name, a hub id): the Artifact's Name, whatever name the model cache's
+	// entry got when the same weights were first converted.
+	given string
 }
 
 // resolve turns ref into a file path and the way to get its digest, in
@@ -102,7 +106,9 @@ func (o Options) resolve(ref string) (resolved, error) {
 	lower := strings.ToLower(ref)
 	_, statErr := os.Stat(ref)
 	if statErr == nil && convert.IsSource(ref) {
-		return o.resolveConverted(ref, "", s)
+		r, err := o.resolveConverted(ref, "", s)
+		r.given = filepath.Base(filepath.Clean(ref))
+		return r, err
 	}
 	if statErr == nil || !errors.Is(statErr, fs.ErrNotExist) || strings.HasSuffix(lower, ".gguf") || strings.HasSuffix(lower, ".onnx") ||
 		(idErr != nil && (s == nil || strings.ContainsRune(ref, os.PathSeparator))) {
@@ -135,6 +141,7 @@ func (o Options) resolve(ref string) (resolved, error) {
 	r, err := o.resolveHub(id, s)
 	if err == nil && convert.IsSource(r.path) { // a snapshot with safetensors weights and no ONNX export
 		r, err = o.resolveConverted(r.path, strings.ReplaceAll(id.String(), "/", "--"), s)
+		r.given = id.String()
 		if errors.Is(err, convert.ErrRefused) {
 			err = fmt.Errorf("%w; `synapse models pull %s --onnx` fetches its ONNX export, where the repository has one", err, id)
 		}
@@ -160,7 +167,9 @@ func (o Options) resolveConverted(dir, name string, s *modelcache.Store) (resolv
 	e := res.Entry
 	note := fmt.Sprintf("converted %s to ONNX into the model cache as %s (%s)", dir, e.Name, e.Short())
 	if res.Reused {
-		note = fmt.Sprintf("reusing %s (%s) from the model cache, converted before from the same files (%s)", e.Name, e.Short(), e.SourcePath)
+		// Not the entry's source path: another user's folder, maybe, and
+		// not what this run was given.
+		note = fmt.Sprintf("%s: reusing its ONNX conversion in the model cache (%s), made before from the same files", dir, e.Short())
 	}
 	known := func(string) (int64, string, error) { return e.Size, e.Digest, nil }
 	return resolved{path: e.Path(), digest: known, converted: note}, nil

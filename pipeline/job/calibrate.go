@@ -6,18 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/previous"
-	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
+	"github.com/synapse-embed/synapse/pipeline"
 )
 
 // DefaultCalibrationDocs is EmbedOptions.CalibrationDocs' default.
@@ -29,8 +28,9 @@ type quantization struct {
 	q      *vector.Quantizer
 	ranges *vector.Ranges
 	source string
-	// cost says what calibrating on the input cost ("" when the ranges
-	// came from a file): those documents are embedded twice.
+	// cost says what calibrating on the input took ("" when the ranges
+	// came from a file or the previous output); the chunks it embedded
+	// are written from its vectors (embedKind.cache), not embedded again.
 	cost string
 }
 
@@ -95,8 +95,13 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 		began := time.Now()
 		var tokens int
 		qz.ranges, qz.source, tokens, err = o.calibrate(ctx, r, k, s)
-		qz.cost = fmt.Sprintf("%s: embedded twice to calibrate %s (%d tokens, %.1fs; --calibration FILE saves it)",
-			qz.source, o.Dtype, tokens, time.Since(began).Seconds())
+		if err == nil {
+			qz.cost = fmt.Sprintf("%s, embedded first with the rest of their packing group (%d tokens, %.1fs), their answers written once the ranges were fixed, not asked again",
+				qz.source, tokens, time.Since(began).Seconds())
+		}
+		if _, over, _ := k.cache.counts(); err == nil && over > 0 {
+			qz.cost += fmt.Sprintf("; %d of their chunks, past the %d MiB kept, are embedded again", over, calibrationKeepBytes>>20)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -202,88 +207,92 @@ func observeFile(ctx context.Context, p string, d vector.Dtype, dims int, ranges
 // returns the minimum and maximum of their vectors. Rows that are errors
 // are left out; they are reported by the run itself.
 //
+// It runs the pipeline as the run will, packing and all, to the end of the
+// packing group of the last of those documents, so that its requests are
+// the run's: their answers are kept (k.cache) and the run, meeting the
+// same requests, writes them instead of sending them again.
+//
 // source (kept in the output's metadata) says where the ranges came from;
 // tokens are what the calibration sent.
 func (o *EmbedOptions) calibrate(ctx context.Context, r *runner, k *embedKind, s *embedSink) (ranges *vector.Ranges, source string, tokens int, err error) {
-	batches, docs, err := o.calibrationBatches(ctx, k)
+	ro := o.Read
+	ro.Shard, ro.Shards, ro.Parts, ro.StartIndex, ro.Context, ro.UniqueIDs = 0, 0, nil, 0, ctx, true
+	rd, err := corpus.Open(o.Inputs, ro)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	ranges = vector.NewRanges(s.dims)
-	var mu sync.Mutex
-	var chunks int
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, o.Workers))
-	for _, b := range batches {
-		g.Go(func() error {
-			out, err := k.Call(gctx, b)
-			if err != nil {
-				return fmt.Errorf("calibration: %w", err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for i, v := range out {
-				if k.Check(b[i], v) == nil {
-					ranges.Observe(s.vector(v))
-					chunks++
-					tokens += k.Tokens(b[i])
-				}
-			}
-			return nil
-		})
+	defer rd.Close()
+	src := &calSource{src: &incSource{src: rd, withText: o.WithText}, want: o.CalibrationDocs, last: -1}
+	if o.Dedup {
+		src.src.window = newWindow[struct{}]()
 	}
-	if err := g.Wait(); err != nil {
-		return nil, "", 0, err
+	sink := &calSink{src: src, emb: s, k: k, ranges: vector.NewRanges(s.dims)}
+	cache := newCalCache()
+	cfg := r.config(o.BatchTokens, 0)
+	cfg.Stats, cfg.Replay = &pipeline.Stats{}, 0
+	if err := pipeline.Run(ctx, cfg, pipeline.Kind[doc, Chunk, []float32](&calKind{embedKind: k, cache: cache}), src, sink); err != nil {
+		return nil, "", 0, fmt.Errorf("calibration: %w", err)
 	}
-	if ranges.Empty() {
+	if sink.ranges.Empty() {
 		return nil, "", 0, configErrorf("--dtype %s: the first %d documents of the input gave no vector to calibrate on (give --calibration FILE)", o.Dtype, o.CalibrationDocs)
 	}
-	source = fmt.Sprintf("minimum and maximum of the %d chunks of the first %d documents of the input", chunks, docs)
-	return ranges, source, tokens, nil
+	source = fmt.Sprintf("minimum and maximum of the %d chunks of the first %d documents of the input", sink.chunks, min(src.docs, o.CalibrationDocs))
+	if !o.twoPass {
+		k.cache = cache // the run takes these answers instead of sending the requests again
+	}
+	return sink.ranges, source, int(cfg.Stats.Tokens.Load()), nil
 }
 
-// calibrationBatches reads the first CalibrationDocs documents of the
-// inputs and packs their chunks, in order, into requests of at most
-// BatchTokens tokens.
-func (o *EmbedOptions) calibrationBatches(ctx context.Context, k *embedKind) ([][]Chunk, int, error) {
-	ro := o.Read
-	ro.Shard, ro.Shards, ro.Parts, ro.StartIndex, ro.Context = 0, 0, nil, 0, ctx
-	src, err := corpus.Open(o.Inputs, ro)
+// calSource reads the documents a calibration embeds: the first want,
+// then the rest of the packing group of the last of them.
+type calSource struct {
+	src        *incSource
+	want, docs int
+	last       int64        // the Index of the want-th document; -1 before it is read
+	group      int64        // its packing group
+	lastSeen   atomic.Int64 // last, for the sink (another goroutine)
+	lastKnown  atomic.Bool
+}
+
+func (c *calSource) Next() (doc, error) {
+	d, err := c.src.Next()
 	if err != nil {
-		return nil, 0, err
+		return d, err
 	}
-	defer src.Close()
-	var batches [][]Chunk
-	var cur []Chunk
-	tokens, docs := 0, 0
-	for docs < o.CalibrationDocs {
-		d, err := src.Next()
-		var re *record.RowError
-		var fe *record.FileError
-		switch {
-		case errors.Is(err, io.EOF):
-			return appendBatch(batches, cur), docs, nil
-		case errors.As(err, &re), errors.As(err, &fe):
-			continue
-		case err != nil:
-			return nil, 0, err
-		}
-		docs++
-		work, _ := k.Items(doc{Doc: d})
-		for _, w := range work {
-			if n := len(w.Item.IDs); tokens+n > o.BatchTokens && len(cur) > 0 {
-				batches, cur, tokens = append(batches, cur), nil, 0
-			}
-			cur = append(cur, w.Item)
-			tokens += len(w.Item.IDs)
-		}
+	if c.docs >= c.want && d.Group != c.group {
+		return doc{}, io.EOF
 	}
-	return appendBatch(batches, cur), docs, nil
+	if c.docs++; c.docs == c.want {
+		c.last, c.group = d.Index, d.Group
+		c.lastSeen.Store(d.Index)
+		c.lastKnown.Store(true)
+	}
+	return d, nil
 }
 
-func appendBatch(batches [][]Chunk, b []Chunk) [][]Chunk {
-	if len(b) == 0 {
-		return batches
+// calibrates tells whether the document of index i is one of the first
+// want (the sink sees a document after the source has read it).
+func (c *calSource) calibrates(i int64) bool {
+	return !c.lastKnown.Load() || i <= c.lastSeen.Load()
+}
+
+// calSink widens the ranges by the vectors of the calibration's documents;
+// the documents read past them only fill the requests.
+type calSink struct {
+	src    *calSource
+	emb    *embedSink
+	k      *embedKind
+	ranges *vector.Ranges
+	chunks int
+}
+
+func (c *calSink) Put(r pipeline.Result[doc, Chunk, []float32]) error {
+	if r.File != nil || r.RowErr != nil || !c.src.calibrates(r.Index) {
+		return nil
 	}
-	return append(batches, b)
+	for _, dn := range r.Done {
+		c.ranges.Observe(c.emb.vector(dn.Out))
+		c.chunks++
+	}
+	return nil
 }

@@ -46,6 +46,9 @@ type Chunk struct {
 	ByteStart, ByteEnd   int32
 	IDs                  []int32 // prefix + window + suffix
 	PoolFrom             int     // leading IDs the pooling leaves out (Chunking.PoolFrom, first chunk only)
+	// Cut: with Chunking.Truncate, the document has tokens past this chunk,
+	// not embedded (set by the embedding kind, for its summary).
+	Cut bool
 }
 
 // Cut splits a document's tokens into chunks (with Truncate, the first

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/output"
@@ -79,6 +78,11 @@ type EmbedOptions struct {
 	// WithText writes each chunk's text, the joined text's bytes
 	// [byte_start, byte_end), in a text column (docs/formats.md).
 	WithText bool
+
+	// twoPass (tests only) embeds the calibration's documents again, as
+	// synapse did before it kept their vectors: the reference the one
+	// pass is compared with.
+	twoPass bool
 }
 
 // suggestedFields are fields a record may hold that are worth embedding
@@ -378,10 +382,21 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	if o.Sync {
 		prevs = []string{"the table (--sync)"}
 	}
-	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
+	late := 0
+	if o.LateChunking {
+		late = o.ChunkTokens
+		j := o.Stats.Snapshot()
+		line := SummaryLine{"chunks", fmt.Sprintf("%d, pooled from %d windows of up to %d tokens (--late-chunking)", e.inc.counts.LateChunks, j.Items, p.ch.Window)}
+		if j.ItemFailures > 0 {
+			line.Text += fmt.Sprintf(" (+ %d windows in errors)", j.ItemFailures)
+		}
+		r.sum.Items = &line
+	}
+	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0, late), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
 	switch {
 	case e.qz.cost != "":
-		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.cost})
+		kept, _, served := e.kind.cache.counts()
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", fmt.Sprintf("%s ranges: %s (%d of the %d chunks it embedded written from them)", o.Dtype, e.qz.cost, served, kept)})
 	case e.qz.source != "":
 		r.sum.Lines = append(r.sum.Lines, SummaryLine{"calibration", o.Dtype.String() + " ranges: " + e.qz.source})
 	}
@@ -389,7 +404,7 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 		r.sum.Lines = append(r.sum.Lines, storeShardLine(&o.Options)...)
 	}
 	if o.Truncate {
-		r.sum.Lines = append(r.sum.Lines, SummaryLine{"truncate", fmt.Sprintf("%d documents of this run longer than %d tokens: their first window embedded, the rest not", e.kind.cut.Load(), p.ch.Window)})
+		r.sum.Lines = append(r.sum.Lines, SummaryLine{"truncate", fmt.Sprintf("%d documents written longer than %d tokens: their first window embedded, the rest not", e.inc.counts.Truncated, p.ch.Window)})
 	}
 	return err
 }
@@ -584,8 +599,10 @@ type embedKind struct {
 	req       *requester
 	pooling   string
 	normalize bool
-	dims      int          // the width LOADED reported: answers of another width are refused
-	cut       atomic.Int64 // documents Truncate cut (Items runs in several goroutines)
+	dims      int // the width LOADED reported: answers of another width are refused
+	// cache holds the answers to the calibration's requests, given again
+	// without sending them (nil: none).
+	cache *calCache
 }
 
 func (k *embedKind) Place(d doc) (int64, int64) { return d.Index, d.Group }
@@ -604,16 +621,23 @@ func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
 	if d.reuse != nil || d.dup || d.kept {
 		return nil, nil
 	}
-	res := k.tok.Tokenize(d.Text, tokenize.Options{})
-	chunks := k.ch.Cut(res.Tokens)
-	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
-		k.cut.Add(1)
-	}
+	chunks := k.chunks(d)
 	work := make([]pipeline.Work[Chunk], len(chunks))
 	for i, c := range chunks {
 		work[i].Item = c
 	}
 	return work, nil
+}
+
+// chunks cuts a document's text; with Truncate, a chunk that leaves
+// tokens out says so (Chunk.Cut), for the sink to count.
+func (k *embedKind) chunks(d doc) []Chunk {
+	res := k.tok.Tokenize(d.Text, tokenize.Options{})
+	chunks := k.ch.Cut(res.Tokens)
+	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
+		chunks[0].Cut = true
+	}
+	return chunks
 }
 
 func (k *embedKind) Tokens(c Chunk) int { return len(c.IDs) }
@@ -638,7 +662,19 @@ func packItems(chunks []Chunk, pooled bool) ([]wire.Item, []int32) {
 	return items, ids
 }
 
+// Call answers a request the calibration sent from its kept answer, and
+// asks the engine otherwise.
 func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
+	if k.cache != nil {
+		if out, ok := k.cache.take(chunks); ok {
+			return out, nil
+		}
+	}
+	return k.call(ctx, chunks)
+}
+
+// call asks the engine for the chunks' vectors.
+func (k *embedKind) call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
 	req := &wire.EmbedBatch{ModelRef: k.req.modelRef, Pooling: k.pooling, Normalize: k.normalize}
 	req.Items, req.IDs = packItems(chunks, true)
 	resp, err := k.req.do(ctx, req, len(req.IDs))
@@ -745,13 +781,25 @@ func putRows[O any](s *embedSink, r pipeline.Result[doc, Chunk, O], set func(*ou
 	default:
 		s.inc.Embedded++
 	}
+	cut := cutDoc(s, r)
+	s.inc.Truncated += b2i(cut)
 	s.inc.NotFinite += b2i(d.badPrev)
 	if s.window != nil {
 		if _, ok := s.window.get(d.hash); !ok {
-			s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+			s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs, cut: cut})
 		}
 	}
 	return s.w.Put(r.Index, r.Group, rows, errs)
+}
+
+// cutDoc tells whether --truncate left tokens of a written document out:
+// of its chunk, or of the identical text a duplicate copies.
+func cutDoc[O any](s *embedSink, r pipeline.Result[doc, Chunk, O]) bool {
+	if r.Rec.dup {
+		orig, ok := s.window.get(r.Rec.hash)
+		return ok && orig.cut
+	}
+	return slices.ContainsFunc(r.Done, func(dn pipeline.Done[Chunk, O]) bool { return dn.Item.Cut })
 }
 
 // replayRows is Replay's work for any vectors.
@@ -763,7 +811,7 @@ func replayRows[O any](s *embedSink, r pipeline.Result[doc, Chunk, O], set func(
 	s.window.enter(d.Group)
 	if _, ok := s.window.get(d.hash); !ok {
 		rows, errs, _ := docRows(s, r, set)
-		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs})
+		s.window.add(d.hash, seen{id: d.ID, rows: rows, failed: errs, cut: cutDoc(s, r)})
 	}
 }
 

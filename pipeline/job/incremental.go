@@ -41,6 +41,12 @@ type Incremental struct {
 	TokensSaved int64 `json:"tokens_saved"` // tokens of the chunks reused or copied
 	Deleted     int64 `json:"deleted"`      // previous documents not in the input (-1: not known, for a shard)
 	NotFinite   int64 `json:"not_finite"`   // unchanged documents whose previous rows hold NaN or Inf: embedded again
+	// Truncated are the documents written (embedded, or copied from an
+	// identical text) whose tokens --truncate cut after the first window.
+	Truncated int64 `json:"truncated,omitempty"`
+	// LateChunks are the chunks a late-chunked run pooled from the windows
+	// answered (the pipeline's items are the windows).
+	LateChunks int64 `json:"late_chunks,omitempty"`
 }
 
 // doc is a document on its way through an embedding run.
@@ -167,6 +173,7 @@ type seen struct {
 	id     string
 	rows   output.EmbedRows
 	failed []*record.RowError // the document failed: its duplicates fail alike
+	cut    bool               // --truncate left tokens of it out
 }
 
 // openPrevious opens and checks the previous outputs before anything

@@ -159,6 +159,11 @@ type Summary struct {
 	// of them not sent, and the answered items a drain dropped.
 	Requests, RequestItems, ReplayItems, SkippedReplay, DroppedItems int64
 
+	// Items, when set, replaces the items line (Job.Items): the kind's
+	// own (a late-chunked run's chunks and the windows they were pooled
+	// from).
+	Items *SummaryLine
+
 	Chaos string // the drills that were armed
 	// Lines are what the kind adds to the summary (embed: what an
 	// incremental run reused).
@@ -592,7 +597,7 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 func (r *runner) opened(w *output.Writer, st output.ResumeState, err error) error {
 	o := r.o
 	if errors.Is(err, output.ErrResumeMismatch) {
-		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", err)}
+		return &ConfigError{fmt.Errorf("%w\n(resume with the interrupted run's inputs and options, or start over without --resume)", resumeMismatch(err))}
 	}
 	if errors.Is(err, output.ErrCheckpointCorrupt) {
 		return damaged(err)

@@ -243,6 +243,9 @@ func (k *lateKind) Check(w lateWindow, vs [][]float32) error {
 type lateSink struct{ s *embedSink }
 
 func (l lateSink) Put(r pipeline.Result[doc, lateWindow, [][]float32]) error {
+	for _, dn := range r.Done {
+		l.s.inc.LateChunks += int64(len(dn.Item.Chunks))
+	}
 	return l.s.Put(flattenLate(r))
 }
 

@@ -154,7 +154,7 @@ func (st stRun) metadata(meta map[string]string) {
 }
 
 // lines are the summary lines saying what the model directory decided.
-func (st stRun) lines(m *artifact.Artifact, ch Chunking, explicit bool) []SummaryLine {
+func (st stRun) lines(m *artifact.Artifact, ch Chunking, explicit bool, late int) []SummaryLine {
 	var out []SummaryLine
 	if st.modules != "" && (len(m.Chain.Modules) > 0 || m.Chain.MaxSeqLength > 0) {
 		out = append(out, SummaryLine{"modules", st.modules})
@@ -169,7 +169,10 @@ func (st stRun) lines(m *artifact.Artifact, ch Chunking, explicit bool) []Summar
 	if msl := m.Chain.MaxSeqLength; msl > 0 {
 		pre, suf := m.Tokenizer.Affixes()
 		text := fmt.Sprintf("%d tokens per chunk (max_seq_length %d less %d special tokens)", ch.Window, msl, len(pre)+len(suf))
-		if explicit && ch.Window+len(pre)+len(suf) > msl {
+		if late > 0 {
+			text = fmt.Sprintf("%d tokens per chunk (--chunk-tokens), pooled from windows of up to %d tokens (max_seq_length %d less %d special tokens; --late-chunking)",
+				late, ch.Window, msl, len(pre)+len(suf))
+		} else if explicit && ch.Window+len(pre)+len(suf) > msl {
 			text = fmt.Sprintf("%d tokens per chunk (--chunk-tokens), above max_seq_length %d (the model's): sentence-transformers truncates at %d tokens",
 				ch.Window, msl, msl)
 		} else if explicit {
