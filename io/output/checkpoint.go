@@ -609,10 +609,8 @@ func (s *streamSink) finish() error { return s.sync() }
 
 func (s *streamSink) abort() { s.f.Close() }
 
-// compareGuard names every key, in sorted order, whose value differs
-// between the interrupted run (was) and this one (now): a *MismatchError,
-// nil when none does.
-func compareGuard(was, now map[string]string) error {
+// UnionKeys returns the keys of was and now together, each once, sorted.
+func UnionKeys[V any](was, now map[string]V) []string {
 	keys := make([]string, 0, len(was)+len(now))
 	for k := range was {
 		keys = append(keys, k)
@@ -623,8 +621,15 @@ func compareGuard(was, now map[string]string) error {
 		}
 	}
 	slices.Sort(keys)
+	return keys
+}
+
+// compareGuard names every key, in sorted order, whose value differs
+// between the interrupted run (was) and this one (now): a *MismatchError,
+// nil when none does.
+func compareGuard(was, now map[string]string) error {
 	var e MismatchError
-	for _, k := range keys {
+	for _, k := range UnionKeys(was, now) {
 		a, inWas := was[k]
 		b, inNow := now[k]
 		if inWas != inNow || a != b {

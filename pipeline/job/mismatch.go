@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/synapse-embed/synapse/io/output"
@@ -106,18 +105,8 @@ func settingsDiffs(d output.Mismatch) [][2]string {
 	if json.Unmarshal([]byte(d.Was), &was) != nil || json.Unmarshal([]byte(d.Now), &now) != nil {
 		return [][2]string{{d.Key, d.String()}}
 	}
-	keys := make([]string, 0, len(was)+len(now))
-	for k := range was {
-		keys = append(keys, k)
-	}
-	for k := range now {
-		if _, ok := was[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
 	var out [][2]string
-	for _, k := range keys {
+	for _, k := range output.UnionKeys(was, now) {
 		a, inWas := was[k]
 		b, inNow := now[k]
 		if inWas == inNow && reflect.DeepEqual(a, b) {
