@@ -73,7 +73,9 @@ func appendNote(path, text string) error {
 }
 
 // filter copies the package results and the output of failed tests from
-// in to out and reports whether anything failed.
+// in to out and reports whether anything failed. A test still running when
+// its package fails (the package timed out, or a test crashed it) is shown
+// as failed with the head of its output: go test reports no result for it.
 func filter(in io.Reader, out io.Writer, logPath string) (failed bool, err error) {
 	var log *os.File
 	if logPath != "" {
@@ -83,6 +85,7 @@ func filter(in io.Reader, out io.Writer, logPath string) (failed bool, err error
 		defer log.Close()
 	}
 	held := map[string][]string{} // package/test → output so far
+	open := runs{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -97,6 +100,7 @@ func filter(in io.Reader, out io.Writer, logPath string) (failed bool, err error
 			fmt.Fprintf(out, "%s\n", line) // not JSON: go test's own complaint
 			continue
 		}
+		open.track(e)
 		key := e.Package + "/" + e.Test
 		switch {
 		case e.Action == "build-output":
@@ -109,6 +113,11 @@ func filter(in io.Reader, out io.Writer, logPath string) (failed bool, err error
 			}
 		case e.Test == "" && e.Action == "fail":
 			failed = true
+			for _, test := range open.leaves(e.Package) {
+				fmt.Fprintf(out, "--- FAIL: %s (still running when package %s failed: timed out or crashed)\n", test, e.Package)
+				fmt.Fprint(out, head(held[e.Package+"/"+test], 40))
+			}
+			open.end(e.Package)
 		case e.Action == "output":
 			held[key] = append(held[key], e.Output)
 		case e.Action == "fail":
@@ -122,11 +131,63 @@ func filter(in io.Reader, out io.Writer, logPath string) (failed bool, err error
 	return failed, sc.Err()
 }
 
+// head is the first n lines of a test's output, saying how many it left.
+func head(output []string, n int) string {
+	if len(output) <= n {
+		return strings.Join(output, "")
+	}
+	return strings.Join(output[:n], "") + fmt.Sprintf("\t… %d more lines in the event log\n", len(output)-n)
+}
+
+// runs are the tests of each package that started and have no result yet.
+type runs map[string]map[string]bool
+
+// track notes a test's start and its result.
+func (r runs) track(e event) {
+	if e.Test == "" {
+		return
+	}
+	switch e.Action {
+	case "run":
+		if r[e.Package] == nil {
+			r[e.Package] = map[string]bool{}
+		}
+		r[e.Package][e.Test] = true
+	case "pass", "fail", "skip":
+		delete(r[e.Package], e.Test)
+	}
+}
+
+// leaves are the package's tests still running that have no subtest still
+// running, sorted: the tests a timeout or a crash stopped.
+func (r runs) leaves(pkg string) []string {
+	var out []string
+	for test := range r[pkg] {
+		leaf := true
+		for other := range r[pkg] {
+			if strings.HasPrefix(other, test+"/") {
+				leaf = false
+				break
+			}
+		}
+		if leaf {
+			out = append(out, test)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// end forgets a finished package's tests.
+func (r runs) end(pkg string) { delete(r, pkg) }
+
 // tally counts the tests of one or more runs.
 type tally struct {
 	passed, failed, skipped int
 	reasons                 map[string]int // why tests were skipped
 	notes                   []string
+	stopped                 []string // "pkg Test": running when its package failed
+	broken                  []string // packages that failed outside any test
 }
 
 // fileLine is the "file_test.go:12: " prefix of a t.Skip message.
@@ -151,6 +212,8 @@ func reason(output []string) string {
 
 func (t *tally) read(r io.Reader) error {
 	output := map[string][]string{}
+	open := runs{}
+	failedIn := map[string]int{} // package → tests failed
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
@@ -158,10 +221,15 @@ func (t *tally) read(r io.Reader) error {
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue
 		}
+		open.track(e)
 		key := e.Package + "/" + e.Test
 		switch {
 		case e.Action == "note":
 			t.notes = append(t.notes, e.Output)
+		case e.Action == "build-fail":
+			t.broken = append(t.broken, strings.Fields(e.ImportPath + " ?")[0]+" (build failed)")
+		case e.Test == "" && e.Action == "fail":
+			t.packageFailed(e.Package, open, failedIn[e.Package])
 		case e.Test == "":
 		case e.Action == "output":
 			output[key] = append(output[key], e.Output)
@@ -169,12 +237,39 @@ func (t *tally) read(r io.Reader) error {
 			t.passed++
 		case e.Action == "fail":
 			t.failed++
+			failedIn[e.Package]++
 		case e.Action == "skip":
 			t.skipped++
 			t.reasons[reason(output[key])]++
 		}
 	}
 	return sc.Err()
+}
+
+// packageFailed counts the tests still running when package pkg failed as
+// failed, naming the innermost; a package that failed with no test failed
+// or running failed outside any test (TestMain, init, or its build).
+func (t *tally) packageFailed(pkg string, open runs, testsFailed int) {
+	leaves := open.leaves(pkg)
+	t.failed += len(open[pkg])
+	for _, test := range leaves {
+		t.stopped = append(t.stopped, pkg+" "+test)
+	}
+	open.end(pkg)
+	if len(leaves) == 0 && testsFailed == 0 && !t.builtBroken(pkg) {
+		t.broken = append(t.broken, pkg)
+	}
+}
+
+// builtBroken reports whether pkg's failure is already counted as a build
+// failure.
+func (t *tally) builtBroken(pkg string) bool {
+	for _, b := range t.broken {
+		if b == pkg+" (build failed)" {
+			return true
+		}
+	}
+	return false
 }
 
 // line is the summary: counts, then the skip reasons, most frequent first.
@@ -195,6 +290,12 @@ func (t *tally) line() string {
 	}
 	if len(rs) > 0 {
 		s += " (" + strings.Join(rs, "; ") + ")"
+	}
+	if len(t.stopped) > 0 {
+		s += "; still running when their package failed (timed out or crashed): " + strings.Join(t.stopped, ", ")
+	}
+	if len(t.broken) > 0 {
+		s += "; failed outside any test: " + strings.Join(t.broken, ", ")
 	}
 	for _, n := range t.notes {
 		s += "; " + n

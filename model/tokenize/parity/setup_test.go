@@ -61,12 +61,16 @@ func targets(t testing.TB) []target {
 // vocabularies the parity checks cover too, loaded vocab_only.
 var realModelVocabs = []string{"SmolLM2-135M-Instruct-Q4_1/SmolLM2-135M-Instruct.Q4_1.gguf"}
 
-// realTargets are the real models' vocabularies that are fetched; a
-// missing one is no target, unless SYNAPSE_REQUIRE_REAL=1 (`make
-// test-real`), where it fails the test.
+// realTargets are the real models' vocabularies that are fetched, when
+// real-model tests are enabled (testenv.RealTestsEnabled); a missing one is
+// no target, unless SYNAPSE_REQUIRE_REAL=1 (`make test-real`), where it
+// fails the test.
 func realTargets(t testing.TB) []target {
 	t.Helper()
 	var out []target
+	if !testenv.RealTestsEnabled() {
+		return nil
+	}
 	for _, name := range realModelVocabs {
 		p := filepath.Join(testenv.RealModelsDir(), name)
 		if _, err := os.Stat(p); err != nil {
