@@ -10,12 +10,10 @@ import (
 
 func genCorpusCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "gen-corpus",
-		Usage:  "write a synthetic Parquet corpus (id, title, text), or a later version of one, for benchmarks (internal)",
-		Hidden: true,
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
+		Name:         "gen-corpus",
+		Usage:        "write a synthetic Parquet corpus (id, title, text), or a later version of one, for benchmarks (internal)",
+		Hidden:       true,
+		OnUsageError: flagUsageError,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "rows", Usage: "rows of the original corpus", Value: 100000},
 			&cli.Int64Flag{Name: "seed", Usage: "seed of the original corpus", Value: 1},

@@ -22,12 +22,10 @@ import (
 
 func genModelCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "gen-model",
-		Usage:  "write a small random-weight GGUF model for tests, benchmarks and the demo (internal)",
-		Hidden: true,
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
+		Name:         "gen-model",
+		Usage:        "write a small random-weight GGUF model for tests, benchmarks and the demo (internal)",
+		Hidden:       true,
+		OnUsageError: flagUsageError,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "kind", Usage: "bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base or word-vectors (learned from --train)", Value: "bert-embed"},
 			&cli.StringFlag{Name: "vocab-from", Usage: "copy the tokenizer from this GGUF file (default: a generated vocabulary)"},

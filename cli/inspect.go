@@ -18,13 +18,11 @@ import (
 
 func inspectCommand() *cli.Command {
 	return &cli.Command{
-		Name:        "inspect",
-		Usage:       "show a model's architecture, tokenizer, size and digest (a GGUF file, or an ONNX model directory or .onnx file)",
-		ArgsUsage:   "MODEL.gguf | ONNX_DIR | MODEL.onnx (or a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] pulled or in the Hugging Face cache)",
-		Description: "Full reference: docs/commands.md.",
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
-		},
+		Name:         "inspect",
+		Usage:        "show a model's architecture, tokenizer, size and digest (a GGUF file, or an ONNX model directory or .onnx file)",
+		ArgsUsage:    "MODEL.gguf | ONNX_DIR | MODEL.onnx (or a cached model's name or digest prefix, or a Hugging Face id ORG/NAME[@REVISION] pulled or in the Hugging Face cache)",
+		Description:  "Full reference: docs/commands.md.",
+		OnUsageError: flagUsageError,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of text"},
 		},

@@ -135,17 +135,23 @@ func drainOnInterrupt(ctx context.Context, o *job.Options, log jobLog) (release 
 
 // interruptNote tells the user what an interrupted run kept.
 func interruptNote(log jobLog, in job.Interrupt, o *job.Options) {
-	log.note(slog.LevelWarn, fmt.Sprintf("%s; run again with --resume (%s)", interruptLine(in), job.ShownOut(o.Out)),
+	line := interruptLine(in)
+	if in.Drained {
+		line = "interrupted: " + line
+	}
+	log.note(slog.LevelWarn, fmt.Sprintf("%s; run again with --resume (%s)", line, job.ShownOut(o.Out)),
 		"rows_kept", in.Kept, "rows_in_checkpoint", in.Rows, "rows_lost", in.Lost, "drained", in.Drained,
 		"drain_timed_out", in.TimedOut, "requests_finished_in_drain", in.InFlight, "records_dropped", in.Dropped)
 }
 
-// interruptLine says what an interrupted run kept, in one line.
+// interruptLine says what an interrupted run kept, in one line, without
+// the word "interrupted" that the log line and the summary's label put
+// before it.
 func interruptLine(in job.Interrupt) string {
 	if !in.Drained {
 		return fmt.Sprintf("stopped at once by a second signal: nothing kept beyond the last checkpoint (%d rows; %d rows written after it are lost)", in.Rows, in.Lost)
 	}
-	s := fmt.Sprintf("interrupted: %d rows kept, %d in the checkpoint (resume at record %d); %d requests in flight finished in %.1fs",
+	s := fmt.Sprintf("%d rows kept, %d in the checkpoint (resume at record %d); %d requests in flight finished in %.1fs",
 		in.Kept, in.Rows, in.NextRecord, in.InFlight, in.Drain.Seconds())
 	if in.TimedOut {
 		s += ", the rest abandoned after --drain"

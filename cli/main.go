@@ -74,7 +74,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	cmds := commands()
 	for _, c := range cmds {
 		if c.OnUsageError == nil {
-			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+			c.OnUsageError = flagUsageError
 		}
 	}
 	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer, "", "") } // --version as `synapse version`

@@ -23,7 +23,7 @@ import (
 func modelsCommand() *cli.Command {
 	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsPullCommand(), modelsRmCommand(), modelsVerifyCommand()}
 	for _, c := range subs {
-		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+		c.OnUsageError = flagUsageError
 	}
 	return &cli.Command{
 		Name:  "models",

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/synapse-embed/synapse/model/hub/hubtest"
 )
@@ -101,6 +102,29 @@ func TestModelsPullExitCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestModelsPullUnresolvedHost: a host that cannot be resolved (here a
+// .invalid name, which no resolver answers) is said once, with the ways out,
+// not tried five times over 15 s; exit 1, since the same pull may work once
+// the network is back.
+func TestModelsPullUnresolvedHost(t *testing.T) {
+	t.Setenv("SYNAPSE_MODELS", filepath.Join(t.TempDir(), "models"))
+	t.Setenv("HF_ENDPOINT", "http://no-such-hub.invalid")
+	start := time.Now()
+	code, stdout, stderr := runCLI(t, "models", "pull", "org/ok")
+	if code != exitFatal {
+		t.Fatalf("exit %d; want %d\nstdout: %s\nstderr: %s", code, exitFatal, stdout, stderr)
+	}
+	for _, w := range []string{"cannot resolve the host no-such-hub.invalid", "HF_ENDPOINT", "-m DIR", "Hugging Face cache"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q; want it to say %q", stderr, w)
+		}
+	}
+	if strings.Contains(stderr, "trying again") || strings.Count(stderr, "cannot resolve") != 1 {
+		t.Errorf("stderr %q; want the failure said once, not retried", stderr)
+	}
+	t.Logf("refused in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // TestModelsLsAndRmPulled: ls lists a pulled model by its id with the refs

@@ -86,8 +86,12 @@ func runSearch(c *cli.Context) error {
 	}
 	if !f.quiet {
 		el := time.Since(start)
-		fmt.Fprintf(report, "searched       %d queries × %d chunks (%s, %d passes, %s kernels) in %s: %.3g similarities/s\nwrote          %s\n",
-			st.Queries, st.Chunks, o.Corpus.Dtype, st.Passes, st.Kernels, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), wrote)
+		passes := fmt.Sprintf("%d passes", st.Passes)
+		if st.Passes == 1 {
+			passes = "1 pass"
+		}
+		fmt.Fprintf(report, "searched       %d queries × %d chunks (%s, %s, %s kernels) in %s: %.3g similarities/s\nwrote          %s\n",
+			st.Queries, st.Chunks, o.Corpus.Dtype, passes, st.Kernels, el.Round(time.Millisecond), float64(st.Pairs)/el.Seconds(), wrote)
 		printObjectStore(report)
 	}
 	if qrels != nil {

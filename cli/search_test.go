@@ -240,7 +240,11 @@ func TestSearchEmbedOutput(t *testing.T) {
 	runSynapseWithin(t, 10*time.Minute, nil, embedArgs(in, model, p("c.bin.parquet"), "--chunk-tokens", "24", "--dtype", "binary")...).wantCode(t, 0)
 	runSynapse(t, nil, embedArgs(qin, model, p("q.arrow"), "--prefix", "query: ")...).wantCode(t, 0)
 	q, c, cb := readVecFile(t, p("q.arrow")), readVecFile(t, p("c.arrow")), readVecFile(t, p("c.bin.parquet"))
-	runSynapse(t, nil, "search", "--queries", p("q.arrow"), "--corpus", p("c.arrow"), "-k", "20", "-o", p("run.trec")).wantCode(t, 0)
+	res := runSynapse(t, nil, "search", "--queries", p("q.arrow"), "--corpus", p("c.arrow"), "-k", "20", "-o", p("run.trec"))
+	res.wantCode(t, 0)
+	if !strings.Contains(res.stdout, "float32, 1 pass, ") { // 25 queries × a few hundred chunks: one pass
+		t.Errorf("search summary does not say `1 pass`:\n%s", res.stdout)
+	}
 	sameRun(t, "float32", readTREC(t, p("run.trec")), exactRun(q, c, 20, func(a, b []byte) float64 {
 		x, y := vector.Decode(nil, vector.Float32, q.dims, a, nil), vector.Decode(nil, vector.Float32, q.dims, b, nil)
 		var s float64

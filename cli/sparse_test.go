@@ -479,8 +479,13 @@ func TestEmbedSparseSpladeModules(t *testing.T) {
 	embed(bare, filepath.Join(dir, "bare.arrow"), "--vectors", "sparse").wantCode(t, exitOK)
 	embed(st, filepath.Join(dir, "st.arrow"), "--vectors", "sparse").wantCode(t, exitOK)
 	_, want := readSparse(t, filepath.Join(dir, "bare.arrow"))
-	_, got := readSparse(t, filepath.Join(dir, "st.arrow"))
+	schema, got := readSparse(t, filepath.Join(dir, "st.arrow"))
 	sameSparse(t, "SparseEncoder directory", got, want)
+	for _, key := range []string{"synapse.modules", "synapse.pooling"} { // not a Pooling(mean) the run does not apply
+		if v, _ := schema.Metadata().GetValue(key); !strings.Contains(v, "splade-max") || strings.Contains(v, "Pooling(mean") {
+			t.Errorf("%s %q; want the SPLADE pooling the run applies (splade-max)", key, v)
+		}
+	}
 
 	res := embed(st, filepath.Join(dir, "dense.arrow"))
 	res.wantCode(t, exitUsage)

@@ -228,6 +228,10 @@ func TestEmbedSummaryTruncateInterrupted(t *testing.T) {
 		t.Fatalf("interrupted run: exit code %d; want %d\n%s", code, exitInterrupted, stderr.String())
 	}
 	cutThen := figure(t, stdout.String(), "truncate")
+	if line := regexp.MustCompile(`(?m)^interrupted +.*$`).FindString(stdout.String()); !strings.HasPrefix(line, "interrupted    ") ||
+		strings.Contains(line, "interrupted: ") || !strings.Contains(line, "rows kept") {
+		t.Errorf("interrupted summary line %q; want `interrupted    N rows kept, …` (the word once)\n%s", line, stdout.String())
+	}
 
 	res := runSynapse(t, nil, append(args, "--resume")...)
 	res.wantCode(t, exitOK)

@@ -256,6 +256,9 @@ func (c *Client) info(ctx context.Context, u, what string, repo *Repo) error {
 		if errors.Is(context.Cause(actx), errStalled) {
 			return transientError{fmt.Errorf("%s: no answer from %s in %v", what, c.Endpoint, c.stall())}
 		}
+		if uerr := c.unresolved(what, err); uerr != nil {
+			return uerr
+		}
 		return transientError{fmt.Errorf("%s: %w", what, err)}
 	}
 	defer resp.Body.Close()

@@ -165,6 +165,8 @@ func (c *Client) fetchOutcome(ctx, actx context.Context, err error, f File, got 
 		return err
 	case errors.Is(context.Cause(actx), errStalled):
 		return transientError{fmt.Errorf("%s: nothing came for %v at %d of %d bytes; cut", f.Name, stall, got, f.Size)}
+	case c.unresolved(f.Name, err) != nil:
+		return c.unresolved(f.Name, err)
 	case err != nil:
 		return transientError{fmt.Errorf("%s: connection dropped at %d of %d bytes: %w", f.Name, got, f.Size, err)}
 	case got < f.Size:

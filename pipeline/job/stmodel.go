@@ -56,6 +56,9 @@ func (o *EmbedOptions) sentenceTransformers(m *artifact.Artifact) (stRun, error)
 	}
 	var exclude bool
 	st.modules, st.post, st.needsExt, exclude = appliedModules(m, o.Pooling)
+	if o.sparse() { // the worker's SPLADE pooling over the logits, not the chain's
+		st.modules, st.post, st.needsExt, exclude = "SpladePooling("+PoolingSplade+")", "", false, false
+	}
 	if p := c.Pooling(); p != nil && !p.IncludePrompt && o.Read.Prefix != "" && !exclude && o.Pooling == "" {
 		return st, configErrorf("%s: its Pooling module leaves the prompt out (include_prompt false), but the graph pools in itself (sentence_embedding), over every token; run it without a prompt or --prefix, or with --pooling", p.Dir)
 	}
