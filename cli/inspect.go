@@ -14,6 +14,7 @@ import (
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 	"github.com/synapse-embed/synapse/model/hfmodel"
+	"github.com/synapse-embed/synapse/model/modelcache"
 )
 
 func inspectCommand() *cli.Command {
@@ -45,6 +46,9 @@ type modelInfo struct {
 	Architecture string `json:"architecture"`
 	FileType     *int64 `json:"file_type"` // general.file_type (llama_ftype), null when absent
 	FileTypeName string `json:"file_type_name,omitempty"`
+	// Route says how synapse runs a model converted from a safetensors
+	// directory (a decoder embedder: GGUF for llama.cpp); empty otherwise.
+	Route string `json:"route,omitempty"`
 
 	EmbeddingLength uint64 `json:"embedding_length"`
 	Layers          uint64 `json:"layers"`
@@ -87,9 +91,8 @@ type specialToken struct {
 // as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
 	onnx := isONNXModel(path)
-	if !onnx {
-		p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true})
-		onnx = err == nil && isONNXModel(p) // a hub id's snapshot, a cached ONNX model
+	if p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true}); err == nil {
+		onnx = isONNXModel(p) // a hub id's snapshot, a cached ONNX model; a directory converted to GGUF is not
 	}
 	if onnx {
 		info, err := describeONNX(path)
@@ -162,6 +165,9 @@ func describeModel(ref string) (*modelInfo, error) {
 		}
 	}
 	info.Tokenizer = describeTokenizer(f)
+	if e, ok := modelcache.EntryFor(path); ok && e.ConvertedFrom != "" {
+		info.Route = fmt.Sprintf("converted from %s (safetensors) to GGUF, run by llama.cpp", e.SourcePath)
+	}
 	return info, nil
 }
 
@@ -205,6 +211,9 @@ func printModelInfo(w io.Writer, info *modelInfo) error {
 	row("gguf version", "%d", info.GGUFVersion)
 	row("name", "%s", orNone(info.Name))
 	row("architecture", "%s", orNone(info.Architecture))
+	if info.Route != "" {
+		row("route", "%s", info.Route)
+	}
 	if info.FileType != nil {
 		row("file type", "%d (%s)", *info.FileType, orNone(info.FileTypeName))
 	}

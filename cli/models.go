@@ -68,7 +68,9 @@ shards) and no ONNX graph — BertModel, BertForMaskedLM,
 BertForSequenceClassification, RobertaModel, XLMRobertaModel — is
 converted by synapse to an ONNX graph (--format onnx, the default), stored
 with the same files beside it, or to a GGUF file (--format gguf: BERT
-encoders without Dense modules, pooled mean or cls); pytorch_model.bin alone is refused (get
+encoders without Dense modules, pooled mean or cls). A Qwen3 decoder
+embedder (Qwen3Model, Qwen3ForCausalLM: Qwen3-Embedding) converts to GGUF,
+run by llama.cpp. pytorch_model.bin alone is refused (get
 model.safetensors). See docs/models.md.
 
 --quantize makes a variant: a GGUF file type (q8_0, q4_k_m, …) for a GGUF
@@ -89,7 +91,7 @@ refused before the cache is touched.
 Full reference: docs/model-cache.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "name", Usage: "the cached model's name (default: the model's general.name, else the file name)"},
-			&cli.StringFlag{Name: "format", Value: "onnx", Usage: "what a Hugging Face safetensors directory is converted to: `onnx`, or gguf (BERT encoders with mean or cls pooling, run by llama.cpp)"},
+			&cli.StringFlag{Name: "format", Usage: "what a Hugging Face safetensors directory is converted to: `onnx`, or gguf (BERT encoders with mean or cls pooling, run by llama.cpp)", DefaultText: "onnx; gguf for a Qwen3 decoder"},
 			&cli.StringFlag{Name: "quantize", Usage: "also make a variant of this `TYPE`: int8 for an ONNX model; for a GGUF model a file type: " + strings.Join(gguf.FileTypeNames(), ", ")},
 			&cli.StringFlag{Name: "sample", Usage: "JSON Lines `FILE` ({\"text\": …}, e.g. your corpus) to measure the variant on (default: built-in texts)"},
 			&cli.IntFlag{Name: "sample-texts", Value: ingest.DefaultSampleTexts, Usage: "texts to take from --sample"},
@@ -122,10 +124,24 @@ func ingestOptions(c *cli.Context, s *modelcache.Store, ref string, stderr io.Wr
 // Hugging Face directory's is its --format's (converted to GGUF, it is
 // validated and quantized by llama.cpp).
 func addFormat(c *cli.Context, s *modelcache.Store, ref string) string {
-	if convert.IsSource(ref) && c.String("format") == convert.FormatGGUF {
+	if convert.IsSource(ref) && sourceFormat(c, ref) == convert.FormatGGUF {
 		return artifact.FormatGGUF
 	}
 	return ingest.FormatOf(s, ref)
+}
+
+// sourceFormat is what a Hugging Face directory converts to: --format when
+// given, else its architecture's route (GGUF for a decoder, ONNX for an
+// encoder; Open's refusal of the directory comes later, from the
+// conversion itself).
+func sourceFormat(c *cli.Context, ref string) string {
+	if c.IsSet("format") {
+		return c.String("format")
+	}
+	if src, err := convert.Open(ref); err == nil {
+		return src.Route()
+	}
+	return convert.FormatONNX
 }
 
 // checkAddFlags checks models add's flags before anything is touched.
@@ -142,7 +158,7 @@ func checkAddFlags(c *cli.Context) error {
 	if c.String("quantize") == "" && (c.IsSet("sample") || c.IsSet("min-cosine") || c.IsSet("rounds")) {
 		return usagef("models add: --sample, --min-cosine and --rounds measure a quantized variant: give --quantize")
 	}
-	if f := c.String("format"); f != convert.FormatONNX && f != convert.FormatGGUF {
+	if f := c.String("format"); c.IsSet("format") && f != convert.FormatONNX && f != convert.FormatGGUF {
 		return usagef("models add: --format %q: want onnx or gguf", f)
 	}
 	return checkChaos(c, "models add")
@@ -166,7 +182,7 @@ func modelsAdd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o.Format = c.String("format")
+	o.Format = c.String("format") // "": the directory's route
 	if c.String("quantize") == "" {
 		e, existed, err := ingest.Add(c.Context, ref, c.String("name"), o)
 		if err != nil {

@@ -150,6 +150,9 @@ func openGGUF(path string, digest digestFunc) (*Artifact, error) {
 		Arch: f.Architecture(), ContextLength: 512, Tokenizer: tok, GGUF: f}
 	if e, ok := modelcache.EntryFor(path); ok {
 		a.Entry, a.Name = &e, e.Name
+		if err := convertedPrompts(a); err != nil {
+			return nil, err
+		}
 	}
 	if n, ok := f.String("general.name"); ok && n != "" && a.Entry == nil {
 		a.Name = n
@@ -227,4 +230,21 @@ func poolingName(p uint64) string {
 		return "rank"
 	}
 	return fmt.Sprintf("unknown (%d)", p)
+}
+
+// convertedPrompts reads the prompts of a GGUF file converted from a
+// sentence-transformers directory (a decoder embedder: convert keeps its
+// config_sentence_transformers.json beside the GGUF file), so that
+// --prompt-name works as it does on the directory.
+func convertedPrompts(a *Artifact) error {
+	dir := filepath.Dir(a.Path)
+	if _, err := os.Stat(filepath.Join(dir, "config_sentence_transformers.json")); err != nil {
+		return nil
+	}
+	c, err := hfmodel.ReadChain(dir)
+	if err != nil {
+		return fmt.Errorf("model %s: %w: %w", a.Path, ErrInvalid, err)
+	}
+	a.Chain = c
+	return nil
 }

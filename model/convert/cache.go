@@ -42,10 +42,7 @@ type Result struct {
 // or interrupted conversion leaves no entry. Concurrent conversions of one
 // source wait for each other.
 func Cached(ctx context.Context, st *modelcache.Store, dir string, o Options) (Result, error) {
-	if o.Format == "" {
-		o.Format = FormatONNX
-	}
-	if o.Format != FormatONNX && o.Format != FormatGGUF {
+	if o.Format != "" && o.Format != FormatONNX && o.Format != FormatGGUF {
 		return Result{}, fmt.Errorf("convert: %w: format %q; want onnx or gguf", ErrRefused, o.Format)
 	}
 	abs, err := filepath.Abs(dir)
@@ -55,6 +52,9 @@ func Cached(ctx context.Context, st *modelcache.Store, dir string, o Options) (R
 	src, err := Open(abs)
 	if err != nil {
 		return Result{}, err
+	}
+	if o.Format == "" {
+		o.Format = src.Route()
 	}
 	key, err := src.Key(o.Format, st.Digest)
 	if err != nil {
@@ -99,7 +99,9 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 	file, path := modelcache.ONNXFile, stg.Path(modelcache.ONNXFile)
 	if o.Format == FormatGGUF {
 		file, path = modelcache.ModelFile, stg.File()
-		err = src.WriteGGUF(path)
+		if err = src.WriteGGUF(path); err == nil && src.arch.decoder != "" {
+			err = stg.CopyIn(promptsOnly(side)) // the prompts (Qwen3-Embedding's query instruction) stay usable
+		}
 	} else if err = src.WriteONNX(path); err == nil {
 		err = stg.CopyIn(side)
 	}
@@ -131,7 +133,10 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 	e := modelcache.Entry{Name: name, Digest: digest, Size: size, File: file, SourcePath: src.Dir,
 		Stored: modelcache.StoredConverted, Architecture: src.Config.ModelType, Kind: modelcache.KindEmbed, Dims: dims,
 		Context: src.context(), Quantization: "F32", Added: time.Now().UTC(), SynapseVersion: o.Version, ConvertedFrom: key}
-	if o.Format == FormatGGUF {
+	switch {
+	case src.arch.decoder != "":
+		e.Architecture, e.Context = src.arch.decoder, src.decoderContext(chain)
+	case o.Format == FormatGGUF:
 		e.Architecture, e.Context = "bert", min(e.Context, max(chain.MaxSeqLength, 0))
 		if chain.MaxSeqLength <= 0 {
 			e.Context = src.context()
@@ -145,6 +150,15 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 		return e, fmt.Errorf("convert: %w: %w", ErrRefused, err)
 	}
 	return e, err
+}
+
+// Route is the format the source converts to by default: GGUF for a
+// decoder (llama.cpp runs it), ONNX for an encoder.
+func (s *Source) Route() string {
+	if s.arch.decoder != "" {
+		return FormatGGUF
+	}
+	return FormatONNX
 }
 
 // context is the tokens one sequence may hold: max_position_embeddings,
@@ -186,4 +200,17 @@ func pickName(st *modelcache.Store, dir, name string, hint bool, digest string) 
 		return name + "-" + hexd[:8], nil
 	}
 	return name, nil
+}
+
+// promptsOnly keeps the sentence-transformers file that names the prompts
+// (config_sentence_transformers.json) of a converted model's sidecars: what
+// a GGUF file cannot hold and a run still needs (--prompt-name).
+const promptsFile = "config_sentence_transformers.json"
+
+func promptsOnly(side map[string]string) map[string]string {
+	out := map[string]string{}
+	if p, ok := side[promptsFile]; ok {
+		out[promptsFile] = p
+	}
+	return out
 }

@@ -11,6 +11,7 @@
 //	BertForMaskedLM                                      the encoder and, when present, the MLM head: a logits output
 //	BertForSequenceClassification                        the encoder, pooler and classifier: a logits output
 //	RobertaModel, XLMRobertaModel (and …ForMaskedLM)      the encoder, positions past padding_idx
+//	Qwen3Model, Qwen3ForCausalLM                         a decoder embedder, to GGUF for llama.cpp (qwen3.go)
 //
 // The graph computes what transformers' BertModel computes in float32:
 // embeddings (word + token type + absolute position) and LayerNorm, then
@@ -114,6 +115,10 @@ type arch struct {
 	offset     bool // RoBERTa's positions: padding_idx+1 onwards
 	classifier bool
 	mlm        bool // the MLM head cls.predictions.*, when the weights hold it
+	// decoder names a decoder architecture converted to GGUF for
+	// llama.cpp (qwen3.go), "" for the encoders converted to ONNX.
+	decoder string
+	probe   string // a tensor every checkpoint has, to find the prefix; "" : BERT's word embeddings
 }
 
 var archs = map[string]arch{
@@ -125,6 +130,8 @@ var archs = map[string]arch{
 	"RobertaForMaskedLM":            {prefixes: []string{"roberta.", ""}, offset: true},
 	"XLMRobertaModel":               {prefixes: []string{"", "roberta."}, offset: true},
 	"XLMRobertaForMaskedLM":         {prefixes: []string{"roberta.", ""}, offset: true},
+	"Qwen3Model":                    {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
+	"Qwen3ForCausalLM":              {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
 }
 
 // Architectures lists the architectures the converter converts, sorted.
@@ -144,6 +151,7 @@ type Source struct {
 	Arch    string   // the architecture converted (config.json's first)
 	Weights []string // the safetensors files, sorted
 	arch    arch
+	qwen3   *qwen3Config // a Qwen3 decoder's settings
 }
 
 // Open reads dir's config.json and finds its weights, refusing (ErrRefused)
@@ -161,7 +169,12 @@ func Open(dir string) (*Source, error) {
 	if err := s.pickArch(cfgPath); err != nil {
 		return nil, err
 	}
-	if err := s.checkConfig(cfgPath); err != nil {
+	if s.arch.decoder != "" {
+		err = s.openDecoder(cfgPath, b)
+	} else {
+		err = s.checkConfig(cfgPath)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if s.Weights, err = weightFiles(dir); err != nil {

@@ -22,6 +22,9 @@ import (
 // table is cut to it), so that synapse chunks as sentence-transformers
 // truncates.
 func (s *Source) WriteGGUF(path string) error {
+	if s.arch.decoder != "" {
+		return s.writeQwen3GGUF(path)
+	}
 	if s.arch.offset || s.arch.classifier {
 		return fmt.Errorf("convert: %s: %w: --format gguf converts BERT encoders (BertModel, BertForMaskedLM), not %s; use --format onnx", s.Dir, ErrRefused, s.Arch)
 	}

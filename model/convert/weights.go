@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -37,7 +38,7 @@ func (s *Source) openWeights() (*weights, error) {
 			all[n] = i
 		}
 	}
-	const probe = "embeddings.word_embeddings.weight"
+	probe := cmp.Or(s.arch.probe, "embeddings.word_embeddings.weight")
 	found := false
 	for _, pre := range s.arch.prefixes {
 		if _, ok := all[pre+probe]; ok {

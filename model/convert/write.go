@@ -34,6 +34,9 @@ func (s *Source) Sidecars() (map[string]string, error) {
 
 // WriteONNX converts the source and writes its graph to path.
 func (s *Source) WriteONNX(path string) error {
+	if s.arch.decoder != "" {
+		return fmt.Errorf("convert: %s: %w: %s (a %s decoder) converts to GGUF, for llama.cpp (the default for it; not --format onnx)", s.Dir, ErrRefused, s.Arch, s.arch.decoder)
+	}
 	m, err := s.Graph()
 	if err != nil {
 		return err

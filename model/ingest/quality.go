@@ -48,6 +48,12 @@ func (s *session) measure(ctx context.Context, src modelcache.Entry, out *artifa
 	if err != nil {
 		return nil, err
 	}
+	for i, who := range []string{"its source", "the quantized model"} {
+		if n := nonFinite(vecs[i]); n > 0 {
+			return nil, fmt.Errorf("quantize: %w: %s gives NaN or infinite values for %d of the %d sample texts: the variant is unusable, whatever --min-cosine",
+				ErrInvalid, who, n, len(vecs[i]))
+		}
+	}
 	qa := &modelcache.Quality{Sample: q.Sample.Name, Texts: len(q.Sample.Texts), Tokens: tokens,
 		MinCosineRequired: q.MinCosine, Threads: s.o.threads(), Rounds: q.Rounds, CPU: cpuclass.Of()}
 	qa.MinCosine, qa.MeanCosine = cosines(vecs[0], vecs[1])
@@ -102,6 +108,20 @@ func (s *session) embedAll(ctx context.Context, ref string, batches []*wire.Embe
 		}
 	}
 	return out, time.Since(start), nil
+}
+
+// nonFinite counts the vectors holding a NaN or an infinity.
+func nonFinite(vs [][]float32) int {
+	n := 0
+	for _, v := range vs {
+		for _, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // cosines returns the smallest and the mean cosine of a[i] and b[i].
