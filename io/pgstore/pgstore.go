@@ -87,6 +87,9 @@ func Parse(out string) (*Target, error) {
 	if err != nil { // url.Query would drop the pair silently
 		return nil, fmt.Errorf("%w: %s: its parameters do not parse: %v", ErrRefused, t.redacted, err)
 	}
+	if err := checkParams(q, t.redacted); err != nil {
+		return nil, err
+	}
 	if v, ok := q["table"]; ok {
 		t.Table = v[0]
 		q.Del("table")
@@ -94,6 +97,9 @@ func Parse(out string) (*Target, error) {
 	}
 	if !tableName.MatchString(t.Table) {
 		return nil, fmt.Errorf("%w: %s: table %q: want a lowercase name of letters, digits and _ (at most 40), not starting with a digit", ErrRefused, t.redacted, t.Table)
+	}
+	if why := reserved(t.Table); why != "" {
+		return nil, fmt.Errorf("%w: %s: table %q is reserved: %s; name another table", ErrRefused, t.redacted, t.Table, why)
 	}
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {

@@ -33,6 +33,17 @@ func TestParse(t *testing.T) {
 		{"postgresql://app:s3cret@db/rag?table=a;drop", "", "do not parse"},
 		{"postgresql://app:s3cret@db/rag?table=1a", "", "lowercase name"},
 		{"postgresql://app:s3cret@db/rag?sslmode=bogus", "", "sslmode"},
+		{"postgresql://app:s3cret@db/rag?table=a&table=b", "", "the parameter table is given 2 times"},
+		{"postgresql://app:s3cret@db/rag?sslmode=disable&sslmode=require", "", "the parameter sslmode is given 2 times"},
+		{"postgresql://app:s3cret@db/rag?tabel=x", "", `unknown parameter "tabel"`},
+		{"postgresql://app:s3cret@db/rag?search_path=x", "", `unknown parameter "search_path"`},
+		{"postgresql://app:s3cret@db/rag?connect_timeout=5&application_name=nightly&table=t", "t", ""},
+		{"postgresql://app:s3cret@db/rag?table=synapse_state", "", "synapse's state table"},
+		{"postgresql://app:s3cret@db/rag?table=docs_synapse_staging", "", "reserved"},
+		{"postgresql://app:s3cret@db/rag?table=docs_synapse_keep", "", "reserved"},
+		{"postgresql://app:s3cret@db/rag?table=docs_synapse_shard_1_of_2", "", "reserved"},
+		{"postgresql://app:s3cret@db/rag?table=docs_synapse", "", "reserved"},
+		{"postgresql://app:s3cret@db/rag?table=synapse_docs", "synapse_docs", ""},
 	} {
 		got, err := Parse(tc.in)
 		switch {
