@@ -291,6 +291,12 @@ func (m *merger) describe(table string) (string, int64, error) {
 // shards' columns, or whose rows were made under other settings: as a
 // full run does, merge replaces only such a table.
 func (m *merger) checkTarget() error {
+	if err := m.t.checkReused(m.ctx, m.conn); err != nil {
+		return err
+	}
+	if err := m.t.checkDependents(m.ctx, m.conn); err != nil {
+		return err
+	}
 	cols, err := columns(m.ctx, m.conn, m.t.Table)
 	if err != nil || cols == nil {
 		return m.t.wrapNil("check table", err)

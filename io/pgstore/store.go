@@ -92,12 +92,25 @@ func dial(ctx context.Context, t *Target) (*pgx.Conn, error) {
 // Check is the check before any work: the login, pgvector and its type
 // for column, and, when T exists, that its columns are a synapse table's
 // (their embedding type is checked by Open, once the dims are known).
-func Check(ctx context.Context, t *Target, column string, withText bool) error {
+//
+// The tables synapse would reuse must be the connecting role's, with no
+// trigger, rule or policy (checkReused); unless replaces is false (--sync
+// keeps the table; a shard replaces nothing, its merge does), no view may
+// depend on the table.
+func Check(ctx context.Context, t *Target, column string, withText, replaces bool) error {
 	conn, err := Connect(ctx, t, column)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
+	if err := t.checkReused(ctx, conn); err != nil {
+		return err
+	}
+	if replaces {
+		if err := t.checkDependents(ctx, conn); err != nil {
+			return err
+		}
+	}
 	cols, err := columns(ctx, conn, t.Table)
 	if err != nil {
 		return t.wrap("check table", err)
@@ -142,6 +155,9 @@ func (s *Store) open() error {
 	}
 	if !locked {
 		return fmt.Errorf("%w: %s: table %s is being written by another run", ErrInUse, s.t, s.t.Table)
+	}
+	if err := s.t.checkReused(s.ctx, s.conn); err != nil { // again, under the lock
+		return err
 	}
 	cols, err := columns(s.ctx, s.conn, s.t.Table)
 	if err != nil {

@@ -68,7 +68,7 @@ func (o *EmbedOptions) checkStore() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	if err := pgstore.Check(ctx, t, column, o.WithText); err != nil {
+	if err := pgstore.Check(ctx, t, column, o.WithText, !o.Sync && o.Read.Shards == 0); err != nil {
 		return storeError(err)
 	}
 	return checkStoreShard(ctx, &o.Options, t)
