@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/rivo/uniseg"
+)
+
+// etaTau is the time constant of the rate's moving average: a sample
+// weighs e times less after etaTau, so the ETA follows the work of about the
+// last half minute and a burst of writes after a pause moves it a little.
+const etaTau = 15 * time.Second
+
+// meterHold is how long the work done may stand still before the meter
+// counts the pause: the pipeline writes in bursts (a batch's records at
+// once), and a sample between two bursts is not a fall of the rate.
+const meterHold = 5 * time.Second
+
+// meter turns samples of the work done (input bytes or rows written) into
+// a smoothed rate and an ETA. The rate is an exponential moving average over
+// time, bias-corrected (Adam's trick): while the run is younger than etaTau
+// it is the plain average since the start, later the recent rate. A sample
+// with no new work is held (up to meterHold) and folded in with the next
+// burst, so a burst every second reads as a steady rate, not as 0 and 4×.
+type meter struct {
+	at     time.Time // the last sample folded into the rate
+	now    time.Time // the last sample
+	done   int64     // work done at the last folded sample
+	ema    float64   // the moving average of the rate, before its correction
+	weight float64   // 1 - e^(-elapsed/etaTau): the correction
+	// rebase: the first sample with work done is the base, not a rate
+	// (after --resume, the resumed position arrives at once).
+	rebase bool
+}
+
+func newMeter(now time.Time, rebase bool) *meter { return &meter{at: now, now: now, rebase: rebase} }
+
+// add records that done units are done at now.
+func (m *meter) add(now time.Time, done int64) {
+	dt := now.Sub(m.at).Seconds()
+	if dt <= 0 {
+		return
+	}
+	m.now = now
+	switch {
+	case m.rebase && done > m.done:
+		m.at, m.done, m.rebase = now, done, false
+		return
+	case done == m.done && now.Sub(m.at) < meterHold:
+		return // between bursts
+	}
+	decay := math.Exp(-dt / etaTau.Seconds())
+	m.ema = decay*m.ema + (1-decay)*float64(done-m.done)/dt
+	m.weight = decay*m.weight + (1 - decay)
+	m.at, m.done = now, done
+}
+
+// rate is the smoothed work per second; 0 before any work is timed.
+func (m *meter) rate() float64 {
+	if m.weight == 0 {
+		return 0
+	}
+	return m.ema / m.weight
+}
+
+// eta is the time left for total at the smoothed rate, less the time since
+// the last burst (whose successor is being worked on); ok is false while
+// it is unknown (no total, no rate yet).
+func (m *meter) eta(total int64) (time.Duration, bool) {
+	r := m.rate()
+	if total <= 0 || r <= 0 {
+		return 0, false
+	}
+	left := max(float64(total-m.done)/r-m.now.Sub(m.at).Seconds(), 0)
+	return time.Duration(min(left, 1e6) * float64(time.Second)), true
+}
+
+// lineState is what one progress line shows.
+type lineState struct {
+	done, total int64 // input bytes or rows written; total <= 0: unknown
+	bytes       bool  // done and total are bytes
+	rate        float64
+	eta         time.Duration
+	etaOK       bool
+	rows, items int64
+	itemsWord   string
+	tokens      float64 // per second
+	failed      int64
+	restarts    int
+	elapsed     time.Duration
+}
+
+// renderLine draws s in fewer than width columns: the share done, a bar,
+// then the details, most useful first, cut at the width. The last column
+// is never written (a terminal would wrap there).
+func renderLine(s lineState, width int) string {
+	cols := width - 1
+	var head string
+	if s.total > 0 {
+		frac := min(max(float64(s.done)/float64(s.total), 0), 1)
+		bar := min(max(cols/4, 8), 30)
+		fill := int(frac * float64(bar))
+		head = fmt.Sprintf("%3d%% [%s%s] ", int(frac*100), strings.Repeat("#", fill), strings.Repeat("-", bar-fill))
+	}
+	parts := []string{}
+	if s.etaOK {
+		parts = append(parts, "ETA "+fmtDuration(s.eta))
+	} else if s.total > 0 {
+		parts = append(parts, "ETA ?")
+	}
+	parts = append(parts, doneOf(s))
+	if s.failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed", s.failed))
+	}
+	if s.restarts > 0 {
+		parts = append(parts, plural(s.restarts, "restart"))
+	}
+	if s.bytes { // with rows, doneOf has them
+		parts = append(parts, fmt.Sprintf("%d rows", s.rows))
+	}
+	parts = append(parts, fmt.Sprintf("%d %s", s.items, s.itemsWord), fmt.Sprintf("%.0f tok/s", s.tokens),
+		fmtDuration(s.elapsed)+" elapsed")
+	return truncate(head+strings.Join(parts, "  "), cols)
+}
+
+// doneOf is the work done and its rate: "3.1 GB/7.4 GB 12.3 MB/s" (input
+// bytes written) or "1200/5000 rows 950 rows/s" (input rows written).
+func doneOf(s lineState) string {
+	if s.bytes {
+		d := fmtCount(float64(s.done), true)
+		if s.total > 0 {
+			d += "/" + fmtCount(float64(s.total), true)
+		}
+		return d + " " + fmtCount(s.rate, true) + "/s"
+	}
+	d := fmt.Sprint(s.done)
+	if s.total > 0 {
+		d += fmt.Sprintf("/%d", s.total)
+	}
+	return d + " rows " + fmtCount(s.rate, false) + " rows/s"
+}
+
+// fmtCount is n with an SI prefix: "950", "12.3k", "4.5 MB" with bytes.
+func fmtCount(n float64, bytes bool) string {
+	suffix := ""
+	if bytes {
+		suffix = "B"
+	}
+	for _, p := range []string{"", "k", "M", "G", "T"} {
+		if math.Abs(n) < 999.5 || p == "T" {
+			switch {
+			case p == "" && bytes:
+				return fmt.Sprintf("%.0f B", n)
+			case p == "":
+				return fmt.Sprintf("%.0f", n)
+			case bytes:
+				return fmt.Sprintf("%.1f %s%s", n, p, suffix)
+			}
+			return fmt.Sprintf("%.1f%s", n, p)
+		}
+		n /= 1000
+	}
+	return "" // not reached: "T" returns
+}
+
+// fmtDuration is "45s", "12m05s", "3h07m".
+func fmtDuration(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	}
+	return fmt.Sprintf("%dh%02dm", s/3600, s/60%60)
+}
+
+// truncate cuts s to at most cols display columns, ending in "…" when cut.
+func truncate(s string, cols int) string {
+	if cols <= 0 {
+		return ""
+	}
+	if uniseg.StringWidth(s) <= cols {
+		return s
+	}
+	var b strings.Builder
+	w := 0
+	g := uniseg.NewGraphemes(s)
+	for g.Next() {
+		if w+g.Width() > cols-1 {
+			break
+		}
+		w += g.Width()
+		b.WriteString(g.Str())
+	}
+	return b.String() + "…"
+}
