@@ -33,9 +33,14 @@ type progress struct {
 	redraw time.Duration
 	width  func() int
 
+	// out orders the writes to w: the line's redraws and clearing, and
+	// the records written through the progress (Write). line is whether
+	// the line is drawn and not yet cleared.
+	out  sync.Mutex
+	line bool
+
 	mu       sync.Mutex
 	info     job.Info
-	line     bool // the line is drawn and not yet cleared
 	bytes    bool // the work done counts JSONL bytes, not Parquet rows
 	total    int64
 	meter    *meter
@@ -144,10 +149,39 @@ func (p *progress) show(now time.Time) {
 		}
 		return
 	}
+	line := renderLine(p.state(now), p.width())
+	p.out.Lock()
+	defer p.out.Unlock()
 	// \r to the line's start, the line (narrower than the terminal, so
 	// it never wraps), then erase what a longer line left after it.
-	fmt.Fprintf(p.w, "\r%s\x1b[K", renderLine(p.state(now), p.width()))
+	fmt.Fprintf(p.w, "\r%s\x1b[K", line)
 	p.line = true
+}
+
+// Write writes b (a log record, a warning) to the progress's writer,
+// clearing the line first when it is drawn: b starts at the left margin
+// and the next redraw draws the line again below it.
+func (p *progress) Write(b []byte) (int, error) {
+	p.out.Lock()
+	defer p.out.Unlock()
+	p.clear()
+	return p.w.Write(b)
+}
+
+// clear erases the drawn line (p.out held).
+func (p *progress) clear() {
+	if p.line {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.line = false
+	}
+}
+
+// logThrough is log writing through the progress, in log's format.
+func (p *progress) logThrough(log jobLog) jobLog {
+	if log.json {
+		return newJobLog(p, "json")
+	}
+	return newJobLog(p, "text")
 }
 
 // workDone is the input written so far, in the unit of the total.
@@ -206,12 +240,9 @@ func percent(done, total int64) float64 {
 func (p *progress) stop() {
 	p.stopOnce.Do(func() { close(p.done) })
 	p.wg.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.line {
-		fmt.Fprint(p.w, "\r\x1b[K")
-		p.line = false
-	}
+	p.out.Lock()
+	defer p.out.Unlock()
+	p.clear()
 }
 
 // plural is "1 thread", "2 threads".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -184,8 +185,9 @@ func screen(t *testing.T, out string, cols int) (widest, breaks int) {
 
 // TestProgressLinePTY draws the progress line in a real pseudo-terminal of
 // 80 columns, then resizes it to 60: each redraw stays on one line narrower
-// than the terminal (no wrap, no scroll: the only line break is the
-// header's), the bar has width, and the line is cleared at the end.
+// than the terminal (no wrap, no scroll: the only line breaks are the
+// header's and a warning's, which clears the line first), the bar has
+// width, and the line is cleared at the end.
 func TestProgressLinePTY(t *testing.T) {
 	master, slave, err := pty.Open()
 	if err != nil {
@@ -221,6 +223,13 @@ func TestProgressLinePTY(t *testing.T) {
 	from := resized + strings.Index(out.String()[resized:], "\x1b[K") + len("\x1b[K")
 	st.DoneBytes.Store(6_000_000_000)
 	out.waitCount(t, from, "\x1b[K", 5)
+	// A warning in the job's log clears the line and takes a line of its
+	// own; the line is drawn again below it.
+	log := p.logThrough(newJobLog(slave, "text"))
+	log.note(slog.LevelWarn, "worker 1 crashed")
+	out.waitCount(t, from, "synapse: worker 1 crashed", 1)
+	warned := strings.Index(out.String(), "synapse: worker 1 crashed")
+	out.waitCount(t, warned, "\x1b[K", 2)
 	p.stop()
 	fmt.Fprint(slave, "END")
 	out.waitCount(t, from, "END", 1)
@@ -233,13 +242,17 @@ func TestProgressLinePTY(t *testing.T) {
 	if header != "embedding with m on 2 workers × 1 thread, max 256 tokens\r\n" {
 		t.Errorf("header %q; want one line", header)
 	}
+	if !strings.Contains(all, "\x1b[K\r\x1b[Ksynapse: worker 1 crashed\r\n\r ") {
+		t.Errorf("the warning does not clear the line, or the line is not drawn again after it:\n%q", all[from:])
+	}
 	for _, c := range []struct {
-		out  string
-		cols int
-	}{{at80[len(header):], 80}, {all[from:], 60}} {
+		out    string
+		cols   int
+		breaks int
+	}{{at80[len(header):], 80, 0}, {all[from:], 60, 1}} { // the warning's line break
 		widest, breaks := screen(t, c.out, c.cols)
-		if widest > c.cols-1 || breaks != 0 {
-			t.Errorf("%d columns: a redraw reached column %d and %d line breaks; want at most %d and none:\n%q", c.cols, widest, breaks, c.cols-1, c.out)
+		if widest > c.cols-1 || breaks != c.breaks {
+			t.Errorf("%d columns: a redraw reached column %d and %d line breaks; want at most %d and %d:\n%q", c.cols, widest, breaks, c.cols-1, c.breaks, c.out)
 		}
 		if !regexp.MustCompile(`\[#+-*\]`).MatchString(c.out) || !regexp.MustCompile(`\[[#-]{8,}\]`).MatchString(c.out) || !strings.Contains(c.out, "ETA ") {
 			t.Errorf("%d columns: no bar with width or no ETA:\n%q", c.cols, c.out)
