@@ -94,8 +94,8 @@ type lineState struct {
 }
 
 // renderLine draws s in fewer than width columns: the share done, a bar,
-// then the details, most useful first, cut at the width. The last column
-// is never written (a terminal would wrap there).
+// then the details, most useful first, as many as fit. The last column is
+// never written (a terminal would wrap there).
 func renderLine(s lineState, width int) string {
 	cols := width - 1
 	var head string
@@ -123,7 +123,21 @@ func renderLine(s lineState, width int) string {
 	}
 	parts = append(parts, fmt.Sprintf("%d %s", s.items, s.itemsWord), fmt.Sprintf("%.0f tok/s", s.tokens),
 		fmtDuration(s.elapsed)+" elapsed")
-	return truncate(head+strings.Join(parts, "  "), cols)
+	// Whole parts only: a number cut short would read as another number.
+	line := head
+	for i, part := range parts {
+		if i > 0 {
+			part = "  " + part
+		}
+		if uniseg.StringWidth(line+part) > cols {
+			if uniseg.StringWidth(line+" …") <= cols {
+				line += " …"
+			}
+			break
+		}
+		line += part
+	}
+	return truncate(line, cols) // a terminal narrower than the bar
 }
 
 // doneOf is the work done and its rate: "3.1 GB/7.4 GB 12.3 MB/s" (input
