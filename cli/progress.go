@@ -82,7 +82,7 @@ func (p *progress) start(info job.Info) {
 	if info.Estimate.JSONLBytes != 0 {
 		p.total, p.bytes = info.Estimate.JSONLBytes, true
 	}
-	p.meter = newMeter(p.started, info.Resumed)
+	p.meter = newMeter(p.started, p.total, info.Resumed)
 	if p.log.json {
 		p.log.Info("started", "kind", info.Kind, "model", info.Model.Name, "converted", info.Model.Converted, "workers", info.Workers, "threads", info.Threads,
 			"settings", info.Settings, "output", info.Out, "errors", info.Errors, "resumed", info.Resumed, "resume_from", info.ResumeFrom, "resumed_rows", info.ResumeRows, "chaos", info.Chaos)
@@ -201,7 +201,7 @@ func (p *progress) state(now time.Time) lineState {
 	s := lineState{done: p.workDone(), total: p.total, bytes: p.bytes, rate: p.meter.rate(),
 		rows: jobC.Read, items: jobC.Items, itemsWord: p.words.items, failed: jobC.Failed, elapsed: el,
 		tokens: float64(run.Tokens) / max(el.Seconds(), 1e-9)}
-	s.eta, s.etaOK = p.meter.eta(p.total)
+	s.eta, s.etaOK = p.meter.eta()
 	if p.info.Restarts != nil {
 		s.restarts = p.info.Restarts()
 	}

@@ -9,34 +9,49 @@ import (
 	"github.com/rivo/uniseg"
 )
 
-// etaTau is the time constant of the rate's moving average: a sample
-// weighs e times less after etaTau, so the ETA follows the work of about the
-// last half minute and a burst of writes after a pause moves it a little.
+// etaTau is the shortest time constant of the rate's moving average: a
+// sample weighs e times less after it. It is longer when the work is
+// written in sparser bursts (8 gaps between them), so that the rate
+// averages several bursts and one bigger or smaller batch moves the ETA a
+// little.
 const etaTau = 15 * time.Second
 
 // meterHold is how long the work done may stand still before the meter
-// counts the pause: the pipeline writes in bursts (a batch's records at
-// once), and a sample between two bursts is not a fall of the rate.
+// counts the pause, or twice the usual gap between bursts when that is
+// longer: the pipeline writes in bursts (a batch's records at once), and a
+// sample between two bursts is not a fall of the rate, a stall is.
 const meterHold = 5 * time.Second
+
+// etaSlew is the time constant with which the ETA shown moves to a new
+// estimate: between bursts it counts down, and the change a burst brings
+// is spread over a few seconds of redraws instead of one.
+const etaSlew = 5 * time.Second
 
 // meter turns samples of the work done (input bytes or rows written) into
 // a smoothed rate and an ETA. The rate is an exponential moving average over
-// time, bias-corrected (Adam's trick): while the run is younger than etaTau
-// it is the plain average since the start, later the recent rate. A sample
-// with no new work is held (up to meterHold) and folded in with the next
-// burst, so a burst every second reads as a steady rate, not as 0 and 4×.
+// time, bias-corrected (Adam's trick): while the run is younger than the
+// time constant it is the plain average since the start, later the recent
+// rate. A sample with no new work is held (see meterHold) and folded in
+// with the next burst, so a burst every few seconds reads as a steady rate,
+// not as 0 and then a spike.
 type meter struct {
+	total  int64     // the work in all; <= 0: unknown, no ETA
 	at     time.Time // the last sample folded into the rate
 	now    time.Time // the last sample
 	done   int64     // work done at the last folded sample
 	ema    float64   // the moving average of the rate, before its correction
-	weight float64   // 1 - e^(-elapsed/etaTau): the correction
+	weight float64   // the sum of the samples' weights: the correction
+	burst  time.Time // the last sample with new work (zero before the first)
+	gap    float64   // seconds between bursts, a moving average (0: unknown)
+	shown  float64   // the ETA shown, in seconds; < 0: none yet
 	// rebase: the first sample with work done is the base, not a rate
 	// (after --resume, the resumed position arrives at once).
 	rebase bool
 }
 
-func newMeter(now time.Time, rebase bool) *meter { return &meter{at: now, now: now, rebase: rebase} }
+func newMeter(now time.Time, total int64, rebase bool) *meter {
+	return &meter{total: total, at: now, now: now, shown: -1, rebase: rebase}
+}
 
 // add records that done units are done at now.
 func (m *meter) add(now time.Time, done int64) {
@@ -44,18 +59,47 @@ func (m *meter) add(now time.Time, done int64) {
 	if dt <= 0 {
 		return
 	}
-	m.now = now
+	defer m.settle(now)
 	switch {
 	case m.rebase && done > m.done:
-		m.at, m.done, m.rebase = now, done, false
+		m.at, m.done, m.burst, m.rebase = now, done, now, false
 		return
-	case done == m.done && now.Sub(m.at) < meterHold:
+	case done == m.done && dt < max(meterHold.Seconds(), 2*m.gap):
 		return // between bursts
+	case done != m.done:
+		if !m.burst.IsZero() {
+			g := now.Sub(m.burst).Seconds()
+			if m.gap == 0 {
+				m.gap = g
+			} else {
+				m.gap = 0.7*m.gap + 0.3*g
+			}
+		}
+		m.burst = now
 	}
-	decay := math.Exp(-dt / etaTau.Seconds())
+	decay := math.Exp(-dt / max(etaTau.Seconds(), 8*m.gap))
 	m.ema = decay*m.ema + (1-decay)*float64(done-m.done)/dt
 	m.weight = decay*m.weight + (1 - decay)
 	m.at, m.done = now, done
+}
+
+// settle moves the ETA shown toward the estimate at now: the time left at
+// the smoothed rate, less the time since the last burst (whose successor
+// is being worked on).
+func (m *meter) settle(now time.Time) {
+	dt := now.Sub(m.now).Seconds()
+	m.now = now
+	r := m.rate()
+	if m.total <= 0 || r <= 0 {
+		return
+	}
+	target := max(float64(m.total-m.done)/r-now.Sub(m.at).Seconds(), 0)
+	if m.shown < 0 {
+		m.shown = target
+		return
+	}
+	m.shown = max(m.shown-dt, 0) // the clock ran
+	m.shown += (target - m.shown) * (1 - math.Exp(-dt/etaSlew.Seconds()))
 }
 
 // rate is the smoothed work per second; 0 before any work is timed.
@@ -66,16 +110,13 @@ func (m *meter) rate() float64 {
 	return m.ema / m.weight
 }
 
-// eta is the time left for total at the smoothed rate, less the time since
-// the last burst (whose successor is being worked on); ok is false while
-// it is unknown (no total, no rate yet).
-func (m *meter) eta(total int64) (time.Duration, bool) {
-	r := m.rate()
-	if total <= 0 || r <= 0 {
+// eta is the time left; ok is false while it is unknown (no total, no
+// rate yet).
+func (m *meter) eta() (time.Duration, bool) {
+	if m.shown < 0 {
 		return 0, false
 	}
-	left := max(float64(total-m.done)/r-m.now.Sub(m.at).Seconds(), 0)
-	return time.Duration(min(left, 1e6) * float64(time.Second)), true
+	return time.Duration(min(m.shown, 1e6) * float64(time.Second)), true
 }
 
 // lineState is what one progress line shows.
