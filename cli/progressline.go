@@ -85,7 +85,7 @@ func (m *meter) add(now time.Time, done int64) {
 
 // settle moves the ETA shown toward the estimate at now: the time left at
 // the smoothed rate, less the time since the last burst (whose successor
-// is being worked on).
+// is being worked on), at most the usual gap between bursts.
 func (m *meter) settle(now time.Time) {
 	dt := now.Sub(m.now).Seconds()
 	m.now = now
@@ -93,7 +93,11 @@ func (m *meter) settle(now time.Time) {
 	if m.total <= 0 || r <= 0 {
 		return
 	}
-	target := max(float64(m.total-m.done)/r-now.Sub(m.at).Seconds(), 0)
+	since := now.Sub(m.at).Seconds()
+	if m.gap > 0 {
+		since = min(since, m.gap) // a late burst does not run the ETA down to 0
+	}
+	target := max(float64(m.total-m.done)/r-since, 0)
 	if m.shown < 0 {
 		m.shown = target
 		return
