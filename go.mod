@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
+	github.com/creack/pty v1.1.24
 	github.com/ebitengine/purego v0.10.0
 	github.com/hybridgroup/yzma v1.28.0
 	github.com/jackc/pgx/v5 v5.13.0

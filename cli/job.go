@@ -353,10 +353,11 @@ func openModel(allowDegraded bool, ref string) (*artifact.Artifact, error) {
 func serveJob(c *cli.Context, o *job.Options, w words, log jobLog, run func(context.Context) (job.Summary, error)) error {
 	ctx, quiet, stdout := c.Context, c.Bool("quiet"), c.App.Writer
 	o.Stats = &pipeline.Stats{}
+	prog := newProgress(c.App.ErrWriter, o.Stats, w, quiet)
+	log = prog.logThrough(log) // a record clears the progress line first
 	o.Logger = log.Logger
 	st := jobStatus{linger: c.Duration("status-linger")}
 	st.srv, _ = o.Observer.(*status.Server)
-	prog := newProgress(c.App.ErrWriter, o.Stats, w, quiet)
 	prog.log, prog.every = log, c.Duration("progress-every")
 	o.Started = prog.start
 	st.start(o, log)

@@ -27,7 +27,7 @@ func statusFlags() []cli.Flag {
 		&cli.StringFlag{Name: "status-addr", Usage: "serve /healthz (200 healthy, 503 degraded or quarantined, JSON) and /metrics (Prometheus) on `HOST:PORT` while the job runs, e.g. 127.0.0.1:9090 or :9090 (all interfaces); see docs/observability.md"},
 		&cli.DurationFlag{Name: "status-linger", Usage: "with --status-addr: keep serving for `DURATION` after the job ends, so that a scraper sees the final values (Ctrl-C ends it early)"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "`FORMAT` of stderr: text or json; json writes warnings, errors, progress and the summary to stderr as JSON lines (log/slog: time, level, msg and fields) for log shippers"},
-		&cli.DurationFlag{Name: "progress-every", Value: defaultProgressEvery, Usage: "log progress every `DURATION` instead of drawing a bar when stderr is not a terminal (or with --log-format json)"},
+		&cli.DurationFlag{Name: "progress-every", Value: defaultProgressEvery, Usage: "log progress (work done, total, rate, ETA) every `DURATION` instead of drawing the progress line when stderr is not a terminal (or with --log-format json)"},
 	}
 }
 

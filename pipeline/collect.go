@@ -100,6 +100,9 @@ func (c *collector[R, I, O]) flush() error {
 		} else if rp, ok := c.sink.(Replayer[R, I, O]); ok { // done by the run being resumed
 			rp.Replay(c.result(s, &Stats{}))
 		}
+		// The input up to this record is done: the progress line's share.
+		c.cfg.Stats.DoneRows.Store(s.x.inRows)
+		c.cfg.Stats.DoneBytes.Store(s.x.inBytes)
 		c.mem.Release(s.x.weight)
 		<-c.slots
 	}

@@ -128,6 +128,9 @@ type rec[R, I any] struct {
 	err          error // *record.RowError or *record.FileError from the reader, or Items' refusal
 	work         []Work[I]
 	weight       int64 // what it holds of Config.InFlightBytes
+	// inRows and inBytes are the reader's position just after this record
+	// (Stats.InputRows, InputBytes), for Stats.DoneRows and DoneBytes.
+	inRows, inBytes int64
 }
 
 // run is the state the stages of one Run share.
@@ -233,8 +236,10 @@ func (p *run[R, I, O]) readAll(ctx context.Context, src Source[R], out chan<- re
 			return ctx.Err()
 		}
 		r, err := src.Next()
+		x := rec[R, I]{seq: seq, r: r, err: err}
 		if pr, ok := src.(interface{ Progress() record.Progress }); ok {
 			prog := pr.Progress()
+			x.inRows, x.inBytes = prog.ParquetRows, prog.JSONLBytes
 			st.InputRows.Store(prog.ParquetRows)
 			st.InputBytes.Store(prog.JSONLBytes)
 		}
@@ -244,7 +249,6 @@ func (p *run[R, I, O]) readAll(ctx context.Context, src Source[R], out chan<- re
 		if err != nil && (ctx.Err() != nil || p.draining()) { // a read cut short by the cancellation or the drain
 			return context.Canceled
 		}
-		x := rec[R, I]{seq: seq, r: r, err: err}
 		var re *record.RowError
 		var fe *record.FileError
 		switch {

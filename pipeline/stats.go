@@ -35,6 +35,13 @@ type Stats struct {
 	// InputRows and InputBytes are how far the reader got in Parquet rows
 	// and JSONL bytes (for progress against corpus.Count's estimate).
 	InputRows, InputBytes atomic.Int64
+	// DoneRows and DoneBytes are how far into the input the work done
+	// reaches: the reader's InputRows and InputBytes just after it read the
+	// last record the sink has (records reach the sink in input order, so
+	// nothing before it is still in flight). Unlike InputRows and
+	// InputBytes, they do not count the records read ahead and still in
+	// the pipeline; the progress line's share and ETA come from them.
+	DoneRows, DoneBytes atomic.Int64
 
 	base Counters // what Restore brought in
 }
