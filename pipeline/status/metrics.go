@@ -27,7 +27,7 @@ var (
 	descWorkers      = desc("synapse_workers", "Worker slots by state: starting, ready, busy, restarting, failed, closed.", "state")
 	descQuarantined  = desc("synapse_quarantined_models", "Models the supervisor quarantined after repeated crashes.")
 	descDegraded     = desc("synapse_degraded", "1 when the supervisor counts many crashes within its window, else 0.")
-	descProgress     = desc("synapse_progress_ratio", "Share of the input read (of a sharded run: of the shard's part), from 0 to 1; absent when the size is unknown (stdin).")
+	descProgress     = desc("synapse_progress_ratio", "Share of the input done: read and its rows written (of a sharded run: of the shard's part), from 0 to 1; absent when the size is unknown (stdin).")
 	descDeadline     = desc("synapse_deadline_factor", "How far request deadlines are stretched after timeouts (1: not).")
 	descInfo         = desc("synapse_job_info", "The running job: its kind and model (value 1).", "kind", "model")
 )
@@ -147,9 +147,9 @@ func progress(st *pipeline.Stats, run Run) (float64, bool) {
 	case est.JSONLBytes < 0:
 		return 0, false // stdin or a pipe
 	case est.JSONLBytes > 0:
-		done, total = st.InputBytes.Load(), est.JSONLBytes
+		done, total = st.DoneBytes.Load(), est.JSONLBytes
 	case est.ParquetRows > 0:
-		done, total = st.InputRows.Load(), est.ParquetRows
+		done, total = st.DoneRows.Load(), est.ParquetRows
 	default:
 		return 1, true // nothing to read
 	}

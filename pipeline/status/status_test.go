@@ -103,7 +103,8 @@ func TestMetrics(t *testing.T) {
 	st.Failed.Store(3)
 	st.Items.Store(25)
 	st.Tokens.Store(1234)
-	st.InputBytes.Store(250)
+	st.InputBytes.Store(900) // read ahead: not progress
+	st.DoneBytes.Store(250)
 	h := supervise.Health{
 		Workers: []supervise.WorkerHealth{
 			{ID: "w0", State: supervise.StateReady, Restarts: 2, RSSMB: 100},
@@ -156,8 +157,10 @@ func TestMetrics(t *testing.T) {
 
 func TestProgress(t *testing.T) {
 	st := &pipeline.Stats{}
-	st.InputRows.Store(30)
-	st.InputBytes.Store(5000)
+	st.InputRows.Store(90) // read ahead of what is written: not progress
+	st.InputBytes.Store(9000)
+	st.DoneRows.Store(30)
+	st.DoneBytes.Store(5000)
 	live := func() supervise.Health { return supervise.Health{} }
 	for _, tc := range []struct {
 		name string
