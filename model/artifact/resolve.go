@@ -157,7 +157,15 @@ func (o Options) resolveConverted(dir, name string, s *modelcache.Store) (resolv
 	if s == nil {
 		return resolved{}, fmt.Errorf("model %s: %w: converting a safetensors directory needs the model cache, and there is none (set %s)", dir, ErrInvalid, modelcache.EnvDir)
 	}
-	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version, Name: name, NameIsHint: true})
+	// Nothing enters the cache before it opens as a model: a tokenizer
+	// synapse cannot compile, say, is refused before the commit.
+	check := func(_ context.Context, file string) (int, error) {
+		if _, err := openONNX(file); err != nil {
+			return 0, fmt.Errorf("%w: the converted model: %w", ErrInvalid, err)
+		}
+		return 0, nil
+	}
+	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version, Name: name, NameIsHint: true, Check: check})
 	if errors.Is(err, convert.ErrRefused) {
 		return resolved{}, fmt.Errorf("model %s: %w: %w", dir, ErrInvalid, err)
 	}
