@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -124,5 +125,57 @@ func TestUncompilableTokenizerNotCached(t *testing.T) {
 	r.wantCode(t, exitOK)
 	if !strings.Contains(r.stderr, "converted "+model) {
 		t.Errorf("the directory with tokenizer.json edited: stderr %q; want it converted again", r.stderr)
+	}
+}
+
+// TestOverlappingTensorsRefused: a model.safetensors whose header gives a
+// second name to one tensor's bytes (an alias, overlapping it) is refused
+// by embed -m and models add, exit 2 naming both tensors, and nothing is
+// cached.
+func TestOverlappingTensorsRefused(t *testing.T) {
+	work := t.TempDir()
+	model, _ := convertedDir(t, work)
+	path := filepath.Join(model, "model.safetensors")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := binary.LittleEndian.Uint64(b[:8])
+	var hdr map[string]any
+	if err := json.Unmarshal(b[8:8+n], &hdr); err != nil {
+		t.Fatal(err)
+	}
+	victim := "embeddings.word_embeddings.weight"
+	if hdr[victim] == nil {
+		t.Fatalf("no %s in %s", victim, path)
+	}
+	hdr["zz.alias"] = hdr[victim]
+	hb, err := json.Marshal(hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(hb)%8 != 0 {
+		hb = append(hb, ' ')
+	}
+	out := append(binary.LittleEndian.AppendUint64(nil, uint64(len(hb))), hb...)
+	if err := os.WriteFile(path, append(out, b[8+n:]...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(work, "models")
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+store)
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "0", "text": "the cell"}})
+	for _, args := range [][]string{{"embed", in, "-m", model, "-o", filepath.Join(work, "o.arrow")}, {"models", "add", model}} {
+		r := runSynapse(t, env, args...)
+		r.wantCode(t, exitUsage)
+		if !strings.Contains(r.stderr, "overlap") || !strings.Contains(r.stderr, victim) || !strings.Contains(r.stderr, "zz.alias") {
+			t.Errorf("%s: stderr %q; want the overlap of %s and zz.alias named", args[0], r.stderr, victim)
+		}
+	}
+	des, _ := os.ReadDir(store)
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), "sha256-") {
+			t.Errorf("the refused model left %s in the model cache", de.Name())
+		}
 	}
 }
