@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/hfmodel"
@@ -206,6 +207,13 @@ func (o Options) resolveHub(id hub.Ref, s *modelcache.Store) (resolved, error) {
 		}
 		if errors.Is(err, hub.ErrUnsafeLink) {
 			return resolved{}, fmt.Errorf("model %s: %w: %w", id, ErrInvalid, err)
+		}
+		if errors.Is(err, files.ErrUntrusted) {
+			hint := fmt.Sprintf("use a Hugging Face cache of your own (set HF_HUB_CACHE), or `synapse models pull %s` into your model cache", id)
+			if s != nil && d == hub.StoreDir(s) {
+				hint = fmt.Sprintf("remove it (`synapse models rm %s`) and pull it again, or use a model cache of your own (set %s)", id, modelcache.EnvDir)
+			}
+			return resolved{}, fmt.Errorf("model %s: %w; %s", id, err, hint)
 		}
 		if _, statErr := os.Stat(filepath.Join(d, id.Folder())); statErr == nil {
 			details = append(details, err.Error())

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/synapse-embed/synapse/io/files"
 )
 
 // errLocked is flock's answer when the lock is held and waiting was not asked.
@@ -29,7 +31,8 @@ func (s *Store) lockStore() (func(), error) {
 }
 
 // mkdir creates dir, a directory of the store (the root included), mode
-// 0755 whatever the umask, and checks the store's trust (checkRoot).
+// 0755 whatever the umask, and checks the store's trust (checkRoot) and
+// dir's: one another user owns or may write (tmp/, locks/) is refused.
 func (s *Store) mkdir(dir string) error {
 	if err := s.checkRoot(); err != nil {
 		return err
@@ -39,7 +42,23 @@ func (s *Store) mkdir(dir string) error {
 			return fmt.Errorf("modelcache: %w", err)
 		}
 	}
-	return s.checkRoot()
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
+	return checkOne(dir)
+}
+
+// checkOne checks one file or directory of the store, not followed:
+// owned by this user or root, not writable by others.
+func checkOne(path string) error {
+	fi, err := os.Lstat(path)
+	if err == nil {
+		err = files.CheckTrusted(path, fi, getuid())
+	}
+	if err != nil {
+		return fmt.Errorf("model cache: %w (use a cache of your own: set %s)", err, EnvDir)
+	}
+	return nil
 }
 
 // LockKey takes the lock named key (e.g. a digest) that serialises work on

@@ -249,7 +249,7 @@ func TestDigestCache(t *testing.T) {
 	if _, got, err := s.Digest(path); err != nil || got != digest {
 		t.Fatalf("Digest: got %s, %v; want %s", got, err, digest)
 	}
-	if d, ok := s.cachedDigest(key); !ok || d != digest {
+	if d, ok, err := s.cachedDigest(key); err != nil || !ok || d != digest {
 		t.Fatalf("digest cache after Digest: got %q, %t; want %s recorded", d, ok, digest)
 	}
 	// A recorded digest is returned without reading the file: record a
