@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/model/hub"
 	"github.com/synapse-embed/synapse/model/modelcache"
 )
@@ -97,6 +98,9 @@ func modelsPull(c *cli.Context) error {
 	cl.Log = prog.log
 	p, err := cl.Pull(c.Context, s, r, hub.PullOptions{ONNX: c.Bool("onnx"), Progress: prog.update})
 	prog.finish()
+	if errors.Is(err, files.ErrUntrusted) {
+		return fmt.Errorf("models pull: %w; remove it (`synapse models rm %s`) or use a model cache of your own (set %s)", err, r.ID, modelcache.EnvDir)
+	}
 	if err != nil {
 		return pullError(err)
 	}
