@@ -158,10 +158,17 @@ func (o Options) resolveConverted(dir, name string, s *modelcache.Store) (resolv
 	if s == nil {
 		return resolved{}, fmt.Errorf("model %s: %w: converting a safetensors directory needs the model cache, and there is none (set %s)", dir, ErrInvalid, modelcache.EnvDir)
 	}
-	// Nothing enters the cache before it opens as a model: a tokenizer
-	// synapse cannot compile, say, is refused before the commit.
+	// Nothing enters the cache before it opens as a model (an ONNX
+	// directory, or a GGUF file with its vocabulary): a tokenizer synapse
+	// cannot compile, say, is refused before the commit.
 	check := func(_ context.Context, file string) (int, error) {
-		if _, err := openONNX(file); err != nil {
+		var err error
+		if strings.EqualFold(filepath.Ext(file), ".onnx") {
+			_, err = openONNX(file)
+		} else {
+			_, err = openGGUF(file, func(string) (int64, string, error) { return 0, "", nil }) // the commit hashes it
+		}
+		if err != nil {
 			return 0, fmt.Errorf("%w: the converted model: %w", ErrInvalid, err)
 		}
 		return 0, nil
