@@ -216,7 +216,7 @@ func (o Options) resolveHub(id hub.Ref, s *modelcache.Store) (resolved, error) {
 			return resolved{}, fmt.Errorf("model %s: %w: %w", id, ErrInvalid, err)
 		}
 		if errors.Is(err, files.ErrUntrusted) {
-			hint := fmt.Sprintf("use a Hugging Face cache of your own (set HF_HUB_CACHE), or `synapse models pull %s` into your model cache", id)
+			hint := fmt.Sprintf("use a Hugging Face cache of your own (set HF_HUB_CACHE; one made under umask 002 needs `chmod -R go-w` on %s), or `synapse models pull %s` into your model cache", filepath.Join(d, id.Folder()), id)
 			if s != nil && d == hub.StoreDir(s) {
 				hint = fmt.Sprintf("remove it (`synapse models rm %s`) and pull it again, or use a model cache of your own (set %s)", id, modelcache.EnvDir)
 			}
