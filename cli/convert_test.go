@@ -269,9 +269,9 @@ func writeST6(t *testing.T, dir string, hidden int, pooling string, maxLen int) 
 // sentence-transformers 6 (modules named by file, pooling_mode, the length
 // in tokenizer_config.json) converts and embeds as that version computes:
 // CLS pooling, normalized, chunks cut at model_max_length. The same
-// weights with other modules, into the same model cache, are refused
-// naming the file that differs (the cache keeps one entry per model
-// file), and convert in a cache of their own to their own vectors.
+// weights with other modules convert, into the same model cache, to an
+// entry of their own and to their own vectors; the first directory still
+// finds its own.
 func TestConvertSentenceTransformers6(t *testing.T) {
 	work := t.TempDir()
 	b := converttest.Tiny()
@@ -313,17 +313,27 @@ func TestConvertSentenceTransformers6(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeST6(t, mean, b.Hidden, "mean", 12)
-	r = runSynapse(t, env, "embed", in, "-m", mean, "-o", filepath.Join(work, "mean.arrow"))
-	r.wantCode(t, exitUsage)
-	if !strings.Contains(r.stderr, "1_Pooling/config.json differs") || !strings.Contains(r.stderr, "models rm st6") {
-		t.Errorf("the same weights with other modules: stderr %q; want it to name 1_Pooling/config.json and models rm st6", r.stderr)
+	r = runSynapse(t, env, "embed", in, "-m", mean, "-o", filepath.Join(work, "mean.arrow"), "--truncate")
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stderr, "converted "+mean) {
+		t.Errorf("the same weights with other modules: stderr %q; want a conversion of its own", r.stderr)
 	}
-	env = append(ortEnv(t), "SYNAPSE_MODELS="+filepath.Join(work, "models2"))
-	runSynapse(t, env, "embed", in, "-m", mean, "-o", filepath.Join(work, "mean.arrow"), "--truncate").wantCode(t, exitOK)
 	_, rows = readOutput(t, filepath.Join(work, "mean.arrow"))
 	ids := tok.Tokenize(texts[0], tokenize.Options{AddSpecial: true}).IDs()
 	if c := cosine64(rows[0].Emb, onnxtest.STReference(b.HiddenStates(ids), []string{"mean"}, nil, true)); rows[0].ID != "0" || c < 0.99999 {
-		t.Errorf("the mean-pooled directory in its own cache: row %s cosine %.7f to the mean vector; want ≥ 0.99999", rows[0].ID, c)
+		t.Errorf("the mean-pooled directory beside the CLS one: row %s cosine %.7f to the mean vector; want ≥ 0.99999", rows[0].ID, c)
+	}
+	s, err := modelcache.Open(filepath.Join(work, "models"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := s.Entries(); err != nil || len(es) != 2 || es[0].Digest != es[1].Digest {
+		t.Errorf("model cache entries %+v (%v); want two of one model file", es, err)
+	}
+	r = runSynapse(t, env, "embed", in, "-m", model, "-o", out, "--truncate") // the CLS directory again: its own entry
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "Pooling(cls)") || !strings.Contains(r.stderr, "reusing") {
+		t.Errorf("the CLS directory after the mean one: stdout %q, stderr %q; want its CLS conversion reused", r.stdout, r.stderr)
 	}
 }
 

@@ -103,7 +103,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := app.RunContext(ctx, flagsFirst(app, args))
 	code := exitCode(ctx, err)
 	if err != nil && code != exitOK && code != exitInterrupted && !isLogged(err) { // the job said it was interrupted, or logged err
-		fmt.Fprintf(stderr, "synapse: %v\n", err)
+		fmt.Fprintf(stderr, "synapse: %s\n", scrubSecrets(err.Error()))
 	}
 	return code
 }

@@ -236,7 +236,7 @@ func quantizeOptions(c *cli.Context, format string) (ingest.QuantizeOptions, err
 // addError marks what running again unchanged cannot fix as a usage error
 // (exit 2): a name taken, a missing, unusable or unquantizable model.
 func addError(err error) error {
-	if errors.Is(err, modelcache.ErrNameTaken) || errors.Is(err, modelcache.ErrBadName) || errors.Is(err, modelcache.ErrSameGraph) || errors.Is(err, ingest.ErrCannotQuantize) || errors.Is(err, ingest.ErrInvalid) ||
+	if errors.Is(err, modelcache.ErrNameTaken) || errors.Is(err, modelcache.ErrBadName) || errors.Is(err, ingest.ErrCannotQuantize) || errors.Is(err, ingest.ErrInvalid) ||
 		artifact.Unusable(err) {
 		return usageError{err}
 	}

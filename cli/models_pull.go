@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/model/hub"
 	"github.com/synapse-embed/synapse/model/modelcache"
 )
@@ -97,6 +98,9 @@ func modelsPull(c *cli.Context) error {
 	cl.Log = prog.log
 	p, err := cl.Pull(c.Context, s, r, hub.PullOptions{ONNX: c.Bool("onnx"), Progress: prog.update})
 	prog.finish()
+	if errors.Is(err, files.ErrUntrusted) {
+		return fmt.Errorf("models pull: %w; remove it (`synapse models rm %s`) or use a model cache of your own (set %s)", err, r.ID, modelcache.EnvDir)
+	}
 	if err != nil {
 		return pullError(err)
 	}
@@ -111,10 +115,12 @@ func modelsPull(c *cli.Context) error {
 
 // pullError marks what running again unchanged cannot mend as a usage
 // error (exit 2): refused access, no such model, revision or file, nothing
-// loadable, a checksum mismatch, an answer that is not the Hub's. A network
+// loadable, a checksum mismatch, an answer that is not the Hub's, a
+// repository file that cannot be used (modules.json naming a module
+// outside the repository). A network
 // failure stays exit 1: the next pull resumes.
 func pullError(err error) error {
-	for _, perm := range []error{hub.ErrAuth, hub.ErrRemoteNotFound, hub.ErrNothingToLoad, hub.ErrChecksum, hub.ErrProtocol} {
+	for _, perm := range []error{hub.ErrAuth, hub.ErrRemoteNotFound, hub.ErrNothingToLoad, hub.ErrChecksum, hub.ErrProtocol, hub.ErrBadRepo} {
 		if errors.Is(err, perm) {
 			return usageError{fmt.Errorf("models pull: %w", err)}
 		}
@@ -146,7 +152,7 @@ func (p *pullProgress) log(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.endBar()
-	fmt.Fprintf(p.w, "synapse: %s\n", line)
+	fmt.Fprintf(p.w, "synapse: %s\n", scrubSecrets(line))
 	p.logged = time.Now() // a download's first progress line comes a while after its start
 }
 

@@ -50,6 +50,16 @@ func TestModelsPullExitCodes(t *testing.T) {
 	srv.Add(t, "org/gated", servedModel(t, false), "main")
 	srv.Gate("org/gated", "hf_letmein")
 	srv.Add(t, "org/pickle", servedModel(t, true), "main")
+	srv.Add(t, "org/echo-403", servedModel(t, false), "main")
+	srv.Echo("org/echo-403", 403)
+	srv.Add(t, "org/echo-502", servedModel(t, false), "main")
+	srv.Echo("org/echo-502", 502)
+	outside := servedModel(t, false)
+	os.WriteFile(filepath.Join(outside, "modules.json"), []byte(`[{"idx":0,"path":""},{"idx":1,"path":"../1_Pooling"}]`), 0o644)
+	srv.Add(t, "org/outside", outside, "main")
+	garbled := servedModel(t, false)
+	os.WriteFile(filepath.Join(garbled, "modules.json"), []byte(`[{"idx":0,`), 0o644)
+	srv.Add(t, "org/garbled", garbled, "main")
 	flaky := hubtest.New(t)
 	flaky.Add(t, "org/flaky", servedModel(t, false), "main")
 	flaky.DropFile("model.safetensors", hubtest.Drop{After: 1000, Times: -1})
@@ -74,6 +84,10 @@ func TestModelsPullExitCodes(t *testing.T) {
 		{"no such revision", srv.URL, "", []string{"org/ok@v9"}, exitUsage, []string{"404", "v9"}, false},
 		{"pickle only", srv.URL, "", []string{"org/pickle"}, exitUsage, []string{"pytorch_model.bin, a pickle"}, false},
 		{"unwritable cache", srv.URL, "", []string{"--models-dir", "/dev/null/models", "org/ok"}, exitUsage, []string{"the model cache"}, true},
+		{"token echoed, 403", srv.URL, "hf_letmein", []string{"org/echo-403"}, exitUsage, []string{"you sent Authorization: Bearer [HF_TOKEN]"}, false},
+		{"token echoed, 502", srv.URL, "hf_letmein", []string{"--attempts", "2", "org/echo-502"}, exitFatal, []string{"you sent Authorization: Bearer [HF_TOKEN]"}, false},
+		{"module outside the repository", srv.URL, "", []string{"org/outside"}, exitUsage, []string{`module path "../1_Pooling"`}, false},
+		{"modules.json garbled", srv.URL, "", []string{"org/garbled"}, exitUsage, []string{"modules.json"}, false},
 		{"dropped every time", flaky.URL, "", []string{"--attempts", "1", "org/flaky"}, exitFatal, []string{"connection dropped", "run again to resume"}, false},
 	}
 	for _, tt := range tests {

@@ -73,6 +73,7 @@ type jobLog struct {
 }
 
 func newJobLog(w io.Writer, format string) jobLog {
+	w = scrubWriter{w} // a logged error may carry a secret from anywhere
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	if format == "json" {
 		return jobLog{slog.New(slog.NewJSONHandler(w, opts)), true, w}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/hfmodel"
@@ -157,7 +158,22 @@ func (o Options) resolveConverted(dir, name string, s *modelcache.Store) (resolv
 	if s == nil {
 		return resolved{}, fmt.Errorf("model %s: %w: converting a safetensors directory needs the model cache, and there is none (set %s)", dir, ErrInvalid, modelcache.EnvDir)
 	}
-	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version, Name: name, NameIsHint: true})
+	// Nothing enters the cache before it opens as a model (an ONNX
+	// directory, or a GGUF file with its vocabulary): a tokenizer synapse
+	// cannot compile, say, is refused before the commit.
+	check := func(_ context.Context, file string) (int, error) {
+		var err error
+		if strings.EqualFold(filepath.Ext(file), ".onnx") {
+			_, err = openONNX(file)
+		} else {
+			_, err = openGGUF(file, func(string) (int64, string, error) { return 0, "", nil }) // the commit hashes it
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%w: the converted model: %w", ErrInvalid, err)
+		}
+		return 0, nil
+	}
+	res, err := convert.Cached(context.Background(), s, dir, convert.Options{Version: o.Version, Name: name, NameIsHint: true, Check: check})
 	if errors.Is(err, convert.ErrRefused) {
 		return resolved{}, fmt.Errorf("model %s: %w: %w", dir, ErrInvalid, err)
 	}
@@ -198,6 +214,13 @@ func (o Options) resolveHub(id hub.Ref, s *modelcache.Store) (resolved, error) {
 		}
 		if errors.Is(err, hub.ErrUnsafeLink) {
 			return resolved{}, fmt.Errorf("model %s: %w: %w", id, ErrInvalid, err)
+		}
+		if errors.Is(err, files.ErrUntrusted) {
+			hint := fmt.Sprintf("use a Hugging Face cache of your own (set HF_HUB_CACHE; one made under umask 002 needs `chmod -R go-w` on %s), or `synapse models pull %s` into your model cache", filepath.Join(d, id.Folder()), id)
+			if s != nil && d == hub.StoreDir(s) {
+				hint = fmt.Sprintf("remove it (`synapse models rm %s`) and pull it again, or use a model cache of your own (set %s)", id, modelcache.EnvDir)
+			}
+			return resolved{}, fmt.Errorf("model %s: %w; %s", id, err, hint)
 		}
 		if _, statErr := os.Stat(filepath.Join(d, id.Folder())); statErr == nil {
 			details = append(details, err.Error())

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -146,9 +145,6 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 		e.Kind = modelcache.KindRerank
 	}
 	e, _, err = stg.Commit(e)
-	if errors.Is(err, modelcache.ErrSameGraph) {
-		return e, fmt.Errorf("convert: %w: %w", ErrRefused, err)
-	}
 	return e, err
 }
 
@@ -189,15 +185,14 @@ func pickName(st *modelcache.Store, dir, name string, hint bool, digest string) 
 	if err := modelcache.CheckName(name); err != nil {
 		return "", fmt.Errorf("convert: %w (give --name)", err)
 	}
+	if !given {
+		return st.FreeName(name, digest), nil
+	}
 	entries, _ := st.Entries()
 	for _, e := range entries {
-		if e.Name != name || e.Digest == digest {
-			continue
-		}
-		if given {
+		if e.Name == name {
 			return "", fmt.Errorf("convert: %w: %q is %s (added from %s); give another --name", modelcache.ErrNameTaken, name, e.Digest, e.SourcePath)
 		}
-		return name + "-" + hexd[:8], nil
 	}
 	return name, nil
 }

@@ -44,12 +44,16 @@ func StoreDir(s *modelcache.Store) string { return filepath.Join(s.Root, "hub") 
 // revision of 40 hex digits, that commit's snapshot itself. Every symbolic
 // link in the snapshot must resolve to a file inside the repository's
 // folder (the Hugging Face cache links to ../../blobs/…); one that leads
-// outside it, to a directory or to nothing is ErrUnsafeLink. A repository,
+// outside it, to a directory or to nothing is ErrUnsafeLink. A folder
+// another user could change is refused first (CheckTrust). A repository,
 // ref or snapshot the cache lacks is ErrNotCached.
 func Snapshot(dir string, r Ref) (string, error) {
 	repo := filepath.Join(dir, r.Folder())
 	if _, err := os.Stat(repo); err != nil {
 		return "", fmt.Errorf("%s: %w (no %s)", r, ErrNotCached, repo)
+	}
+	if err := CheckTrust(dir, r); err != nil {
+		return "", err
 	}
 	commit := r.Rev()
 	if !IsCommit(commit) {

@@ -160,7 +160,7 @@ func (e transientError) Unwrap() error { return e.err }
 // statusError turns an answer that is not 2xx into an error saying what to
 // do; one another attempt may mend is transientError.
 func (c *Client) statusError(resp *http.Response, what string) error {
-	msg := serverMessage(resp)
+	msg := serverMessage(resp, c.Token)
 	switch code := resp.StatusCode; {
 	case code == http.StatusUnauthorized && c.Token == "":
 		return fmt.Errorf("%s: %w (401%s): the model is gated or private, or does not exist; set HF_TOKEN to an access token of an account that may read it", what, ErrAuth, msg)
@@ -177,8 +177,10 @@ func (c *Client) statusError(resp *http.Response, what string) error {
 }
 
 // serverMessage is the Hub's error text (its JSON "error", else the
-// X-Error-Message header), as ": …", at most 200 bytes.
-func serverMessage(resp *http.Response) string {
+// X-Error-Message header), as ": …", at most 200 bytes, with the token
+// replaced by "[HF_TOKEN]" before it is cut (a server may echo the
+// request's Authorization header back).
+func serverMessage(resp *http.Response, token string) string {
 	msg := resp.Header.Get("X-Error-Message")
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	var body struct {
@@ -186,6 +188,9 @@ func serverMessage(resp *http.Response) string {
 	}
 	if json.Unmarshal(b, &body) == nil && body.Error != "" {
 		msg = body.Error
+	}
+	if token != "" {
+		msg = strings.ReplaceAll(msg, token, "[HF_TOKEN]")
 	}
 	msg = strings.Join(strings.Fields(msg), " ")
 	if msg == "" {

@@ -36,6 +36,10 @@ var (
 	// ErrUnsafeLink marks a snapshot file that links outside its
 	// repository's folder, or to nothing.
 	ErrUnsafeLink = errors.New("snapshot link refused")
+	// ErrBadRepo marks a repository file synapse cannot use as it is: a
+	// modules.json that is not JSON, or names a module outside the
+	// repository. The same commit gives the same file on every pull.
+	ErrBadRepo = errors.New("a repository file synapse cannot use")
 )
 
 // Ref is a hub id and the revision asked for.

@@ -45,8 +45,13 @@ type Pulled struct {
 // is renamed into snapshots/COMMIT at once, then refs/REVISION written. A
 // second pull of the same commit downloads nothing. An interrupted pull
 // leaves its partial files, which the next one resumes. Concurrent pulls
-// of one model take turns (the model cache's lock).
+// of one model take turns (the model cache's lock). A repository folder
+// another user could change is refused before anything is asked or
+// written (CheckTrust).
 func (c *Client) Pull(ctx context.Context, s *modelcache.Store, r Ref, o PullOptions) (Pulled, error) {
+	if err := CheckTrust(StoreDir(s), r); err != nil {
+		return Pulled{}, err
+	}
 	repo, err := c.Info(ctx, r)
 	if err != nil {
 		return Pulled{}, err

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/model/hub"
 	"github.com/synapse-embed/synapse/model/hub/hubtest"
 	"github.com/synapse-embed/synapse/model/modelcache"
@@ -462,5 +464,45 @@ func TestPullInterruptedKeepsWhatItHas(t *testing.T) {
 	}
 	if want := []string{"bytes=70000-"}; !slices.Equal(ranges, want) {
 		t.Errorf("the pull after the interrupted one asked Range %q; want %q", ranges, want)
+	}
+}
+
+// TestPullRefusesAForeignFolder: a pull into a model cache whose hub/, or
+// whose repository folder, partial/, snapshots/ or refs/ there, another
+// user owns (a real uid, 65534) — where she could have planted a link for
+// the pull to write through — is refused with ErrUntrusted naming the
+// path, before the Hub is asked anything, and writes nothing through her
+// link.
+func TestPullRefusesAForeignFolder(t *testing.T) {
+	testenv.Stranger(t)
+	srv := hubtest.New(t)
+	srv.Add(t, "org/m", stRepo(t, 10_000, 7), "main")
+	for _, level := range []string{"", "models--org--m", "models--org--m/partial", "models--org--m/snapshots", "models--org--m/refs"} {
+		t.Run(level, func(t *testing.T) {
+			s := newStore(t)
+			hubDir := hub.StoreDir(s)
+			p := filepath.Join(hubDir, filepath.FromSlash(level))
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(t.TempDir(), "victim")
+			if err := os.Symlink(target, filepath.Join(p, "planted")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(p, testenv.StrangerUID, testenv.StrangerUID); err != nil {
+				t.Fatal(err)
+			}
+			before := len(srv.Requests())
+			_, err := client(t, srv, "").Pull(context.Background(), s, hub.Ref{ID: "org/m"}, hub.PullOptions{})
+			if !errors.Is(err, files.ErrUntrusted) || !strings.Contains(err.Error(), p+" is owned by uid 65534") {
+				t.Errorf("got %v; want ErrUntrusted naming %s", err, p)
+			}
+			if n := len(srv.Requests()) - before; n != 0 {
+				t.Errorf("%d requests to the Hub before the refusal; want none", n)
+			}
+			if _, err := os.Lstat(target); err == nil {
+				t.Errorf("the pull wrote through the planted link to %s", target)
+			}
+		})
 	}
 }

@@ -34,7 +34,7 @@ func Modules(b []byte) ([]string, error) {
 		Path string `json:"path"`
 	}
 	if err := json.Unmarshal(b, &mods); err != nil {
-		return nil, fmt.Errorf("%s: %w", ModulesFile, err)
+		return nil, fmt.Errorf("%s: %w: %w", ModulesFile, ErrBadRepo, err)
 	}
 	var dirs []string
 	for _, m := range mods {
@@ -43,7 +43,7 @@ func Modules(b []byte) ([]string, error) {
 			continue
 		}
 		if path.Clean(p) != p || strings.HasPrefix(p, "../") || p == ".." {
-			return nil, fmt.Errorf("%s: module path %q is not a directory inside the repository", ModulesFile, m.Path)
+			return nil, fmt.Errorf("%s: %w: module path %q is not a directory inside the repository", ModulesFile, ErrBadRepo, m.Path)
 		}
 		dirs = append(dirs, p)
 	}

@@ -130,13 +130,13 @@ func (s *session) pickName(a *artifact.Artifact, path, name string) (string, err
 	if err := modelcache.CheckName(name); err != nil {
 		return "", fmt.Errorf("add: %w (give --name)", err)
 	}
+	if derived {
+		return s.o.Store.FreeName(name, a.Digest), nil
+	}
 	entries, _ := s.o.Store.Entries()
 	for _, e := range entries {
 		if e.Name != name {
 			continue
-		}
-		if derived {
-			return name + "-" + strings.TrimPrefix(a.Digest, "sha256:")[:8], nil
 		}
 		return "", fmt.Errorf("add: %w: %q is %s (added from %s); give another --name", modelcache.ErrNameTaken, name, e.Digest, e.SourcePath)
 	}

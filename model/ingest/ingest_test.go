@@ -368,7 +368,7 @@ func TestQuantizeInterrupted(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Quantize canceled: got %v; want context.Canceled", err)
 	}
-	if _, ok, _ := o.Store.Variant(src.Digest, "Q8_0"); ok {
+	if _, ok, _ := o.Store.Variant(src, "Q8_0"); ok {
 		t.Error("a variant entry exists after the interrupted quantize")
 	}
 	checkClean(t, o.Store)

@@ -13,7 +13,8 @@ import (
 // addONNX adds an ONNX model (a model directory or a .onnx file): its graph
 // goes into the entry as model.onnx, hard-linked or copied, its digest the
 // entry's, and the directory's other files (hfmodel.Files.Sidecars) are
-// copied beside it, so that the entry is a model directory of its own. A
+// copied beside it, so that the entry is a model directory of its own (the
+// same graph with other files beside it is an entry of its own). A
 // worker then LOADs it from the entry and runs one request, as for GGUF.
 func (s *session) addONNX(ctx context.Context, path, name string) (modelcache.Entry, bool, error) {
 	st := s.o.Store
@@ -30,7 +31,11 @@ func (s *session) addONNX(ctx context.Context, path, name string) (modelcache.En
 	if err != nil {
 		return modelcache.Entry{}, false, err
 	}
-	if e, ok, err := st.Get(a.Digest); ok || err != nil {
+	want, err := modelcache.HashFiles(sidecars)
+	if err != nil {
+		return modelcache.Entry{}, false, err
+	}
+	if e, ok, err := st.GetFiles(a.Digest, want); ok || err != nil {
 		return e, ok, err
 	}
 	if name, err = s.pickName(a, path, name); err != nil {
@@ -41,7 +46,7 @@ func (s *session) addONNX(ctx context.Context, path, name string) (modelcache.En
 		return modelcache.Entry{}, false, err
 	}
 	defer unlock()
-	if e, ok, err := st.Get(a.Digest); ok || err != nil {
+	if e, ok, err := st.GetFiles(a.Digest, want); ok || err != nil {
 		return e, ok, err
 	}
 	stg, err := st.Stage()

@@ -91,7 +91,7 @@ func (s *session) quantize(ctx context.Context, src modelcache.Entry, q Quantize
 		return modelcache.Entry{}, false, err
 	}
 	st := s.o.Store
-	if v, ok, err := st.Variant(src.Digest, ft.Label); err != nil || ok && !v.StaleGraph(onnx.QuantForm) {
+	if v, ok, err := st.Variant(src, ft.Label); err != nil || ok && !v.StaleGraph(onnx.QuantForm) {
 		return v, ok, err
 	}
 	unlock, err := st.LockKey(ctx, "quantize-"+src.Digest+"-"+ft.Label, func() { s.o.progress("waiting for another synapse process quantizing this model") })
@@ -99,7 +99,7 @@ func (s *session) quantize(ctx context.Context, src modelcache.Entry, q Quantize
 		return modelcache.Entry{}, false, err
 	}
 	defer unlock()
-	if v, ok, err := st.Variant(src.Digest, ft.Label); err != nil || ok && !v.StaleGraph(onnx.QuantForm) {
+	if v, ok, err := st.Variant(src, ft.Label); err != nil || ok && !v.StaleGraph(onnx.QuantForm) {
 		return v, ok, err
 	} else if ok {
 		if err := s.removeStale(v); err != nil {

@@ -67,8 +67,8 @@ func (s *Store) Digest(path string) (size int64, digest string, err error) {
 	if err != nil {
 		return 0, "", err
 	}
-	if d, ok := s.cachedDigest(key); ok {
-		return key.Size, d, nil
+	if d, ok, err := s.cachedDigest(key); err != nil || ok {
+		return key.Size, d, err
 	}
 	size, digest, err = gguf.Digest(key.Path)
 	if err != nil {
@@ -80,14 +80,26 @@ func (s *Store) Digest(path string) (size int64, digest string, err error) {
 	return size, digest, nil
 }
 
-// cachedDigest looks key up in the digest cache.
-func (s *Store) cachedDigest(key FileKey) (string, bool) {
-	for _, r := range s.readDigests() {
-		if r.FileKey == key {
-			return r.Digest, true
+// cachedDigest looks key up in the digest cache. A digest cache another
+// user could have written (in a store she could change, or hers, or
+// writable by others) is refused: its digests would name her model as the
+// file the user chose.
+func (s *Store) cachedDigest(key FileKey) (string, bool, error) {
+	path := filepath.Join(s.Root, digestCacheFile)
+	if _, err := os.Lstat(path); err == nil {
+		if err := s.checkRoot(); err != nil {
+			return "", false, err
+		}
+		if err := checkOne(path); err != nil {
+			return "", false, err
 		}
 	}
-	return "", false
+	for _, r := range s.readDigests() {
+		if r.FileKey == key {
+			return r.Digest, true, nil
+		}
+	}
+	return "", false, nil
 }
 
 // RecordDigest records that the file with key has digest.

@@ -186,7 +186,7 @@ func readEntry(dir string) (Entry, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return Entry{}, fmt.Errorf("modelcache: %s: %w", filepath.Join(dir, EntryFile), err)
 	}
-	if want := dirName(e.Digest); filepath.Base(dir) != want {
+	if base := filepath.Base(dir); base != dirName(e.Digest) && base != filesDirName(e.Digest, e.Files) {
 		return Entry{}, fmt.Errorf("modelcache: %s names digest %s; the directory says %s", filepath.Join(dir, EntryFile), e.Digest, filepath.Base(dir))
 	}
 	if e.File == "" || filepath.Base(e.File) != e.File {

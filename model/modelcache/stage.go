@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/synapse-embed/synapse/io/files"
 )
 
 // errLocked is flock's answer when the lock is held and waiting was not asked.
@@ -18,34 +18,6 @@ var errLocked = errors.New("modelcache: locked")
 
 // ErrNameTaken is returned by Commit when another entry has the name.
 var ErrNameTaken = errors.New("name taken")
-
-// ErrSameGraph: a new entry's model file is an existing entry's, but the
-// files beside it (tokenizer, config, sentence-transformers modules)
-// differ. The cache keeps one entry per model file, so it refuses rather
-// than hand out either one's files for the other.
-var ErrSameGraph = errors.New("same model file, other files")
-
-// filesDiff names the first file two entries' Files disagree on.
-func filesDiff(a, b map[string]string) string {
-	names := slices.Sorted(maps.Keys(a))
-	for n := range b {
-		if _, ok := a[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		switch da, db := a[n], b[n]; {
-		case da == "":
-			return n + " only in the new one"
-		case db == "":
-			return n + " only in the existing one"
-		case da != db:
-			return n + " differs"
-		}
-	}
-	return "none"
-}
 
 func (s *Store) tmpDir() string { return filepath.Join(s.Root, "tmp") }
 
@@ -59,7 +31,8 @@ func (s *Store) lockStore() (func(), error) {
 }
 
 // mkdir creates dir, a directory of the store (the root included), mode
-// 0755 whatever the umask, and checks the store's trust (checkRoot).
+// 0755 whatever the umask, and checks the store's trust (checkRoot) and
+// dir's: one another user owns or may write (tmp/, locks/) is refused.
 func (s *Store) mkdir(dir string) error {
 	if err := s.checkRoot(); err != nil {
 		return err
@@ -69,7 +42,23 @@ func (s *Store) mkdir(dir string) error {
 			return fmt.Errorf("modelcache: %w", err)
 		}
 	}
-	return s.checkRoot()
+	if err := s.checkRoot(); err != nil {
+		return err
+	}
+	return checkOne(dir)
+}
+
+// checkOne checks one file or directory of the store, not followed:
+// owned by this user or root, not writable by others.
+func checkOne(path string) error {
+	fi, err := os.Lstat(path)
+	if err == nil {
+		err = files.CheckTrusted(path, fi, getuid())
+	}
+	if err != nil {
+		return fmt.Errorf("model cache: %w (use a cache of your own: set %s)", err, EnvDir)
+	}
+	return nil
 }
 
 // LockKey takes the lock named key (e.g. a digest) that serialises work on
@@ -159,8 +148,11 @@ func (st *Staging) Abort() {
 
 // Commit writes e's entry.json into the staging directory and renames the
 // directory into place as e's entry. If an entry with e's digest exists
-// already (another process was first), it is returned with existed true and
-// the staging directory is dropped. A name another digest has is
+// and the same other files (Files) exists already (another process was
+// first), it is returned with existed true and the staging directory is
+// dropped. An entry with e's model file but other files beside it (an
+// edited tokenizer.json or module config) is kept beside it, under
+// filesDirName. A name another digest has is
 // ErrNameTaken.
 func (st *Staging) Commit(e Entry) (got Entry, existed bool, err error) {
 	defer st.Abort()
@@ -184,12 +176,7 @@ func (st *Staging) Commit(e Entry) (got Entry, existed bool, err error) {
 		return Entry{}, false, err
 	}
 	defer unlock()
-	if old, ok, err := st.s.Get(e.Digest); err != nil || ok {
-		if err == nil && !maps.Equal(old.Files, e.Files) {
-			return Entry{}, false, fmt.Errorf("modelcache: %w: %s gives the model file of %q (%s, added from %s) with other files beside it (%s): "+
-				"remove that entry first (synapse models rm %s), or use another model cache (%s)",
-				ErrSameGraph, e.SourcePath, old.Name, old.Short(), old.SourcePath, filesDiff(old.Files, e.Files), old.Name, EnvDir)
-		}
+	if old, ok, err := st.s.GetFiles(e.Digest, e.Files); err != nil || ok {
 		return old, ok, err
 	}
 	entries, _ := st.s.Entries()
@@ -199,6 +186,9 @@ func (st *Staging) Commit(e Entry) (got Entry, existed bool, err error) {
 		}
 	}
 	dst := filepath.Join(st.s.Root, dirName(e.Digest))
+	if _, err := os.Lstat(dst); err == nil { // the same model file with other files beside it
+		dst = filepath.Join(st.s.Root, filesDirName(e.Digest, e.Files))
+	}
 	if err := os.Rename(st.dir, dst); err != nil {
 		return Entry{}, false, fmt.Errorf("modelcache: commit %s: %w", e.Name, err)
 	}

@@ -9,6 +9,7 @@
 //	sha256-<hex>/model.onnx    or an ONNX model's graph (<hex> is its digest), with the
 //	sha256-<hex>/tokenizer.json, config.json, …  model directory's other files copied beside it
 //	sha256-<hex>/entry.json    its Entry
+//	sha256-<hex>.<key>/…       the same model file with other files beside it (filesDirName)
 //	digests.json               digests of files outside the store, by (path, size, mtime, inode)
 //	tmp/<id>, tmp/<id>.lock    entries being written; renamed into place when complete
 //	locks/<key>.lock           serialises concurrent additions of one model
@@ -20,11 +21,15 @@
 package modelcache
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,8 +57,13 @@ type AmbiguousError struct {
 
 func (e *AmbiguousError) Error() string {
 	var names []string
+	same := true
 	for _, m := range e.Matches {
 		names = append(names, m.Short()+" ("+m.Name+")")
+		same = same && m.Digest == e.Matches[0].Digest
+	}
+	if same { // one model file with other files beside it: more digits cannot tell them apart
+		return fmt.Sprintf("modelcache: digest prefix %q is ambiguous: %s share the model file, each with other files beside it; name one", e.Ref, strings.Join(names, ", "))
 	}
 	return fmt.Sprintf("modelcache: digest prefix %q is ambiguous: %s; give more digits", e.Ref, strings.Join(names, ", "))
 }
@@ -98,6 +108,37 @@ func Open(root string) (*Store, error) {
 // dirName is an entry's directory name for a digest.
 func dirName(digest string) string {
 	return "sha256-" + strings.TrimPrefix(digest, digestPrefix)
+}
+
+// filesDirName is the directory name of an entry whose model file an
+// entry at dirName(digest) has already, with other files beside it:
+// dirName, a dot and 16 hex digits of the SHA-256 of the other files'
+// names and digests (Entry.Files), so that an edited tokenizer.json or
+// module config makes an entry of its own.
+func filesDirName(digest string, files map[string]string) string {
+	h := sha256.New()
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%s\x00%s\n", n, files[n])
+	}
+	return dirName(digest) + "." + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// HashFiles returns the digests ("sha256:<hex>") of files (a name in an
+// entry → the path it is read from, as Staging.CopyIn takes them), by
+// name: the Files an entry made of them records.
+func HashFiles(files map[string]string) (map[string]string, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(files))
+	for n, p := range files {
+		d, err := hashFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("modelcache: %w", err)
+		}
+		out[n] = d
+	}
+	return out, nil
 }
 
 // Entries returns the store's entries sorted by name. Entries that cannot be
@@ -146,6 +187,46 @@ func (s *Store) Get(digest string) (Entry, bool, error) {
 	return e, true, nil
 }
 
+// GetFiles returns the entry of a full digest whose other files (Files)
+// are files: the one at dirName(digest), or the one beside it that an
+// edited sidecar made (filesDirName).
+func (s *Store) GetFiles(digest string, files map[string]string) (Entry, bool, error) {
+	for _, dir := range []string{dirName(digest), filesDirName(digest, files)} {
+		if err := s.checkRoot(); err != nil {
+			return Entry{}, false, err
+		}
+		e, err := readEntry(filepath.Join(s.Root, dir))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return Entry{}, false, err
+		case maps.Equal(e.Files, files):
+			return e, true, nil
+		}
+	}
+	return Entry{}, false, nil
+}
+
+// FreeName is name when no entry has it, else a name derived from it that
+// none has: name-<8 hex digits of digest>, then with -2, -3, … after it
+// (entries of one model file with other files beside it share the digits).
+func (s *Store) FreeName(name, digest string) string {
+	entries, _ := s.Entries()
+	taken := map[string]bool{}
+	for _, e := range entries {
+		taken[e.Name] = true
+	}
+	if !taken[name] {
+		return name
+	}
+	base := name + "-" + strings.TrimPrefix(digest, digestPrefix)[:8]
+	name = base
+	for n := 2; taken[name]; n++ {
+		name = fmt.Sprintf("%s-%d", base, n)
+	}
+	return name
+}
+
 // Lookup finds an entry by name, or by a digest prefix of at least four hex
 // digits, written bare, as "sha256:<hex>" or as "sha256-<hex>". A name wins
 // over a digest prefix. Unknown refs are ErrNotFound; a prefix several
@@ -192,12 +273,14 @@ func digestPrefixOf(ref string) (string, bool) {
 	return h, true
 }
 
-// Variant returns the entry quantized from digest of to file type ftype
-// (a gguf.FileType name such as "Q8_0"), if there is one.
-func (s *Store) Variant(of, ftype string) (Entry, bool, error) {
+// Variant returns the entry quantized from src to file type ftype (a
+// gguf.FileType name such as "Q8_0"), if there is one: its Of is src's
+// digest and it carries src's other files (an ONNX variant's tokenizer and
+// configs are its source's).
+func (s *Store) Variant(src Entry, ftype string) (Entry, bool, error) {
 	entries, err := s.Entries()
 	for _, e := range entries {
-		if e.Of == of && strings.EqualFold(e.Quantization, ftype) {
+		if e.Of == src.Digest && strings.EqualFold(e.Quantization, ftype) && maps.Equal(e.Files, src.Files) {
 			return e, true, nil
 		}
 	}

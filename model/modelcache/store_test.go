@@ -249,7 +249,7 @@ func TestDigestCache(t *testing.T) {
 	if _, got, err := s.Digest(path); err != nil || got != digest {
 		t.Fatalf("Digest: got %s, %v; want %s", got, err, digest)
 	}
-	if d, ok := s.cachedDigest(key); !ok || d != digest {
+	if d, ok, err := s.cachedDigest(key); err != nil || !ok || d != digest {
 		t.Fatalf("digest cache after Digest: got %q, %t; want %s recorded", d, ok, digest)
 	}
 	// A recorded digest is returned without reading the file: record a
@@ -320,5 +320,99 @@ func TestPutFollowsSymlinks(t *testing.T) {
 	}
 	if err := s.Verify(e); err != nil {
 		t.Errorf("Verify: %v", err)
+	}
+}
+
+// TestSidecarsMakeTheirOwnEntry: the same model file with another
+// tokenizer.json beside it is an entry of its own, found by GetFiles with
+// its files, by name and by Variant of its own; the first stays as it was;
+// a digest prefix naming both says so; an entry.json whose files do not
+// give its directory's name is refused.
+func TestSidecarsMakeTheirOwnEntry(t *testing.T) {
+	s := newStore(t)
+	path, key, digest := writeFile(t, "GGUF one model file")
+	commit := func(name, tokenizer string) Entry {
+		t.Helper()
+		st, err := s.Stage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := st.Put(path, key, digest)
+		if err == nil {
+			err = os.WriteFile(st.Path("tokenizer.json"), []byte(tokenizer), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _, err := st.Commit(Entry{Name: name, Digest: digest, Size: key.Size, File: ModelFile, SourcePath: path, Stored: stored})
+		if err != nil {
+			t.Fatalf("Commit %s: %v", name, err)
+		}
+		return e
+	}
+	a := commit("first", `{"a":1}`)
+	b := commit("edited", `{"a":2}`)
+	if a.Dir() == b.Dir() || filepath.Base(a.Dir()) != dirName(digest) || !strings.HasPrefix(filepath.Base(b.Dir()), dirName(digest)+".") {
+		t.Fatalf("entries in %s and %s; want %s and a directory beside it", a.Dir(), b.Dir(), dirName(digest))
+	}
+	if again := commit("again", `{"a":2}`); again.Name != "edited" {
+		t.Errorf("the edited files again gave entry %q; want the existing \"edited\"", again.Name)
+	}
+	for _, tc := range []struct {
+		tok, want string
+	}{{`{"a":1}`, "first"}, {`{"a":2}`, "edited"}, {`{"a":3}`, ""}} {
+		files, err := HashFiles(map[string]string{"tokenizer.json": writeTemp(t, tc.tok)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok, err := s.GetFiles(digest, files)
+		if err != nil || ok != (tc.want != "") || ok && e.Name != tc.want {
+			t.Errorf("GetFiles with tokenizer %s: %q, %v, %v; want %q", tc.tok, e.Name, ok, err, tc.want)
+		}
+	}
+	if e, err := s.Lookup("edited"); err != nil || e.Dir() != b.Dir() {
+		t.Errorf("Lookup edited: %v, %v", e.Dir(), err)
+	}
+	if _, err := s.Lookup(strings.TrimPrefix(digest, digestPrefix)[:8]); err == nil || !strings.Contains(err.Error(), "share the model file") {
+		t.Errorf("a digest prefix of both: %v; want an error saying they share the model file", err)
+	}
+	v := Entry{Name: "edited:q", Digest: "sha256:" + strings.Repeat("ab", 32), Of: digest, Quantization: "Q8_0", Files: b.Files, File: ModelFile}
+	fakeVariant(t, s, v)
+	if got, ok, err := s.Variant(a, "Q8_0"); ok || err != nil {
+		t.Errorf("Variant of the first: %q, %v, %v; want none (the variant carries the edited files)", got.Name, ok, err)
+	}
+	if got, ok, err := s.Variant(b, "Q8_0"); !ok || err != nil || got.Name != v.Name {
+		t.Errorf("Variant of the edited: %q, %v, %v; want %q", got.Name, ok, err, v.Name)
+	}
+	lie := b
+	lie.Files = map[string]string{"tokenizer.json": "sha256:" + strings.Repeat("0", 64)}
+	if err := writeEntry(b.Dir(), lie); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readEntry(b.Dir()); err == nil || !strings.Contains(err.Error(), "the directory says") {
+		t.Errorf("an entry.json whose files do not give its directory's name: %v; want refused", err)
+	}
+}
+
+// writeTemp writes content to a new file and returns its path.
+func writeTemp(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// fakeVariant writes an entry directory holding only e's entry.json, enough
+// for Entries and Variant to find it.
+func fakeVariant(t *testing.T, s *Store, e Entry) {
+	t.Helper()
+	dir := filepath.Join(s.Root, dirName(e.Digest))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeEntry(dir, e); err != nil {
+		t.Fatal(err)
 	}
 }

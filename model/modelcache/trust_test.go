@@ -1,6 +1,7 @@
 package modelcache
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -138,5 +139,50 @@ func chown(t *testing.T, path string) {
 	t.Helper()
 	if err := os.Chown(path, testenv.StrangerUID, testenv.StrangerUID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStoreDirsTrust: the store's own directories and files besides its
+// entries — tmp/ (staging), locks/ and digests.json — owned by another
+// user (a real uid, 65534) or writable by others are refused with
+// ErrUntrusted naming the path, by the call that would use them.
+func TestStoreDirsTrust(t *testing.T) {
+	tests := []struct {
+		name     string
+		stranger bool
+		rel      string
+		spoil    func(t *testing.T, p string)
+		use      func(s *Store, file string) error
+		want     string
+	}{
+		{"tmp owned by another user", true, "tmp", chown, func(s *Store, _ string) error { _, err := s.Stage(); return err }, "is owned by uid 65534"},
+		{"locks owned by another user", true, "locks", chown, func(s *Store, _ string) error {
+			_, err := s.LockKey(context.Background(), "k", nil)
+			return err
+		}, "is owned by uid 65534"},
+		{"locks writable by all", false, "locks", func(t *testing.T, p string) { os.Chmod(p, 0o777) }, func(s *Store, _ string) error {
+			_, err := s.LockKey(context.Background(), "k", nil)
+			return err
+		}, "is writable by others"},
+		{"digests.json owned by another user", true, digestCacheFile, chown, func(s *Store, file string) error { _, _, err := s.Digest(file); return err }, "is owned by uid 65534"},
+		{"digests.json writable by the group", false, digestCacheFile, func(t *testing.T, p string) { os.Chmod(p, 0o664) }, func(s *Store, file string) error { _, _, err := s.Digest(file); return err }, "is writable by others"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.stranger {
+				testenv.Stranger(t)
+			}
+			s := newStore(t)
+			path, key, digest := writeFile(t, "GGUF model bytes")
+			s.RecordDigest(key, digest) // makes tmp/ and digests.json
+			if _, err := s.LockKey(context.Background(), "k", nil); err != nil {
+				t.Fatal(err)
+			}
+			tt.spoil(t, filepath.Join(s.Root, tt.rel))
+			err := tt.use(s, path)
+			if !errors.Is(err, files.ErrUntrusted) || !strings.Contains(err.Error(), filepath.Join(s.Root, tt.rel)+" "+tt.want) {
+				t.Errorf("got %v; want ErrUntrusted naming %s and saying %q", err, tt.rel, tt.want)
+			}
+		})
 	}
 }

@@ -12,7 +12,8 @@
 //	             row-major, little-endian
 //
 // Read checks every tensor's offsets against the file and its shape against
-// its byte length before it converts anything; F32, F16 and BF16 tensors
+// its byte length, and that the tensors tile the data section (no overlap,
+// no bytes between or after them), before it converts anything; F32, F16 and BF16 tensors
 // convert to float32, other dtypes are refused by name.
 package safetensors
 
@@ -103,7 +104,39 @@ func readHeader(path string, fh *os.File) (*File, error) {
 		}
 		f.Tensors[name] = t
 	}
+	if err := f.checkLayout(); err != nil {
+		return nil, bad("%v", err)
+	}
 	return f, nil
+}
+
+// checkLayout checks that the tensors tile the data section as the format
+// requires (and its reference reader checks): sorted by offset, each
+// begins where the one before ends, and the last ends at the end of the
+// file. Two tensors sharing bytes would make an edit of one change the
+// other; bytes no tensor owns are something else hidden in the weights.
+func (f *File) checkLayout() error {
+	names := f.Names()
+	sort.SliceStable(names, func(i, j int) bool {
+		a, b := f.Tensors[names[i]].Offsets, f.Tensors[names[j]].Offsets
+		return a[0] < b[0] || a[0] == b[0] && a[1] < b[1]
+	})
+	var end int64
+	prev := ""
+	for _, n := range names {
+		o := f.Tensors[n].Offsets
+		switch {
+		case o[0] < end:
+			return fmt.Errorf("tensors %s [%d,%d] and %s [%d,%d] overlap", prev, f.Tensors[prev].Offsets[0], end, n, o[0], o[1])
+		case o[0] > end:
+			return fmt.Errorf("data bytes [%d,%d) belong to no tensor (before %s)", end, o[0], n)
+		}
+		end, prev = o[1], n
+	}
+	if data := f.size - f.data; end != data {
+		return fmt.Errorf("data bytes [%d,%d) at the end of the file belong to no tensor", end, data)
+	}
+	return nil
 }
 
 // elemSize is the bytes per element of the dtypes Read converts (0: others).

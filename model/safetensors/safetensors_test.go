@@ -86,6 +86,11 @@ func TestMalformed(t *testing.T) {
 		{"shape and bytes disagree", file(`{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`, make([]byte, 8)), "8 bytes for shape [3]"},
 		{"unknown dtype", file(`{"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}}`, make([]byte, 1)), `dtype "Q4"`},
 		{"negative shape", file(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}`, nil), "shape [-1]"},
+		{"overlapping tensors", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, make([]byte, 12)), "tensors a [0,8] and b [4,12] overlap"},
+		{"one tensor twice", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 8)), "tensors a [0,8] and b [0,8] overlap"},
+		{"inside another", file(`{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 16)), "overlap"},
+		{"a hole between", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, make([]byte, 12)), "data bytes [4,8) belong to no tensor"},
+		{"bytes after the last", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 8)), "data bytes [4,8) at the end"},
 	}
 	for _, tt := range tests {
 		_, err := Open(writeTemp(t, tt.b))

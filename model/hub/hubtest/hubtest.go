@@ -57,6 +57,7 @@ type Server struct {
 
 type repo struct {
 	token   string            // gated: "Bearer "+token required
+	echo    int               // not 0: every request is answered with this status, echoing its Authorization header
 	commits map[string][]file // by commit
 	refs    map[string]string // branch → commit
 }
@@ -142,6 +143,15 @@ func (s *Server) Gate(id, token string) {
 	s.repos[id].token = token
 }
 
+// Echo makes every request for repository id fail with status code, its
+// error body and X-Error-Message header echoing the request's
+// Authorization header, as a careless proxy or server might.
+func (s *Server) Echo(id string, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repos[id].echo = code
+}
+
 // DropFile cuts the downloads of the file name (of any repository) as d
 // says.
 func (s *Server) DropFile(name string, d Drop) {
@@ -205,6 +215,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, id, rev string, 
 	s.mu.Unlock()
 	if !ok || rp == nil {
 		httpError(w, http.StatusNotFound, "RepoNotFound", "Repository not found")
+		return nil, nil, false
+	}
+	if rp.echo != 0 {
+		msg := "request refused; you sent Authorization: " + r.Header.Get("Authorization")
+		w.Header().Set("X-Error-Message", msg)
+		httpError(w, rp.echo, "Echo", msg)
 		return nil, nil, false
 	}
 	if rp.token != "" && r.Header.Get("Authorization") != "Bearer "+rp.token {
