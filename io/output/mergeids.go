@@ -26,7 +26,7 @@ var ErrIDInTwoShards = errors.New("an id is in two shards' parts")
 //     id column, rerank the query_id column — and the ids of its error
 //     rows that were read before they failed (a reason the readers never
 //     give: engine_error, engine_timeout, prompt_too_long, query_too_long,
-//     invalid_output, special_text);
+//     invalid_output, special_text, not_storable);
 //   - an id claimed by two parts is refused (ErrIDInTwoShards, exit 2)
 //     before the merged output is published;
 //   - an id repeated within one part is that shard's business: its reader

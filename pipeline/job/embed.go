@@ -364,16 +364,16 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	switch {
 	case o.LateChunking:
 		k := &lateKind{embedKind: e.kind, late: LateChunking{Window: p.ch, Chunk: o.ChunkTokens}, normalize: o.lateNormalize(r.model)}
-		err = execute(ctx, r, cfg, pipeline.Kind[doc, lateWindow, [][]float32](k), e.src, lateSink{e.sink})
+		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, lateWindow, [][]float32](k)), e.src, lateSink{e.sink})
 	case o.tokens():
 		k := &tokensKind{embedKind: e.kind, multi: p.multi, dims: p.dims}
-		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, tokenVecs](k), e.src, tokensSink{e.sink})
+		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, tokenVecs](k)), e.src, tokensSink{e.sink})
 	case o.sparse():
 		cfg.MaxItems = p.maxItems
 		k := &sparseKind{embedKind: e.kind, topK: o.SparseTopK, vocab: p.dims}
-		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, sparseVec](k), e.src, sparseSink{e.sink})
+		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, sparseVec](k)), e.src, sparseSink{e.sink})
 	default:
-		err = execute(ctx, r, cfg, pipeline.Kind[doc, Chunk, []float32](e.kind), e.src, e.sink)
+		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, []float32](e.kind)), e.src, e.sink)
 	}
 	if err == nil && (p.prev != nil || o.Sync) {
 		err = e.inc.finish(r)
