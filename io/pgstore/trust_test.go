@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,6 +71,22 @@ func TestReusedTablesTrust(t *testing.T) {
 		})
 	}
 	embed(t, "docs").wantCode(t, 0) // synapse_state is now the run's own
+	t.Run("a second role after the first", func(t *testing.T) {
+		admin(t, s, "CREATE ROLE second LOGIN PASSWORD 'second-pw'", "GRANT USAGE, CREATE ON SCHEMA public TO second")
+		u, err := url.Parse(tableURL(s, "theirs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword("second", "second-pw")
+		r := run(t, "embed", in, "-m", model, "-o", u.String())
+		r.wantCode(t, 2)
+		if !strings.Contains(r.stderr, "table synapse_state is owned by role "+pgtest.User) || !strings.Contains(r.stderr, "search_path") {
+			t.Errorf("stderr %q; want it to say synapse_state is %s's and how to use a schema of one's own", r.stderr, pgtest.User)
+		}
+		if left, _ := filepath.Glob(filepath.Join(workDir(t), "theirs.errors.jsonl*")); len(left) > 0 {
+			t.Errorf("the refused run left %v behind", left)
+		}
+	})
 	for _, tc := range []struct{ name, add, drop, says string }{
 		{"trigger", "CREATE TRIGGER t BEFORE INSERT ON synapse_state FOR EACH ROW EXECUTE FUNCTION public.steal()", "DROP TRIGGER t ON synapse_state", "1 trigger(s)"},
 		{"rule", "CREATE RULE r AS ON INSERT TO synapse_state DO ALSO INSERT INTO public.fired VALUES (2)", "DROP RULE r ON synapse_state", "1 rule(s)"},
