@@ -88,6 +88,10 @@ type specialToken struct {
 // inspect describes the model at path (a GGUF file or an ONNX model) on w,
 // as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
+	if isStaticModel(path) {
+		info, err := describeStatic(path)
+		return report(w, info, err, asJSON, printStaticInfo)
+	}
 	onnx := isONNXModel(path)
 	if !onnx {
 		p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true})
