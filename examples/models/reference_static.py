@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Random-weight static models and their reference vectors (a test reference only).
+
+Writes into --out (cli/testdata/static, committed; cli's TestEmbedStatic reads it):
+
+  m2v-f32/       model2vec's StaticModel(...).save_pretrained: float32
+                 embeddings, normalize true (its modules.json names
+                 StaticEmbedding at "." and Normalize)
+  m2v-weighted/  float16 embeddings of fewer rows than tokens, with per-token
+                 weights and a token mapping (model2vec's vocabulary
+                 quantization), normalize false
+  m2v-int8/      int8 embeddings (model2vec's quantize_to="int8")
+  st-static/     sentence-transformers' StaticEmbedding layout as its save()
+                 writes it: modules.json, 0_StaticEmbedding/{model.safetensors
+                 (embedding.weight), tokenizer.json}, 1_Normalize/
+  reference.json the texts and, per model, each text's vector
+
+The Model2Vec vectors are model2vec's StaticModel.encode. The StaticEmbedding
+ones are its forward pass written out in numpy (nn.EmbeddingBag's mean over
+the ids of tokenizer.encode_batch(texts, add_special_tokens=False), then
+Normalize), because sentence-transformers needs torch, whose wheels are too
+large for this machine; the layout is the one StaticEmbedding.save writes.
+Never used by synapse itself. Needs: pip install model2vec (numpy, tokenizers,
+safetensors come with it).
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+from safetensors.numpy import save_file
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+from model2vec import StaticModel
+
+WORDS = """the a of and in to is for with on by as at from that this be are was were it its an or not
+cell cells gene genes protein proteins study studies result results patient patients cancer risk
+disease treatment effect effects level levels human mouse blood brain heart lung liver tissue
+expression response growth factor factors receptor receptors activity increase decrease high low
+dose trial group groups control model models data analysis method methods time rate rates
+hello world quick brown fox jumps over lazy dog static embedding vector vectors token tokens
+""".split()
+PIECES = ["##s", "##ed", "##ing", "##ly", "##er", "##es", "##ion", "##al"]
+LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+TEXTS = [
+    "Hello world",
+    "The cell study results",
+    "protein, gene and cells!",
+    "a",
+    "the gene of the protein is in the cell",
+    "Quickly, the brown foxes jumped over lazy dogs.",
+    "Expression levels increased in human liver tissue (dose: 5mg).",
+    "Static embeddings: a vector is the mean of its tokens' vectors",
+    "日本 cells 東京",  # unknown characters: model2vec drops [UNK]
+    "Treatment effects on patients with cancer risk factors were studied in three trial groups",
+]
+
+
+def tokenizer():
+    vocab = {}
+    for w in SPECIAL + LETTERS + ["##" + c for c in LETTERS] + PIECES + WORDS:
+        vocab.setdefault(w, len(vocab))
+    for p in ".,!?:;'()-0123456789":
+        vocab.setdefault(p, len(vocab))
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+    return tok
+
+
+def model2vec_models(tok, rng, out):
+    n, dims = tok.get_vocab_size(), 16
+    vecs = {}
+    m = StaticModel(rng.standard_normal((n, dims)).astype(np.float32), tok, normalize=True)
+    m.save_pretrained(os.path.join(out, "m2v-f32"))
+    rows = n // 2
+    mapping = rng.integers(0, rows, size=n).astype(np.int64)
+    weights = rng.uniform(0.1, 2.0, size=n).astype(np.float32)
+    emb = rng.standard_normal((rows, dims)).astype(np.float16)
+    m = StaticModel(emb, tok, normalize=False, weights=weights, token_mapping=mapping)
+    m.save_pretrained(os.path.join(out, "m2v-weighted"))
+    m = StaticModel(rng.standard_normal((n, dims)).astype(np.float32), tok, normalize=True)
+    m.save_pretrained(os.path.join(out, "m2v-int8-src"))
+    m = StaticModel.from_pretrained(os.path.join(out, "m2v-int8-src"), quantize_to="int8")
+    m.save_pretrained(os.path.join(out, "m2v-int8"))
+    for name in ["m2v-f32", "m2v-weighted", "m2v-int8"]:
+        loaded = StaticModel.from_pretrained(os.path.join(out, name))
+        vecs[name] = loaded.encode(TEXTS).astype(np.float64)
+    return vecs
+
+
+def static_embedding(tok, rng, out):
+    d = os.path.join(out, "st-static")
+    sub = os.path.join(d, "0_StaticEmbedding")
+    os.makedirs(sub, exist_ok=True)
+    os.makedirs(os.path.join(d, "1_Normalize"), exist_ok=True)
+    emb = rng.standard_normal((tok.get_vocab_size(), 12)).astype(np.float32)
+    save_file({"embedding.weight": emb}, os.path.join(sub, "model.safetensors"))
+    tok.save(os.path.join(sub, "tokenizer.json"))
+    modules = [
+        {"idx": 0, "name": "0", "path": "0_StaticEmbedding", "type": "sentence_transformers.models.StaticEmbedding"},
+        {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    with open(os.path.join(d, "modules.json"), "w") as f:
+        json.dump(modules, f, indent=2)
+    with open(os.path.join(d, "config_sentence_transformers.json"), "w") as f:
+        json.dump({"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, f, indent=2)
+    tok.no_padding()
+    out_vecs = []
+    for enc in tok.encode_batch(TEXTS, add_special_tokens=False):
+        v = emb[enc.ids].astype(np.float64).mean(axis=0) if enc.ids else np.zeros(emb.shape[1])
+        n = np.linalg.norm(v)
+        out_vecs.append(v / max(n, 1e-12))  # torch.nn.functional.normalize
+    return np.array(out_vecs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    rng = np.random.default_rng(46)
+    tok = tokenizer()
+    vecs = model2vec_models(tok, rng, args.out)
+    vecs["st-static"] = static_embedding(tok, rng, args.out)
+    import shutil
+    shutil.rmtree(os.path.join(args.out, "m2v-int8-src"))
+    for name in os.listdir(args.out):
+        readme = os.path.join(args.out, name, "README.md")
+        if os.path.exists(readme):
+            os.remove(readme)  # model cards: not read by synapse
+    ref = {"texts": TEXTS, "vectors": {k: [[round(float(x), 7) for x in row] for row in v] for k, v in vecs.items()}}
+    with open(os.path.join(args.out, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
