@@ -20,13 +20,24 @@ ones are its forward pass written out in numpy (nn.EmbeddingBag's mean over
 the ids of tokenizer.encode_batch(texts, add_special_tokens=False), then
 Normalize), because sentence-transformers needs torch, whose wheels are too
 large for this machine; the layout is the one StaticEmbedding.save writes.
+With --real DIR (a Model2Vec directory fetched by make real-models, e.g.
+.cache/models/potion-tokenlearn-int8) it writes instead, into --out
+(model/convert/testdata/reference), that model's reference over the first
+--count SciFact documents in reference.py's format (NAME.json, NAME.f32.gz):
+model2vec's StaticModel.from_pretrained(DIR).encode(texts), its defaults
+(max_length 512, normalize from config.json), texts by MTEB's BEIR rule.
+
 Never used by synapse itself. Needs: pip install model2vec (numpy, tokenizers,
 safetensors come with it).
 """
 
 import argparse
+import gzip
+import hashlib
 import json
 import os
+import platform
+import time
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -120,10 +131,73 @@ def static_embedding(tok, rng, out):
     return np.array(out_vecs)
 
 
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def real_reference(args):
+    import model2vec
+    name = os.path.basename(os.path.normpath(args.real))
+    corpus = os.path.join(args.fixtures, "corpora", "scifact", "corpus.jsonl")
+    ids, texts = [], []
+    with open(corpus) as f:
+        for line in f:
+            if len(ids) == args.count:
+                break
+            d = json.loads(line)
+            ids.append(d["_id"])
+            texts.append((d.get("title", "") + " " + d["text"]).strip())
+    model = StaticModel.from_pretrained(args.real)
+    start = time.time()
+    vecs = model.encode(texts).astype("<f4")
+    took = time.time() - start
+    raw = vecs.tobytes()
+    with gzip.GzipFile(os.path.join(args.out, name + ".f32.gz"), "wb", mtime=0) as z:
+        z.write(raw)
+    counts = [len(t) for t in model.tokenize(texts)]
+    norms = np.linalg.norm(vecs, axis=1)
+    meta = {
+        "format": "synapse reference vectors 1", "name": name,
+        "model": {"directory": ".cache/models/%s (make real-models)" % name, "weights_file": "model.safetensors",
+                  "weights_sha256": sha256_file(os.path.join(args.real, "model.safetensors"))},
+        "reference": {"library": "model2vec", "call": "StaticModel.from_pretrained(DIR).encode(texts)",
+                      "model2vec": model2vec.__version__, "numpy": np.__version__, "python": platform.python_version(),
+                      "date": time.strftime("%Y-%m-%d"), "seconds": round(took, 2)},
+        "pipeline": {"modules": ["model2vec StaticModel"], "pooling": "mean", "normalized": bool(model.normalize),
+                     "normalized_by": "config.json normalize", "max_seq_length": model.max_length,
+                     "max_seq_length_from": "model2vec's default max_length (config.json names none)", "prefix": ""},
+        "corpus": {"path": "corpora/scifact/corpus.jsonl", "path_under": "SYNAPSE_FIXTURES", "sha256": sha256_file(corpus),
+                   "documents": "the first %d lines, in file order" % len(ids),
+                   "text_rule": 'MTEB\'s for a BEIR corpus: (title + " " + text).strip(); model2vec cuts each text at '
+                                'max_length × its median token length characters, tokenizes without special tokens, '
+                                'truncates at max_length tokens and drops the unknown token'},
+        "count": len(ids), "dims": int(vecs.shape[1]),
+        "norms": {"min": float(norms.min()), "max": float(norms.max())},
+        "truncated": sum(1 for c in counts if c >= model.max_length),
+        "ids": ids, "token_counts": counts,
+        "vectors": {"file": name + ".f32.gz", "dtype": "float32", "byte_order": "little", "shape": list(vecs.shape),
+                    "layout": "row-major: row i (dims float32s) is the vector of ids[i]", "compression": "gzip",
+                    "sha256_uncompressed": hashlib.sha256(raw).hexdigest()},
+    }
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--real", help="a Model2Vec directory: write its SciFact reference instead")
+    ap.add_argument("--fixtures", default=os.environ.get("SYNAPSE_FIXTURES", ""))
+    ap.add_argument("--count", type=int, default=1000)
     args = ap.parse_args()
+    if args.real:
+        real_reference(args)
+        return
     rng = np.random.default_rng(46)
     tok = tokenizer()
     vecs = model2vec_models(tok, rng, args.out)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/modelcache"
@@ -23,7 +22,8 @@ const staticContext = 512
 // openStatic opens a static model directory (hfmodel.ReadStatic): LOAD
 // names its safetensors file, the digest is that file's. Its tokenizer
 // adds no special tokens, as model2vec and sentence-transformers'
-// StaticEmbedding tokenize, and a Model2Vec model's drops the unknown token.
+// StaticEmbedding tokenize, and a Model2Vec model's leaves the unknown
+// token out of the mean (PoolSkip).
 func openStatic(dir string) (*Artifact, error) {
 	s, err := hfmodel.ReadStatic(dir)
 	if errors.Is(err, hfmodel.ErrModule) || errors.Is(err, hfmodel.ErrLayout) {
@@ -57,30 +57,32 @@ func openStatic(dir string) (*Artifact, error) {
 	return a, nil
 }
 
-// plainTokenizer is a static model's tokenizer: no special tokens, and
-// without the ids in drop (Model2Vec's unknown token).
+// plainTokenizer is a static model's tokenizer: no special tokens. A
+// Model2Vec model's unknown token stays in its tokens (model2vec truncates
+// at max_length before it drops it) and PoolSkip leaves it out of the mean.
 type plainTokenizer struct {
 	tokenize.Tokenizer
-	drop int32 // tokenize.NoToken for none
+	skip int32 // tokenize.NoToken for none
 }
 
 func staticTokenizer(t tokenize.Tokenizer, s hfmodel.Static) tokenize.Tokenizer {
-	p := &plainTokenizer{Tokenizer: t, drop: tokenize.NoToken}
+	p := &plainTokenizer{Tokenizer: t, skip: tokenize.NoToken}
 	if s.DropUnk {
-		p.drop = t.Vocab().UNK
+		p.skip = t.Vocab().UNK
 	}
 	return p
 }
 
-// Tokenize tokenizes without special tokens, leaving out the dropped id.
+// Tokenize tokenizes without special tokens.
 func (p *plainTokenizer) Tokenize(text string, opt tokenize.Options) tokenize.Result {
 	opt.AddSpecial = false
-	r := p.Tokenizer.Tokenize(text, opt)
-	if p.drop != tokenize.NoToken {
-		r.Tokens = slices.DeleteFunc(r.Tokens, func(t tokenize.Token) bool { return t.ID == p.drop })
-	}
-	return r
+	return p.Tokenizer.Tokenize(text, opt)
 }
+
+// PoolSkip reports whether the model leaves token id out of a text's
+// vector (Model2Vec's unknown token); the embedding job drops such ids
+// from each chunk after cutting it.
+func (p *plainTokenizer) PoolSkip(id int32) bool { return p.skip != tokenize.NoToken && id == p.skip }
 
 // Affixes are none: a static model's texts have no special tokens.
 func (p *plainTokenizer) Affixes() (prefix, suffix []int32) { return nil, nil }

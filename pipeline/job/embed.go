@@ -633,7 +633,7 @@ func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
 // tokens out says so (Chunk.Cut), for the sink to count.
 func (k *embedKind) chunks(d doc) []Chunk {
 	res := k.tok.Tokenize(d.Text, tokenize.Options{})
-	chunks := k.ch.Cut(res.Tokens)
+	chunks := dropSkipped(k.tok, k.ch.Cut(res.Tokens))
 	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
 		chunks[0].Cut = true
 	}

