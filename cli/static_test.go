@@ -88,8 +88,8 @@ func checkStatic(t *testing.T, out string, want [][]float64) (worst, scale float
 
 // TestEmbedStatic: each static layout gives the library's vectors (cosine
 // ≥ 0.9999), to Parquet; model2vec's normalize false and --no-normalize
-// give its unnormalized means (same length); --dtype float16 stays within
-// its precision.
+// give its unnormalized means (same length), a Normalize module normalizes
+// whatever --no-normalize says; --dtype float16 stays within its precision.
 func TestEmbedStatic(t *testing.T) {
 	ref := readStaticReference(t)
 	work := t.TempDir()
@@ -110,6 +110,13 @@ func TestEmbedStatic(t *testing.T) {
 	runSynapse(t, nil, "embed", in, "-m", filepath.Join("testdata", "static", "m2v-weighted"), "-o", raw, "--no-normalize").wantCode(t, exitOK)
 	if c, s := checkStatic(t, raw, ref.Vectors["m2v-weighted"]); c < 0.9999 || s > 1e-3 {
 		t.Errorf("m2v-weighted --no-normalize: cosine %.7f, length off by %.2g; want ≥ 0.9999 and ≤ 1e-3 (model2vec's normalize false)", c, s)
+	}
+	// A Normalize module (or Model2Vec's normalize true) is the model's:
+	// applied whatever --no-normalize says, as for an ONNX model's chain.
+	stRaw := filepath.Join(work, "st-raw.parquet")
+	runSynapse(t, nil, "embed", in, "-m", filepath.Join("testdata", "static", "st-static"), "-o", stRaw, "--no-normalize").wantCode(t, exitOK)
+	if c, s := checkStatic(t, stRaw, ref.Vectors["st-static"]); c < 0.9999 || s > 1e-4 {
+		t.Errorf("st-static --no-normalize: cosine %.7f, length off by %.2g; want the Normalize module applied", c, s)
 	}
 	f16 := filepath.Join(work, "f16.parquet")
 	runSynapse(t, nil, "embed", in, "-m", filepath.Join("testdata", "static", "m2v-f32"), "-o", f16, "--dtype", "float16").wantCode(t, exitOK)

@@ -210,6 +210,7 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.staticNormalize(r.model)
 	ch, err := o.chunking(r.model)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,20 @@
 package job
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/synapse-embed/synapse/model/artifact"
+)
+
+// staticNormalize applies a static model's own normalization (Model2Vec's
+// config.json normalize, a StaticEmbedding chain's Normalize module)
+// whatever --no-normalize says, as an ONNX model's Normalize module is:
+// it is the model's.
+func (o *EmbedOptions) staticNormalize(m *artifact.Artifact) {
+	if m.Static != nil && m.Static.Normalize {
+		o.Normalize = true
+	}
+}
 
 // poolSkipper is a tokenizer whose model leaves some token ids out of a
 // text's vector (a Model2Vec static model's unknown token: model2vec
