@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,5 +44,35 @@ func TestRealStatic(t *testing.T) {
 		t.Errorf("%s: %d of the reference's ids have no vector", line, a.Missing)
 	case a.Min < 0.9999:
 		t.Errorf("%s; want min ≥ 0.9999", line)
+	}
+}
+
+// model2vecSciFact is SciFact's nDCG@10 with potion-tokenlearn-int8 as
+// model2vec gives it: its encode of the 5,183 documents (title + " " +
+// text) and the 300 test queries, an exact cosine search in numpy
+// (examples/models/reference_static.py --real … --trec RUN), the run
+// scored by synapse eval against qrels/test.tsv (2026-12-05).
+const model2vecSciFact = 0.1781
+
+// TestRealStaticSciFact runs SciFact end to end with the static model
+// (embed the corpus and the test queries, search, eval): nDCG@10 within
+// 0.005 of model2vec's own figure.
+func TestRealStaticSciFact(t *testing.T) {
+	model := testenv.RealModel(t, "potion-tokenlearn-int8")
+	sf := filepath.Join(testenv.Fixtures(t), "corpora", "scifact")
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	embed := func(in, out string, args ...string) {
+		cmd := append([]string{"embed", in, "-m", model, "-o", out, "--id-field", "_id", "--truncate", "-q"}, args...)
+		runSynapseWithin(t, 10*time.Minute, nil, cmd...).wantCode(t, exitOK)
+	}
+	embed(filepath.Join(sf, "queries-test.jsonl"), p("q.arrow"))
+	embed(filepath.Join(sf, "corpus.jsonl"), p("c.arrow"), "--text-field", "title", "--text-field", "text")
+	run := p("run.trec")
+	runSynapse(t, nil, "search", "--queries", p("q.arrow"), "--corpus", p("c.arrow"), "-k", "100", "-o", run, "-q").wantCode(t, exitOK)
+	got := ndcg10(t, run, filepath.Join(sf, "qrels", "test.tsv"))
+	t.Logf("potion-tokenlearn-int8: SciFact nDCG@10 %.4f (model2vec's vectors: %.4f)", got, model2vecSciFact)
+	if math.Abs(got-model2vecSciFact) > 0.005 {
+		t.Errorf("nDCG@10 %.4f; want within 0.005 of model2vec's %.4f", got, model2vecSciFact)
 	}
 }

@@ -25,7 +25,9 @@ With --real DIR (a Model2Vec directory fetched by make real-models, e.g.
 (model/convert/testdata/reference), that model's reference over the first
 --count SciFact documents in reference.py's format (NAME.json, NAME.f32.gz):
 model2vec's StaticModel.from_pretrained(DIR).encode(texts), its defaults
-(max_length 512, normalize from config.json), texts by MTEB's BEIR rule.
+(max_length 512, normalize from config.json), texts by MTEB's BEIR rule;
+with --trec RUN also SciFact's retrieval run with model2vec's vectors (exact
+cosine search), which synapse eval scores (cli TestRealStaticSciFact's figure).
 
 Never used by synapse itself. Needs: pip install model2vec (numpy, tokenizers,
 safetensors come with it).
@@ -186,6 +188,25 @@ def real_reference(args):
     with open(os.path.join(args.out, name + ".json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
+    if args.trec:
+        scifact_run(model, os.path.dirname(corpus), args.trec)
+
+
+def scifact_run(model, sf, path):
+    """SciFact's retrieval with model2vec's own vectors: every document and
+    test query encoded, an exact cosine search, the top 100 as a TREC run
+    (score it with synapse eval --qrels qrels/test.tsv)."""
+    with open(os.path.join(sf, "corpus.jsonl")) as f:
+        docs = [json.loads(line) for line in f]
+    with open(os.path.join(sf, "queries-test.jsonl")) as f:
+        queries = [json.loads(line) for line in f]
+    d = model.encode([(x.get("title", "") + " " + x["text"]).strip() for x in docs])
+    q = model.encode([x["text"] for x in queries])
+    scores = q @ d.T
+    with open(path, "w") as f:
+        for i, x in enumerate(queries):
+            for rank, j in enumerate(np.argsort(-scores[i])[:100]):
+                f.write("%s Q0 %s %d %.6f model2vec\n" % (x["_id"], docs[j]["_id"], rank + 1, scores[i, j]))
 
 
 def main():
@@ -194,6 +215,7 @@ def main():
     ap.add_argument("--real", help="a Model2Vec directory: write its SciFact reference instead")
     ap.add_argument("--fixtures", default=os.environ.get("SYNAPSE_FIXTURES", ""))
     ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--trec", help="with --real: also write SciFact's run with model2vec's vectors here")
     args = ap.parse_args()
     if args.real:
         real_reference(args)
