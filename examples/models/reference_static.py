@@ -29,8 +29,9 @@ model2vec's StaticModel.from_pretrained(DIR).encode(texts), its defaults
 with --trec RUN also SciFact's retrieval run with model2vec's vectors (exact
 cosine search), which synapse eval scores (cli TestRealStaticSciFact's figure).
 
-Never used by synapse itself. Needs: pip install model2vec (numpy, tokenizers,
-safetensors come with it).
+Never used by synapse itself. Needs the reference environment (make
+reference-env: torch, sentence-transformers) and model2vec (pip install
+model2vec==0.10.0); --real needs model2vec alone.
 """
 
 import argparse
@@ -39,10 +40,10 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import time
 
 import numpy as np
-from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
 from model2vec import StaticModel
@@ -109,28 +110,36 @@ def model2vec_models(tok, rng, out):
 
 
 def static_embedding(tok, rng, out):
+    """A StaticEmbedding + Normalize SentenceTransformer, saved by
+    sentence-transformers, and its encode of TEXTS."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, StaticEmbedding
+
     d = os.path.join(out, "st-static")
-    sub = os.path.join(d, "0_StaticEmbedding")
-    os.makedirs(sub, exist_ok=True)
-    os.makedirs(os.path.join(d, "1_Normalize"), exist_ok=True)
+    shutil.rmtree(d, ignore_errors=True)
     emb = rng.standard_normal((tok.get_vocab_size(), 12)).astype(np.float32)
-    save_file({"embedding.weight": emb}, os.path.join(sub, "model.safetensors"))
-    tok.save(os.path.join(sub, "tokenizer.json"))
-    modules = [
-        {"idx": 0, "name": "0", "path": "0_StaticEmbedding", "type": "sentence_transformers.models.StaticEmbedding"},
-        {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    with open(os.path.join(d, "modules.json"), "w") as f:
+    model = SentenceTransformer(modules=[StaticEmbedding(Tokenizer.from_str(tok.to_str()), embedding_weights=torch.from_numpy(emb)),
+                                         Normalize()], device="cpu")
+    model.save(d)
+    vecs = SentenceTransformer(d, device="cpu").encode(TEXTS, convert_to_numpy=True).astype(np.float64)
+    # The Hub's static-retrieval-mrl-en-v1 layout (sentence-transformers 3's
+    # save): the module in 0_StaticEmbedding/; sentence-transformers gives
+    # the same vectors from it.
+    sub = os.path.join(out, "st-static-sub")
+    shutil.rmtree(sub, ignore_errors=True)
+    shutil.copytree(d, sub)
+    os.makedirs(os.path.join(sub, "0_StaticEmbedding"))
+    for f in ["model.safetensors", "tokenizer.json"]:
+        os.rename(os.path.join(sub, f), os.path.join(sub, "0_StaticEmbedding", f))
+    with open(os.path.join(sub, "modules.json")) as f:
+        modules = json.load(f)
+    modules[0]["path"] = "0_StaticEmbedding"
+    with open(os.path.join(sub, "modules.json"), "w") as f:
         json.dump(modules, f, indent=2)
-    with open(os.path.join(d, "config_sentence_transformers.json"), "w") as f:
-        json.dump({"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, f, indent=2)
-    tok.no_padding()
-    out_vecs = []
-    for enc in tok.encode_batch(TEXTS, add_special_tokens=False):
-        v = emb[enc.ids].astype(np.float64).mean(axis=0) if enc.ids else np.zeros(emb.shape[1])
-        n = np.linalg.norm(v)
-        out_vecs.append(v / max(n, 1e-12))  # torch.nn.functional.normalize
-    return np.array(out_vecs)
+    again = SentenceTransformer(sub, device="cpu").encode(TEXTS, convert_to_numpy=True).astype(np.float64)
+    assert np.allclose(vecs, again), "sentence-transformers reads the 0_StaticEmbedding layout differently"
+    return vecs
 
 
 def sha256_file(path):
@@ -224,7 +233,6 @@ def main():
     tok = tokenizer()
     vecs = model2vec_models(tok, rng, args.out)
     vecs["st-static"] = static_embedding(tok, rng, args.out)
-    import shutil
     shutil.rmtree(os.path.join(args.out, "m2v-int8-src"))
     for name in os.listdir(args.out):
         readme = os.path.join(args.out, name, "README.md")

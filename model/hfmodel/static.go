@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/model/safetensors"
@@ -77,7 +78,7 @@ func IsStatic(dir string) bool {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return false
 	}
-	if mods, err := readModulesJSON(dir); err == nil && len(mods) > 0 && kindOf(mods[0].Type) == StaticEmbeddings {
+	if mods, err := readModulesJSON(dir); err == nil && len(mods) > 0 && isStaticEmbedding(mods[0].Type) {
 		return true
 	}
 	f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
@@ -87,6 +88,14 @@ func IsStatic(dir string) bool {
 	defer f.Close()
 	_, ok := f.Tensors[TensorModel2Vec]
 	return ok
+}
+
+// isStaticEmbedding reports whether a modules.json type is
+// sentence-transformers' StaticEmbedding: sentence_transformers.models.StaticEmbedding
+// (versions up to 5), ….sentence_transformer.modules.static_embedding.StaticEmbedding (6).
+func isStaticEmbedding(typ string) bool {
+	return kindOf(typ) == StaticEmbeddings ||
+		strings.HasPrefix(typ, "sentence_transformers.") && strings.HasSuffix(typ, "."+StaticEmbeddings)
 }
 
 // ReadStatic reads a static model directory (IsStatic). A module after
@@ -102,7 +111,7 @@ func ReadStatic(dir string) (Static, error) {
 		return s, fmt.Errorf("hfmodel: %s: %w: %s", dir, ErrModule, fmt.Sprintf(format, args...))
 	}
 	if len(mods) > 0 {
-		if kindOf(mods[0].Type) != StaticEmbeddings {
+		if !isStaticEmbedding(mods[0].Type) {
 			return refuse("the first module is %s, not StaticEmbedding", mods[0].Type)
 		}
 		sub, err := moduleDir(dir, mods[0].Path)
