@@ -224,3 +224,13 @@ func TestInspectStatic(t *testing.T) {
 		}
 	}
 }
+
+// TestModelsAddStaticRefused: models add names a static model and the way
+// to run it (exit 2), rather than trying to convert it.
+func TestModelsAddStaticRefused(t *testing.T) {
+	res := runSynapse(t, []string{"SYNAPSE_MODELS=" + t.TempDir(), "SYNAPSE_ORT_LIB=" + testenv.ORTLib(t)}, "models", "add", filepath.Join("testdata", "static", "m2v-f32"))
+	res.wantCode(t, exitUsage)
+	if !strings.Contains(res.stderr, "a static model") || !strings.Contains(res.stderr, "-m testdata/static/m2v-f32") {
+		t.Errorf("models add of a static model: %s", res.stderr)
+	}
+}
