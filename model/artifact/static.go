@@ -36,8 +36,8 @@ func openStatic(dir string) (*Artifact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w: %w", dir, ErrInvalid, err)
 	}
-	if n := len(tok.Vocab().Tokens); n > s.Rows && !s.Mapped {
-		return nil, fmt.Errorf("model %s: %w: %s has %d tokens but %s has %d rows", dir, ErrInvalid, s.Tokenizer, n, s.Tensor, s.Rows)
+	if n := len(tok.Vocab().Tokens); n > s.Vocab {
+		return nil, fmt.Errorf("model %s: %w: %s has %d tokens but %s covers %d", dir, ErrInvalid, s.Tokenizer, n, s.Weights, s.Vocab)
 	}
 	entry, cached := modelcache.EntryFor(s.Weights)
 	size, digest := entry.Size, entry.Digest

@@ -69,6 +69,9 @@ type Static struct {
 	Rows, Dims       int
 	DType            string // the embeddings' safetensors dtype (F32, F16, I8, …)
 	Weighted, Mapped bool
+	// Vocab is the number of token ids the file covers: the mapping's
+	// length, else the embeddings' rows.
+	Vocab int
 }
 
 // IsStatic reports whether dir is a static model directory (ReadStatic
@@ -168,7 +171,7 @@ func (s *Static) readTensors() error {
 	if len(t.Shape) != 2 || t.Shape[0] == 0 || t.Shape[1] == 0 {
 		return bad("tensor %s has shape %v; want [rows, dims]", s.Tensor, t.Shape)
 	}
-	s.Rows, s.Dims, s.DType = int(t.Shape[0]), int(t.Shape[1]), t.DType
+	s.Rows, s.Dims, s.DType, s.Vocab = int(t.Shape[0]), int(t.Shape[1]), t.DType, int(t.Shape[0])
 	if s.Kind != StaticModel2Vec {
 		return nil
 	}
@@ -181,6 +184,13 @@ func (s *Static) readTensors() error {
 		return bad("tensor %s has shape %v; want [vocab]", TensorMapping, m.Shape)
 	}
 	s.Weighted, s.Mapped = hasW, hasM
+	s.Vocab = s.Rows
+	if hasM {
+		s.Vocab = int(m.Shape[0])
+	}
+	if hasW && int(w.Shape[0]) != s.Vocab {
+		return bad("%d weights for %d tokens (the %s)", w.Shape[0], s.Vocab, map[bool]string{true: "mapping's length", false: "embeddings' rows"}[hasM])
+	}
 	return nil
 }
 

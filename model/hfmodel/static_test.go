@@ -95,3 +95,17 @@ func TestReadStaticRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestReadStaticWeightsLength: weights must cover exactly the token ids
+// the embeddings (or the mapping) cover.
+func TestReadStaticWeightsLength(t *testing.T) {
+	dir := staticDir(t, TensorModel2Vec, []int64{4, 2}, map[string]string{"config.json": `{}`})
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"),
+		map[string][]float32{TensorModel2Vec: make([]float32, 8), TensorWeights: make([]float32, 3)},
+		map[string][]int64{TensorModel2Vec: {4, 2}, TensorWeights: {3}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStatic(dir); !errors.Is(err, ErrModule) || !strings.Contains(err.Error(), "3 weights for 4 tokens") {
+		t.Errorf("ReadStatic: %v; want ErrModule naming 3 weights for 4 tokens", err)
+	}
+}
