@@ -90,6 +90,10 @@ type specialToken struct {
 // inspect describes the model at path (a GGUF file or an ONNX model) on w,
 // as aligned text or JSON.
 func inspect(w io.Writer, path string, asJSON bool) error {
+	if isStaticModel(path) {
+		info, err := describeStatic(path)
+		return report(w, info, err, asJSON, printStaticInfo)
+	}
 	onnx := isONNXModel(path)
 	if p, err := artifact.Resolve(path, artifact.Options{AllowDegraded: true}); err == nil {
 		onnx = isONNXModel(p) // a hub id's snapshot, a cached ONNX model; a directory converted to GGUF is not

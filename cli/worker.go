@@ -94,7 +94,8 @@ func runWorker(ctx context.Context, cfg workerConfig) error {
 }
 
 // newWorkerEngine returns the worker's engine: llama.cpp for gguf, ONNX
-// Runtime for onnx, each opened on first use. Library locations not given
+// Runtime for onnx, the static engine for static models, each opened on
+// first use. Library locations not given
 // are looked for in the cache `make setup` fills, beside the executable or
 // in the working directory.
 func newWorkerEngine(cfg workerConfig, log *slog.Logger) *engine.Mux {
@@ -113,6 +114,7 @@ func newWorkerEngine(cfg workerConfig, log *slog.Logger) *engine.Mux {
 			}
 			return engine.OpenONNX(engine.ONNXOptions{Lib: lib.Path})
 		}},
+		engine.MuxEngine{Format: engine.FormatStatic, Name: engine.StaticVersion, Open: func() (engine.Engine, error) { return engine.NewStatic(), nil }},
 	)
 	mux.OnOpen = func(format string, info wire.EngineInfo) {
 		log.Info("engine opened", "format", format, "engine", info.Name, "version", info.Version, "build_flags", info.BuildFlags)

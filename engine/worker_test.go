@@ -181,10 +181,11 @@ func TestWorkerHandshake(t *testing.T) {
 	if h.V != wire.Version || h.Nonce != "nonce-42" || h.PID != w.cmd.Process.Pid || h.MaxFrame != wire.DefaultMaxFrame {
 		t.Errorf("HELLO %+v; want v %d, nonce nonce-42, pid %d, max_frame %d", h, wire.Version, w.cmd.Process.Pid, wire.DefaultMaxFrame)
 	}
-	// The worker's engine serves both formats, each library opened on first use.
+	// The worker's engine serves the three formats, each opened on first use.
 	if h.Engine.Name != "synapse-mux" || !strings.Contains(h.Engine.Version, "llama.cpp "+LlamaRelease) ||
-		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || h.Engine.BuildFlags != "formats=gguf,onnx" {
-		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s and onnxruntime %s", h.Engine, LlamaRelease, ORTRelease)
+		!strings.Contains(h.Engine.Version, "onnxruntime "+ORTRelease) || !strings.Contains(h.Engine.Version, StaticVersion) ||
+		h.Engine.BuildFlags != "formats=gguf,onnx,static" {
+		t.Errorf("HELLO engine %+v; want synapse-mux naming llama.cpp %s, onnxruntime %s and %s", h.Engine, LlamaRelease, ORTRelease, StaticVersion)
 	}
 	if !slices.Equal(h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse, wire.ExtEmbedMulti}) {
 		t.Errorf("HELLO extensions %q; want %q", h.Extensions, []string{wire.ExtRerankGroups, wire.ExtSampling, wire.ExtQuantizeONNX, wire.ExtSTModules, wire.ExtEmbedTokens, wire.ExtEmbedSparse, wire.ExtEmbedMulti})

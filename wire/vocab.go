@@ -5,8 +5,9 @@ package wire
 
 // Artifact formats, as LOAD's format field names them.
 const (
-	FormatGGUF = "gguf" // a GGUF file, served by llama.cpp
-	FormatONNX = "onnx" // an ONNX graph (.onnx, in a Hugging Face model directory), served by ONNX Runtime
+	FormatGGUF   = "gguf"   // a GGUF file, served by llama.cpp
+	FormatONNX   = "onnx"   // an ONNX graph (.onnx, in a Hugging Face model directory), served by ONNX Runtime
+	FormatStatic = "static" // a static model's embeddings (.safetensors: Model2Vec, StaticEmbedding), served in Go
 )
 
 // Pooling names, as LOAD's runtime_config.pooling and EMBED's pooling

@@ -84,6 +84,8 @@ type Artifact struct {
 	// max_seq_length and prompts (zero for other formats and plain
 	// directories); see hfmodel.Chain.
 	Chain hfmodel.Chain
+	// Static is a static model directory's layout (nil for other formats).
+	Static *hfmodel.Static
 	// Converted says, when ref named a Hugging Face safetensors directory,
 	// that it was converted into the model cache now or reused from there
 	// (package convert); "" otherwise.
@@ -110,6 +112,9 @@ func OpenWith(ref string, o Options) (*Artifact, error) {
 	}
 	if !st.IsDir() && !strings.EqualFold(filepath.Ext(r.path), ".onnx") {
 		return openGGUF(r.path, r.digest)
+	}
+	if st.IsDir() && hfmodel.IsStatic(r.path) {
+		return openStaticAs(r)
 	}
 	a, err := openONNX(r.path)
 	if a != nil {

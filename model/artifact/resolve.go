@@ -106,7 +106,7 @@ func (o Options) resolve(ref string) (resolved, error) {
 	id, idErr := hub.ParseRef(ref)
 	lower := strings.ToLower(ref)
 	_, statErr := os.Stat(ref)
-	if statErr == nil && convert.IsSource(ref) {
+	if statErr == nil && convert.IsSource(ref) && !hfmodel.IsStatic(ref) { // a static model runs as it is
 		r, err := o.resolveConverted(ref, "", s)
 		r.given = filepath.Base(filepath.Clean(ref))
 		return r, err
@@ -140,7 +140,7 @@ func (o Options) resolve(ref string) (resolved, error) {
 		return resolved{}, fmt.Errorf("model %s: %w: neither a file nor %w", ref, fs.ErrNotExist, lookupErr)
 	}
 	r, err := o.resolveHub(id, s)
-	if err == nil && convert.IsSource(r.path) { // a snapshot with safetensors weights and no ONNX export
+	if err == nil && convert.IsSource(r.path) && !hfmodel.IsStatic(r.path) { // a snapshot with safetensors weights and no ONNX export
 		r, err = o.resolveConverted(r.path, strings.ReplaceAll(id.String(), "/", "--"), s)
 		r.given = id.String()
 		if errors.Is(err, convert.ErrRefused) {

@@ -30,6 +30,8 @@ func (s *session) add(ctx context.Context, path, name string) (modelcache.Entry,
 	}
 	if fi, err := os.Stat(path); err != nil {
 		return modelcache.Entry{}, false, fmt.Errorf("add: %w", err)
+	} else if hfmodel.IsStatic(path) {
+		return modelcache.Entry{}, false, fmt.Errorf("add %s: %w: a static model (Model2Vec, StaticEmbedding) is not stored in the model cache; run it from its directory (-m %s)", path, ErrInvalid, path)
 	} else if convert.IsSource(path) {
 		return s.addConverted(ctx, path, name)
 	} else if hfmodel.IsONNX(path) {

@@ -210,6 +210,7 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.staticNormalize(r.model)
 	ch, err := o.chunking(r.model)
 	if err != nil {
 		return nil, err
@@ -633,7 +634,7 @@ func (k *embedKind) Items(d doc) ([]pipeline.Work[Chunk], error) {
 // tokens out says so (Chunk.Cut), for the sink to count.
 func (k *embedKind) chunks(d doc) []Chunk {
 	res := k.tok.Tokenize(d.Text, tokenize.Options{})
-	chunks := k.ch.Cut(res.Tokens)
+	chunks := dropSkipped(k.tok, k.ch.Cut(res.Tokens))
 	if k.ch.Truncate && int(chunks[0].TokenEnd) < len(res.Tokens) {
 		chunks[0].Cut = true
 	}
