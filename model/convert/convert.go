@@ -11,6 +11,7 @@
 //	BertForMaskedLM                                      the encoder and, when present, the MLM head: a logits output
 //	BertForSequenceClassification                        the encoder, pooler and classifier: a logits output
 //	RobertaModel, XLMRobertaModel (and …ForMaskedLM)      the encoder, positions past padding_idx
+//	DistilBertModel                                      BERT's encoder under other names, no token types (distilbert.go)
 //	Qwen3Model, Qwen3ForCausalLM                         a decoder embedder, to GGUF for llama.cpp (qwen3.go)
 //
 // The graph computes what transformers' BertModel computes in float32:
@@ -119,6 +120,7 @@ type arch struct {
 	// llama.cpp (qwen3.go), "" for the encoders converted to ONNX.
 	decoder string
 	probe   string // a tensor every checkpoint has, to find the prefix; "" : BERT's word embeddings
+	distil  bool   // DistilBERT: BERT under other names (distilbert.go)
 }
 
 var archs = map[string]arch{
@@ -130,6 +132,7 @@ var archs = map[string]arch{
 	"RobertaForMaskedLM":            {prefixes: []string{"roberta.", ""}, offset: true},
 	"XLMRobertaModel":               {prefixes: []string{"", "roberta."}, offset: true},
 	"XLMRobertaForMaskedLM":         {prefixes: []string{"roberta.", ""}, offset: true},
+	"DistilBertModel":               {prefixes: []string{"", "distilbert."}, distil: true},
 	"Qwen3Model":                    {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
 	"Qwen3ForCausalLM":              {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
 }
@@ -168,6 +171,11 @@ func Open(dir string) (*Source, error) {
 	}
 	if err := s.pickArch(cfgPath); err != nil {
 		return nil, err
+	}
+	if s.arch.distil {
+		if err := s.readDistil(cfgPath, b); err != nil {
+			return nil, err
+		}
 	}
 	if s.arch.decoder != "" {
 		err = s.openDecoder(cfgPath, b)

@@ -114,3 +114,29 @@ func TestQwen3Refused(t *testing.T) {
 		})
 	}
 }
+
+// TestDistilBERTRefused: DistilBERT's sinusoidal position embeddings are
+// refused by name; the learned ones of the test checkpoint open.
+func TestDistilBERTRefused(t *testing.T) {
+	if _, err := Open("testdata/distilbert-tiny"); err != nil {
+		t.Fatalf("the DistilBERT checkpoint: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/distilbert-tiny")); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "config.json")
+	var m map[string]any
+	b, _ := os.ReadFile(p)
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["sinusoidal_pos_embds"] = true
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "sinusoidal_pos_embds") {
+		t.Errorf("sinusoidal positions: %v; want refused naming sinusoidal_pos_embds", err)
+	}
+}

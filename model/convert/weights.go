@@ -16,6 +16,10 @@ type weights struct {
 	full   map[string]string
 	names  []string // the files' base names, for messages
 	prefix string
+	// rename maps a BERT tensor name to the checkpoint's (DistilBERT's
+	// distilName); zero: a tensor it does not have, read as zeros. nil for
+	// BERT's own names.
+	rename func(name string) (string, bool)
 }
 
 // openWeights opens the source's safetensors files (a damaged one is
@@ -23,6 +27,9 @@ type weights struct {
 // are found.
 func (s *Source) openWeights() (*weights, error) {
 	w := &weights{where: map[string]int{}, full: map[string]string{}}
+	if s.arch.distil {
+		w.rename = distilName
+	}
 	for _, p := range s.Weights {
 		f, err := safetensors.Open(p)
 		if err != nil {
@@ -87,6 +94,13 @@ func (w *weights) fileNames() string {
 
 // has reports whether the tensor is present.
 func (w *weights) has(name string) bool {
+	if w.rename != nil {
+		n, zero := w.rename(name)
+		if zero {
+			return false
+		}
+		name = n
+	}
 	_, ok := w.where[name]
 	return ok
 }
@@ -95,6 +109,17 @@ func (w *weights) has(name string) bool {
 // which must have shape; alt names an older checkpoint's spelling of it
 // (LayerNorm gamma and beta).
 func (w *weights) tensor(name string, shape ...int64) ([]float32, error) {
+	if w.rename != nil {
+		n, zero := w.rename(name)
+		if zero {
+			size := int64(1)
+			for _, d := range shape {
+				size *= d
+			}
+			return make([]float32, size), nil
+		}
+		name = n
+	}
 	i, ok := w.where[name]
 	if !ok {
 		if alt, ok2 := legacyName(name); ok2 {
