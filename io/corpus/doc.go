@@ -45,6 +45,8 @@
 //	                neither a string nor a number
 //	duplicate_id    (ReadOptions.UniqueIDs; rerank query and document ids)
 //	                an id an earlier record of the run has
+//	malformed_csv   a CSV or TSV record that cannot be parsed (a bare or
+//	                unterminated quote) or whose field count is not the header's
 //	corrupt_row_group  a row of a Parquet row group that cannot be decoded;
 //	                the detail names the group and its rows
 //	file_error      (errors file only) a FileError: see below
@@ -88,6 +90,7 @@ const (
 	ReasonBadID           = record.ReasonBadID
 	ReasonDuplicateID     = record.ReasonDuplicateID
 	ReasonCorruptRows     = record.ReasonCorruptRows
+	ReasonMalformedCSV    = record.ReasonMalformedCSV
 	ReasonMalformedLine   = record.ReasonMalformedLine
 	ReasonMissingDocument = record.ReasonMissingDocument
 	ReasonMissingQuery    = record.ReasonMissingQuery

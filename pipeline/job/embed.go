@@ -97,6 +97,9 @@ var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, out
 // that cannot work whatever the model (Options.Check, the incremental
 // options and the dtype's).
 func (o *EmbedOptions) Check() error {
+	if err := checkDocInputs(&o.Options); err != nil {
+		return err
+	}
 	if err := o.checkSparse(); err != nil {
 		return err
 	}

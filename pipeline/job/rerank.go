@@ -40,6 +40,11 @@ func (o *RerankOptions) Check() error {
 	if o.Run.Run != "" && len(c.Inputs) == 0 {
 		c.Inputs = RunInputs(o.Run)
 	}
+	if o.Run.Run == "" { // query rows: an extension synapse does not read is refused
+		if err := corpus.CheckFormats(c.Inputs); err != nil {
+			return &ConfigError{err}
+		}
+	}
 	return c.Check(RerankFormats)
 }
 

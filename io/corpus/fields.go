@@ -1,0 +1,228 @@
+package corpus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/synapse-embed/synapse/io/files"
+	"github.com/synapse-embed/synapse/io/objstore"
+)
+
+// FieldSampleRows is how many records of a JSON Lines input CheckFields
+// looks at: when none of these objects has a field the run needs, the
+// field name is wrong for the file rather than missing from some rows.
+const FieldSampleRows = 100
+
+// FieldError says that an input lacks a field the run reads from every
+// row: a column of a Parquet, CSV or TSV file, or a key of all the first
+// FieldSampleRows objects of a JSON Lines file.
+type FieldError struct {
+	File  string
+	Field string
+	Role  string   // "text" or "id": the option that named it (--text-field, --id-field)
+	Have  []string // the file's columns, or the keys its sampled objects have
+	// Sampled is the JSON objects looked at (0 for a file with a schema).
+	Sampled int
+}
+
+func (e *FieldError) Error() string {
+	have := strings.Join(shortList(e.Have, 30), ", ")
+	if have == "" {
+		have = "none"
+	}
+	if e.Sampled == 0 {
+		return fmt.Sprintf("%s has no column %q; its columns are %s", e.File, e.Field, have)
+	}
+	rows := fmt.Sprintf("its first %d rows", e.Sampled)
+	if e.Sampled == 1 {
+		rows = "its first row"
+	}
+	return fmt.Sprintf("%s has no field %q in %s; they have %s", e.File, e.Field, rows, have)
+}
+
+// shortList is names, the rest counted when there are more than n.
+func shortList(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(slices.Clone(names[:n]), fmt.Sprintf("and %d more", len(names)-n))
+}
+
+// CheckFields looks, before any work, at the fields of each input that the
+// options read from every row — the TextFields and an explicit IDField —
+// and returns a *FieldError for the first input that lacks one: by its
+// schema (a Parquet footer, a CSV or TSV header) or, for JSON Lines, when
+// none of the objects among its first FieldSampleRows records has it.
+// Stdin and pipes are not looked at (they can be read once), nor a file
+// that cannot be opened or parsed (its reader reports it, row by row or as
+// a FileError); an unknown extension is InputFormat's error. Raw options
+// (rerank's rows) are not checked.
+func CheckFields(ctx context.Context, inputs []string, opts ReadOptions) error {
+	if opts.Raw != nil {
+		return CheckFormats(inputs)
+	}
+	if err := opts.fill(); err != nil {
+		return err
+	}
+	opts.Context = ctx
+	for _, name := range inputs {
+		format, err := InputFormat(name)
+		if err != nil {
+			return err
+		}
+		if name == "-" || !regular(name) {
+			continue
+		}
+		have, sampled, err := fieldsOf(ctx, name, format, opts)
+		if err != nil || have == nil {
+			continue // the reader reports it
+		}
+		if err := missing(name, have, sampled, opts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// regular reports whether name is an object or a regular local file.
+func regular(name string) bool {
+	if objstore.IsURL(name) {
+		return true
+	}
+	st, err := os.Stat(name)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// missing is the FieldError of the first needed field not in have.
+func missing(name string, have []string, sampled int, opts ReadOptions) error {
+	need := slices.Clone(opts.TextFields)
+	roles := slices.Repeat([]string{"text"}, len(need))
+	if opts.IDField != "" {
+		need, roles = append(need, opts.IDField), append(roles, "id")
+	}
+	for i, f := range need {
+		if !slices.Contains(have, f) {
+			return &FieldError{File: name, Field: f, Role: roles[i], Have: have, Sampled: sampled}
+		}
+	}
+	return nil
+}
+
+// fieldsOf returns the columns of a Parquet, CSV or TSV file, or the keys
+// of the objects among a JSON Lines file's first FieldSampleRows records
+// and how many objects there were (nil when there were none).
+func fieldsOf(ctx context.Context, name string, format Format, opts ReadOptions) (have []string, sampled int, err error) {
+	if format != FormatAuto {
+		return csvHeader(ctx, name, format == FormatTSV)
+	}
+	f, _, err := files.OpenRandom(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	if hasParquetMagic(f) {
+		have, err := parquetColumns(f)
+		return have, 0, err
+	}
+	return jsonlKeys(ctx, name, opts)
+}
+
+// parquetColumns are the top-level columns of a Parquet file's schema.
+func parquetColumns(f files.Input) (cols []string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cols, err = nil, fmt.Errorf("parquet: reading footer: panic: %v", p)
+		}
+	}()
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		return nil, err
+	}
+	defer pf.Close()
+	sc, err := pqarrow.FromParquet(pf.MetaData().Schema, nil, pf.MetaData().KeyValueMetadata())
+	if err != nil {
+		return nil, err
+	}
+	for _, fd := range sc.Fields() {
+		cols = append(cols, fd.Name)
+	}
+	return cols, nil
+}
+
+// csvHeader is the header row of a CSV or TSV file.
+func csvHeader(ctx context.Context, name string, tsv bool) ([]string, int, error) {
+	rc, err := openStream(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rc.Close()
+	r, err := csvReader(rc, tsv)
+	if err != nil {
+		return nil, 0, err
+	}
+	header, err := r.Read()
+	if err != nil {
+		return nil, 0, err // an empty file has no rows to miss a field
+	}
+	return header, 0, nil
+}
+
+// jsonlKeys are the keys of the JSON objects among the first
+// FieldSampleRows records of a JSON Lines file, sorted, and their number.
+func jsonlKeys(ctx context.Context, name string, opts ReadOptions) ([]string, int, error) {
+	rc, err := openStream(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	opts.Raw, opts.StartIndex, opts.Shards, opts.Parts = []string{}, 0, 0, nil
+	opts.Unembedded, opts.OnUnembedded = nil, nil
+	src, err := newJSONL(name, rc, 0, &opts, -1, Part{RowGroup1: -1})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer src.close()
+	seen := map[string]bool{}
+	objects := 0
+	for range FieldSampleRows {
+		d, err := src.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var re *RowError
+		if err != nil && !errors.As(err, &re) {
+			return nil, 0, err
+		}
+		if err != nil {
+			continue
+		}
+		objects++
+		for k := range d.Fields {
+			seen[k] = true
+		}
+	}
+	if objects == 0 {
+		return nil, 0, nil
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, objects, nil
+}
+
+// openStream opens a local file or an object for one sequential read.
+func openStream(ctx context.Context, name string) (io.ReadCloser, error) {
+	if objstore.IsURL(name) {
+		return objstore.Open(ctx, name)
+	}
+	return os.Open(name)
+}
