@@ -225,6 +225,16 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 		})
 	}
 
+	t.Run("rerank csv", func(t *testing.T) {
+		writeDelimited(t, p("pairs.csv"), ',', [][]string{{"query_id", "query", "doc_id", "text"}, {"q", "a", "d", "b"}})
+		out := p("rerank.arrow")
+		res := runSynapse(t, nil, "rerank", p("pairs.csv"), "-m", model, "-o", out)
+		res.wantCode(t, exitUsage)
+		if want := "input " + p("pairs.csv") + ": rerank reads its query rows from Parquet or JSON Lines, not CSV or TSV"; !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr %q; want %q", res.stderr, want)
+		}
+	})
+
 	t.Run("some rows lack the field", func(t *testing.T) {
 		out := p("some.arrow")
 		res := runSynapse(t, nil, "embed", p("some.jsonl"), "-m", model, "-o", out, "--text-field", "body", "-q")

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/synapse-embed/synapse/io/corpus"
 )
@@ -20,6 +21,22 @@ func checkDocInputs(o *Options) error {
 		return configErrorf("%v: use --%s-field", fe, fe.Role)
 	case err != nil:
 		return &ConfigError{err}
+	}
+	return nil
+}
+
+// checkQueryInputs refuses rerank query rows in a format rerank does not
+// read: an unknown extension, and CSV or TSV (whose fields are all
+// strings: no candidate lists, no scores).
+func checkQueryInputs(inputs []string) error {
+	for _, in := range inputs {
+		format, err := corpus.InputFormat(in)
+		if err != nil {
+			return &ConfigError{err}
+		}
+		if format != corpus.FormatAuto {
+			return &ConfigError{fmt.Errorf("input %s: rerank reads its query rows from Parquet or JSON Lines, not CSV or TSV", in)}
+		}
 	}
 	return nil
 }

@@ -40,9 +40,9 @@ func (o *RerankOptions) Check() error {
 	if o.Run.Run != "" && len(c.Inputs) == 0 {
 		c.Inputs = RunInputs(o.Run)
 	}
-	if o.Run.Run == "" { // query rows: an extension synapse does not read is refused
-		if err := corpus.CheckFormats(c.Inputs); err != nil {
-			return &ConfigError{err}
+	if o.Run.Run == "" {
+		if err := checkQueryInputs(c.Inputs); err != nil {
+			return err
 		}
 	}
 	return c.Check(RerankFormats)
