@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/testmodels"
 )
 
@@ -244,4 +245,65 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 			t.Errorf("errors %+v; want one missing_field row", errs)
 		}
 	})
+}
+
+// TestEmbedCSVShards: a sharded run over CSV and TSV files gives each file
+// whole to one shard (a quoted field may hold a newline, so a byte range
+// cannot be cut safely), and the merged parts are the single run's rows
+// and errors file.
+func TestEmbedCSVShards(t *testing.T) {
+	dir := t.TempDir()
+	model := tinyModel(t)
+	_, rows := csvCorpus(30)
+	bad := [][]string{rows[0]} // other ids than a.csv's, a short row among them
+	for i, r := range rows[1:6] {
+		bad = append(bad, []string{"c-" + r[0], r[1], r[2]})
+		if i == 3 {
+			bad = append(bad, []string{"short row"})
+		}
+	}
+	inputs := []string{filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.tsv.gz"), filepath.Join(dir, "c.csv")}
+	writeDelimited(t, inputs[0], ',', append(rows[:1:1], rows[1:15]...))
+	writeDelimited(t, inputs[1], '\t', append(rows[:1:1], rows[15:]...))
+	writeDelimited(t, inputs[2], ',', bad)
+	embed := func(extra ...string) embedResult {
+		args := append([]string{"embed"}, inputs...)
+		return runSynapse(t, nil, append(append(args, "-m", model, "--workers", "1", "-q", "--id-field", "_id"), extra...)...)
+	}
+	single := filepath.Join(dir, "single.arrow")
+	embed("-o", single).wantCode(t, exitPartial)
+	out := filepath.Join(dir, "out.arrow")
+	for i := range 3 {
+		if res := embed("-o", out, "--shard", strconv.Itoa(i)+"/3"); res.code != exitOK && res.code != exitPartial {
+			res.wantCode(t, exitPartial)
+		}
+	}
+	merged := filepath.Join(dir, "merged.arrow")
+	runSynapse(t, nil, "merge", out, "-o", merged).wantCode(t, exitPartial)
+	_, want := readOutput(t, single)
+	_, got := readOutput(t, merged)
+	sameRows(t, "merged vs single run", got, want)
+	wantErrs, _ := os.ReadFile(single + ".errors.jsonl")
+	gotErrs, _ := os.ReadFile(merged + ".errors.jsonl")
+	if !bytes.Equal(gotErrs, wantErrs) || !bytes.Contains(wantErrs, []byte(`"line":6,"index":37,"reason":"malformed_csv"`)) {
+		t.Errorf("merged errors file differs from the single run's, or lacks the short row:\n%s\nwant:\n%s", gotErrs, wantErrs)
+	}
+	for f := range inputs {
+		takers := 0
+		for i := range 3 {
+			m, err := output.ReadManifest(filepath.Join(dir, "out.shard-"+strconv.Itoa(i)+"-of-3.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in := m.Inputs[f]; !in.Skip {
+				takers++
+				if in.Kind != "csv" {
+					t.Errorf("%s: part kind %q; want csv", inputs[f], in.Kind)
+				}
+			}
+		}
+		if takers != 1 {
+			t.Errorf("%s read by %d shards; want 1", inputs[f], takers)
+		}
+	}
 }
