@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/synapse-embed/synapse/io/objstore/s3test"
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/testmodels"
 )
@@ -305,5 +306,39 @@ func TestEmbedCSVShards(t *testing.T) {
 		if takers != 1 {
 			t.Errorf("%s read by %d shards; want 1", inputs[f], takers)
 		}
+	}
+}
+
+// TestS3CSV: CSV and .tsv.gz objects in a bucket are read as the same
+// files on disk are (equal vectors), and their header is checked before
+// any work there too.
+func TestS3CSV(t *testing.T) {
+	srv := s3test.Start(t, "corpus")
+	dir := t.TempDir()
+	model := tinyModel(t)
+	_, rows := csvCorpus(20)
+	inputs := []string{filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.tsv.gz")}
+	writeDelimited(t, inputs[0], ',', append(rows[:1:1], rows[1:12]...))
+	writeDelimited(t, inputs[1], '\t', append(rows[:1:1], rows[12:]...))
+	objects := []string{"s3://corpus/in/a.csv", "s3://corpus/in/b.tsv.gz"}
+	for k, in := range inputs {
+		srv.PutFile(t, "corpus", "in/"+filepath.Base(in), in)
+	}
+	embed := func(out string, args ...string) embedResult {
+		return runSynapse(t, srv.Env(), append([]string{"embed", "-m", model, "--workers", "1", "-q", "-o", out}, args...)...)
+	}
+	local, remote := filepath.Join(dir, "local.arrow"), filepath.Join(dir, "remote.arrow")
+	embed(local, "--text-field", "title", "--text-field", "text", inputs[0], inputs[1]).wantCode(t, exitOK)
+	embed(remote, "--text-field", "title", "--text-field", "text", objects[0], objects[1]).wantCode(t, exitOK)
+	_, want := readOutput(t, local)
+	_, got := readOutput(t, remote)
+	if len(want) == 0 {
+		t.Fatal("no rows")
+	}
+	sameRows(t, "s3:// CSV vs local CSV", got, want)
+	res := embed(filepath.Join(dir, "x.arrow"), "--text-field", "body", objects[1])
+	res.wantCode(t, exitUsage)
+	if w := objects[1] + ` has no column "body"; its columns are _id, title, text: use --text-field`; !strings.Contains(res.stderr, w) {
+		t.Errorf("stderr %q; want %q", res.stderr, w)
 	}
 }

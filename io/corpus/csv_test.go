@@ -1,0 +1,182 @@
+package corpus
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+func TestInputFormat(t *testing.T) {
+	for name, want := range map[string]Format{
+		"-": FormatAuto, "/dev/fd/63": FormatAuto, "a.jsonl": FormatAuto, "a.JSONL.gz": FormatAuto, "a.ndjson": FormatAuto,
+		"a.json": FormatAuto, "a.parquet": FormatAuto, "s3://b/k/a.pq": FormatAuto, "dir.v2/corpus": FormatAuto,
+		"a.csv": FormatCSV, "A.CSV.GZ": FormatCSV, "s3://b/a.csv.gz": FormatCSV, "a.tsv": FormatTSV, "a.tab": FormatTSV, "a.tsv.gz": FormatTSV,
+	} {
+		if got, err := InputFormat(name); err != nil || got != want {
+			t.Errorf("InputFormat(%q) = %v, %v; want %v", name, got, err, want)
+		}
+	}
+	for name, words := range map[string]string{
+		"a.txt": `unknown input format ".txt"`, "a.xlsx.gz": `unknown input format ".xlsx"`, "a.arrow": "Arrow IPC is an output format",
+		"a.parquet.gz": "gzip-compressed Parquet", "s3://b/a.zst": `unknown input format ".zst"`,
+	} {
+		if _, err := InputFormat(name); err == nil || !strings.Contains(err.Error(), words) || !strings.Contains(err.Error(), name) {
+			t.Errorf("InputFormat(%q) = %v; want an error naming it and saying %q", name, err, words)
+		}
+	}
+}
+
+func gz(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return z.Bytes()
+}
+
+// TestCSVRecords: what the reader makes of each record of a CSV file, and
+// that a resumed reader (StartIndex) numbers them the same.
+func TestCSVRecords(t *testing.T) {
+	dir := t.TempDir()
+	data := []byte("\xef\xbb\xbf_id,title,text\r\n" +
+		"1,T,\"two\nlines\"\r\n" + // lines 2-3
+		"2,,plain\r\n" + // line 4: empty title
+		"3,x,\"bad\"quote\r\n" + // line 5
+		"4,y\r\n" + // line 6: short
+		",z,no id\r\n" + // line 7
+		"5,u,\"\xff\"\r\n" + // line 8: invalid UTF-8
+		"6,v,last") // line 9: no line end
+	want := []outcome{
+		{Index: 0, Line: 2, ID: "1", Text: "T\ntwo\nlines"},
+		{Index: 1, Line: 4, ID: "2", Text: "plain"},
+		{Index: 2, Line: 5, Reason: ReasonMalformedCSV},
+		{Index: 3, Line: 6, Reason: ReasonMalformedCSV},
+		{Index: 4, Line: 7, Reason: ReasonBadID},
+		{Index: 5, Line: 8, ID: "5", Reason: ReasonInvalidUTF8},
+		{Index: 6, Line: 9, ID: "6", Text: "v\nlast"},
+	}
+	for _, name := range []string{"c.csv", "c.csv.gz"} {
+		b := data
+		if strings.HasSuffix(name, ".gz") {
+			b = gz(t, data)
+		}
+		p := writeFile(t, dir, name, b)
+		for _, start := range []int64{0, 3} {
+			r, err := Open([]string{p}, ReadOptions{TextFields: []string{"title", "text"}, StartIndex: start})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, fes := readAll(t, r)
+			if len(fes) > 0 {
+				t.Fatalf("%s: file errors %v", name, fes)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want[start:]) {
+				t.Errorf("%s from %d:\n got %v\nwant %v", name, start, got, want[start:])
+			}
+		}
+	}
+}
+
+// TestCSVHeaderProblems: a header with a column twice, and a file whose
+// text column is absent (the reader alone, without CheckFields: every row
+// is missing_field).
+func TestCSVHeaderProblems(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "dup.tsv", []byte("id\ttext\tid\n1\ta\t2\n"))
+	r, err := Open([]string{p}, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, fes := readAll(t, r)
+	if len(got) != 0 || len(fes) != 1 || !strings.Contains(fes[0].Error(), `column "id" twice`) {
+		t.Errorf("records %v, file errors %v; want one naming the column", got, fes)
+	}
+	p = writeFile(t, dir, "body.csv", []byte("id,body\n1,a\n2,b\n"))
+	empty := writeFile(t, dir, "empty.csv", nil)
+	r, err = Open([]string{empty, p}, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, fes = readAll(t, r)
+	if len(fes) != 0 || len(got) != 2 || got[0].Reason != ReasonMissingField || got[1].Index != 1 {
+		t.Errorf("records %v, file errors %v; want two missing_field rows", got, fes)
+	}
+}
+
+// TestCSVRaw: rerank-style raw rows hold every column as a JSON string.
+func TestCSVRaw(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "r.csv", []byte("query_id,query\nq1,\"say \"\"hi\"\"\"\n"))
+	r, err := Open([]string{p}, ReadOptions{Raw: []string{"query"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(d.Fields["query_id"]) != `"q1"` || string(d.Fields["query"]) != `"say \"hi\""` {
+		t.Errorf("fields %q", d.Fields)
+	}
+}
+
+// TestCheckFields: the fields of each kind of input, checked before any
+// work, and what is not checked.
+func TestCheckFields(t *testing.T) {
+	dir := t.TempDir()
+	csvFile := writeFile(t, dir, "c.csv", []byte("doc_id,heading,body\n1,a,b\n"))
+	emptyCSV := writeFile(t, dir, "e.csv", nil)
+	var lines []string
+	for i := range 150 {
+		lines = append(lines, fmt.Sprintf(`{"id":"%d","title":"t"}`, i))
+	}
+	late := slices.Clone(lines)
+	late[120] = `{"id":"x","text":"late"}`
+	malformed := writeFile(t, dir, "m.jsonl", []byte("not json\n[1]\n"))
+	jl := writeFile(t, dir, "j.jsonl.gz", gz(t, []byte(strings.Join(lines, "\n"))))
+	lateFile := writeFile(t, dir, "late.jsonl", []byte(strings.Join(late, "\n")))
+	early := slices.Clone(lines)
+	early[99] = `{"id":"x","text":"in row 100"}`
+	earlyFile := writeFile(t, dir, "early.jsonl", []byte(strings.Join(early, "\n")))
+	pq := dir + "/p.parquet"
+	writeParquet(t, pq, 10, []string{"doc_id", "text"}, []arrow.Array{stringsArr(sp("a")), stringsArr(sp("b"))})
+	truncated := writeFile(t, dir, "t.parquet", []byte("PAR1 not a footer"))
+	for _, tc := range []struct {
+		inputs []string
+		opts   ReadOptions
+		want   string // "" for no error
+	}{
+		{[]string{csvFile}, ReadOptions{TextFields: []string{"body"}}, ""},
+		{[]string{csvFile}, ReadOptions{}, csvFile + ` has no column "text"; its columns are doc_id, heading, body`},
+		{[]string{csvFile}, ReadOptions{TextFields: []string{"body"}, IDField: "id"}, csvFile + ` has no column "id"`},
+		{[]string{emptyCSV, malformed, truncated}, ReadOptions{}, ""},
+		{[]string{pq}, ReadOptions{}, ""},
+		{[]string{pq}, ReadOptions{IDField: "id"}, pq + ` has no column "id"; its columns are doc_id, text`},
+		{[]string{jl}, ReadOptions{}, jl + ` has no field "text" in its first 100 rows; they have id, title`},
+		{[]string{earlyFile}, ReadOptions{}, ""},
+		{[]string{lateFile}, ReadOptions{}, lateFile + ` has no field "text" in its first 100 rows`},
+		{[]string{"-", lateFile}, ReadOptions{TextFields: []string{"title"}}, ""},
+		{[]string{dir + "/x.txt"}, ReadOptions{}, `unknown input format ".txt"`},
+		{[]string{jl}, ReadOptions{Raw: []string{"nope"}}, ""},
+	} {
+		err := CheckFields(context.Background(), tc.inputs, tc.opts)
+		var fe *FieldError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v %+v: %v; want no error", tc.inputs, tc.opts, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v %+v: %v; want %q", tc.inputs, tc.opts, err, tc.want)
+		case errors.As(err, &fe) && fe.Role != map[bool]string{true: "id", false: "text"}[tc.opts.IDField != "" && fe.Field == tc.opts.IDField]:
+			t.Errorf("%v: role %q", tc.inputs, fe.Role)
+		}
+	}
+}
