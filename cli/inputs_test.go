@@ -321,7 +321,7 @@ func TestS3CSV(t *testing.T) {
 	writeDelimited(t, inputs[0], ',', append(rows[:1:1], rows[1:12]...))
 	writeDelimited(t, inputs[1], '\t', append(rows[:1:1], rows[12:]...))
 	objects := []string{"s3://corpus/in/a.csv", "s3://corpus/in/b.tsv.gz"}
-	for k, in := range inputs {
+	for _, in := range inputs {
 		srv.PutFile(t, "corpus", "in/"+filepath.Base(in), in)
 	}
 	embed := func(out string, args ...string) embedResult {
