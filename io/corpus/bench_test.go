@@ -2,7 +2,9 @@ package corpus
 
 import (
 	"bufio"
+	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -129,6 +131,45 @@ func BenchmarkReadParquet(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "scifact.parquet")
 	scifactParquet(b, scifact(b), path)
 	benchRead(b, []string{path}, ReadOptions{TextFields: []string{"title", "text"}})
+}
+
+// BenchmarkReadCSV reads the scifact corpus converted to CSV (RFC 4180
+// quoting by encoding/csv), for a ratio against BenchmarkReadJSONL.
+func BenchmarkReadCSV(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "scifact.csv")
+	scifactCSV(b, scifact(b), path)
+	benchRead(b, []string{path}, ReadOptions{TextFields: []string{"title", "text"}})
+}
+
+func scifactCSV(b *testing.B, src, dst string) {
+	f, err := os.Open(src)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer f.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := csv.NewWriter(out)
+	w.Write([]string{"_id", "title", "text"})
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var d struct {
+			ID    string `json:"_id"`
+			Title string `json:"title"`
+			Text  string `json:"text"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			b.Fatal(err)
+		}
+		w.Write([]string{d.ID, d.Title, d.Text})
+	}
+	w.Flush()
+	if err := errors.Join(w.Error(), out.Close()); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func scifactParquet(b *testing.B, src, dst string) {
