@@ -227,6 +227,15 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 		})
 	}
 
+	t.Run("generate", func(t *testing.T) { // checked before the model is loaded
+		out := p("gen.jsonl")
+		res := runSynapse(t, nil, "generate", p("corpus.csv"), "-m", model, "-o", out, "--text-field", "prompt")
+		res.wantCode(t, exitUsage)
+		if want := p("corpus.csv") + ` has no column "prompt"; its columns are doc_id, heading, body: use --text-field`; !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr %q; want %q", res.stderr, want)
+		}
+	})
+
 	t.Run("rerank csv", func(t *testing.T) {
 		writeDelimited(t, p("pairs.csv"), ',', [][]string{{"query_id", "query", "doc_id", "text"}, {"q", "a", "d", "b"}})
 		out := p("rerank.arrow")
