@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -25,6 +26,7 @@ type csvSource struct {
 	c    io.Closer
 	raw  *countingReader
 	r    *csv.Reader
+	lim  *recordLimit
 	opts *ReadOptions
 	base int64
 	recs int64 // records (rows after the header) read so far
@@ -50,11 +52,11 @@ func newCSV(name string, rc io.ReadCloser, base int64, opts *ReadOptions, tsv bo
 		rc.Close()
 		return nil, &FileError{Source: name, RowGroup: -1, Line: s.line, Err: err}
 	}
-	r, err := csvReader(cr, tsv)
+	r, lim, err := csvReader(cr, tsv, int64(opts.MaxLineBytes))
 	if err != nil {
 		return fail(err)
 	}
-	s.r = r
+	s.r, s.lim = r, lim
 	header, err := r.Read()
 	if err == io.EOF {
 		return s, nil // an empty file: no rows
@@ -70,15 +72,18 @@ func newCSV(name string, rc io.ReadCloser, base int64, opts *ReadOptions, tsv bo
 }
 
 // csvReader is the encoding/csv reader of a stream: gunzipped when it
-// starts with the gzip magic, without a UTF-8 byte order mark.
-func csvReader(r io.Reader, tsv bool) (*csv.Reader, error) {
-	br := bufio.NewReaderSize(r, jsonlBufSize)
+// starts with the gzip magic, without a UTF-8 byte order mark, and with a
+// limit on one record's bytes (see recordLimit).
+func csvReader(r io.Reader, tsv bool, maxRecord int64) (*csv.Reader, *recordLimit, error) {
+	lim := &recordLimit{r: r, max: maxRecord}
+	br := bufio.NewReaderSize(lim, jsonlBufSize)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
+			return nil, nil, fmt.Errorf("gzip: %w", err)
 		}
-		br = bufio.NewReaderSize(gz, jsonlBufSize)
+		lim = &recordLimit{r: gz, max: maxRecord}
+		br = bufio.NewReaderSize(lim, jsonlBufSize)
 	}
 	if bom, _ := br.Peek(3); string(bom) == "\xef\xbb\xbf" {
 		br.Discard(3)
@@ -88,7 +93,29 @@ func csvReader(r io.Reader, tsv bool) (*csv.Reader, error) {
 	if tsv {
 		cr.Comma, cr.LazyQuotes = '\t', true
 	}
-	return cr, nil
+	return cr, lim, nil
+}
+
+// recordLimit bounds the bytes encoding/csv reads for one record (which
+// it would otherwise hold whole: an unterminated quote takes the rest of
+// the file): more than max (and the read buffer) since begin is an error,
+// as a JSON Lines line longer than ReadOptions.MaxLineBytes is.
+type recordLimit struct {
+	r          io.Reader
+	n, start   int64
+	max        int64
+	line, from int // for the message: the line the record starts on
+}
+
+func (l *recordLimit) begin(line int) { l.start, l.from = l.n, line }
+
+func (l *recordLimit) Read(p []byte) (int, error) {
+	if l.max > 0 && l.n-l.start > l.max+jsonlBufSize {
+		return 0, fmt.Errorf("the record from line %d is longer than %d bytes (an unterminated quote?): the rest of the file is not read", l.from, l.max)
+	}
+	k, err := l.r.Read(p)
+	l.n += int64(k)
+	return k, err
 }
 
 // resolve names the columns of the header and finds the fields the run uses.
@@ -150,6 +177,7 @@ func (s *csvSource) next() (Doc, error) {
 		if err := s.opts.Context.Err(); err != nil {
 			return Doc{}, err
 		}
+		s.lim.begin(s.line + 1)
 		rec, err := s.r.Read()
 		if err == io.EOF {
 			return Doc{}, io.EOF
@@ -169,7 +197,8 @@ func (s *csvSource) next() (Doc, error) {
 			d.Line, s.line = pe.StartLine, pe.Line
 		} else {
 			d.Line, _ = s.r.FieldPos(0)
-			s.line, _ = s.r.FieldPos(len(rec) - 1)
+			last, _ := s.r.FieldPos(len(rec) - 1)
+			s.line = last + strings.Count(rec[len(rec)-1], "\n") // a quoted last field may span lines
 		}
 		if !s.opts.want(idx) {
 			continue

@@ -180,3 +180,20 @@ func TestCheckFields(t *testing.T) {
 		}
 	}
 }
+
+// TestCSVRecordLimit: an unterminated quote does not make the reader hold
+// the rest of the file: past MaxLineBytes it is a FileError naming the
+// line the record starts on, after the rows before it.
+func TestCSVRecordLimit(t *testing.T) {
+	rest := strings.Repeat("more text, and more\n", 20000) // 400 KB
+	p := writeFile(t, t.TempDir(), "open.csv", []byte("id,text\n1,\"two\nlines\"\n2,fine\n3,\"never closed\n"+rest))
+	r, err := Open([]string{p}, ReadOptions{MaxLineBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, fes := readAll(t, r)
+	want := []outcome{{Index: 0, Line: 2, ID: "1", Text: "two\nlines"}, {Index: 1, Line: 4, ID: "2", Text: "fine"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(fes) != 1 || !strings.Contains(fes[0].Error(), "record from line 5 is longer than 1000 bytes") {
+		t.Errorf("records %v, file errors %v; want %v and one file error naming line 5", got, fes, want)
+	}
+}

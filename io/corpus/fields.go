@@ -164,7 +164,7 @@ func csvHeader(ctx context.Context, name string, tsv bool) ([]string, int, error
 		return nil, 0, err
 	}
 	defer rc.Close()
-	r, err := csvReader(rc, tsv)
+	r, _, err := csvReader(rc, tsv, defaultMaxLine)
 	if err != nil {
 		return nil, 0, err
 	}
