@@ -246,6 +246,15 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 		}
 	})
 
+	t.Run("rerank query field", func(t *testing.T) {
+		writeJSONL(t, p("grouped.jsonl"), []map[string]any{{"qid": "q1", "query": "a", "candidates": []any{map[string]any{"id": "d", "text": "b"}}}})
+		res := runSynapse(t, nil, "rerank", p("grouped.jsonl"), "-m", model, "-o", p("rerank.arrow"))
+		res.wantCode(t, exitUsage)
+		if want := p("grouped.jsonl") + ` has no field "query_id" in its first row; they have candidates, qid, query: use --query-id-field`; !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr %q; want %q", res.stderr, want)
+		}
+	})
+
 	t.Run("some rows lack the field", func(t *testing.T) {
 		out := p("some.arrow")
 		res := runSynapse(t, nil, "embed", p("some.jsonl"), "-m", model, "-o", out, "--text-field", "body", "-q")

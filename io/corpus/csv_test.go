@@ -166,18 +166,26 @@ func TestCheckFields(t *testing.T) {
 		{[]string{lateFile}, ReadOptions{}, lateFile + ` has no field "text" in its first 100 rows`},
 		{[]string{"-", lateFile}, ReadOptions{TextFields: []string{"title"}}, ""},
 		{[]string{dir + "/x.txt"}, ReadOptions{}, `unknown input format ".txt"`},
-		{[]string{jl}, ReadOptions{Raw: []string{"nope"}}, ""},
 	} {
-		err := CheckFields(context.Background(), tc.inputs, tc.opts)
+		err := CheckFields(context.Background(), tc.inputs, DocNeeds(tc.opts))
 		var fe *FieldError
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%v %+v: %v; want no error", tc.inputs, tc.opts, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v %+v: %v; want %q", tc.inputs, tc.opts, err, tc.want)
-		case errors.As(err, &fe) && fe.Role != map[bool]string{true: "id", false: "text"}[tc.opts.IDField != "" && fe.Field == tc.opts.IDField]:
-			t.Errorf("%v: role %q", tc.inputs, fe.Role)
+		case errors.As(err, &fe) && fe.Option != map[bool]string{true: "id-field", false: "text-field"}[tc.opts.IDField != "" && fe.Field == tc.opts.IDField]:
+			t.Errorf("%v: option %q", tc.inputs, fe.Option)
 		}
+	}
+	q := writeFile(t, dir, "q.jsonl", []byte(`{"qid":"1","query":"q","candidates":[]}`+"\n"))
+	err := CheckFields(context.Background(), []string{q}, QueryOptions{}.Needs())
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "query_id" || fe.Option != "query-id-field" || !slices.Equal(fe.Have, []string{"candidates", "qid", "query"}) {
+		t.Errorf("rerank rows without query_id: %v", err)
+	}
+	if err := CheckFields(context.Background(), []string{q}, QueryOptions{QueryIDField: "qid"}.Needs()); err != nil {
+		t.Errorf("--query-id-field qid: %v", err)
 	}
 }
 

@@ -25,10 +25,10 @@ const FieldSampleRows = 100
 // row: a column of a Parquet, CSV or TSV file, or a key of all the first
 // FieldSampleRows objects of a JSON Lines file.
 type FieldError struct {
-	File  string
-	Field string
-	Role  string   // "text" or "id": the option that named it (--text-field, --id-field)
-	Have  []string // the file's columns, or the keys its sampled objects have
+	File   string
+	Field  string
+	Option string   // the option that named it, e.g. "text-field" (Need.Option)
+	Have   []string // the file's columns, or the keys its sampled objects have
 	// Sampled is the JSON objects looked at (0 for a file with a schema).
 	Sampled int
 }
@@ -56,19 +56,43 @@ func shortList(names []string, n int) []string {
 	return append(slices.Clone(names[:n]), fmt.Sprintf("and %d more", len(names)-n))
 }
 
-// CheckFields looks, before any work, at the fields of each input that the
-// options read from every row — the TextFields and an explicit IDField —
-// and returns a *FieldError for the first input that lacks one: by its
-// schema (a Parquet footer, a CSV or TSV header) or, for JSON Lines, when
-// none of the objects among its first FieldSampleRows records has it.
-// Stdin and pipes are not looked at (they can be read once), nor a file
-// that cannot be opened or parsed (its reader reports it, row by row or as
-// a FileError); an unknown extension is InputFormat's error. Raw options
-// (rerank's rows) are not checked.
-func CheckFields(ctx context.Context, inputs []string, opts ReadOptions) error {
-	if opts.Raw != nil {
-		return CheckFormats(inputs)
+// Need is a field every row of an input must have, and the option (a flag
+// name, for the message) that names it.
+type Need struct{ Field, Option string }
+
+// DocNeeds are the fields a document reader with opts reads from every
+// row: the TextFields (default "text") and an explicit IDField.
+func DocNeeds(opts ReadOptions) []Need {
+	fields := opts.TextFields
+	if len(fields) == 0 {
+		fields = []string{"text"}
 	}
+	var need []Need
+	for _, f := range fields {
+		need = append(need, Need{f, "text-field"})
+	}
+	if opts.IDField != "" {
+		need = append(need, Need{opts.IDField, "id-field"})
+	}
+	return need
+}
+
+// Needs are the fields every rerank row has, grouped or flat: the query id
+// and the query text.
+func (o QueryOptions) Needs() []Need {
+	o.fill()
+	return []Need{{o.QueryIDField, "query-id-field"}, {o.QueryField, "query-field"}}
+}
+
+// CheckFields looks, before any work, at the fields need of each input and
+// returns a *FieldError for the first input that lacks one: by its schema
+// (a Parquet footer, a CSV or TSV header) or, for JSON Lines, when none of
+// the objects among its first FieldSampleRows records has it. Stdin and
+// pipes are not looked at (they can be read once), nor a file that cannot
+// be opened or parsed (its reader reports it, row by row or as a
+// FileError); an unknown extension is InputFormat's error.
+func CheckFields(ctx context.Context, inputs []string, need []Need) error {
+	var opts ReadOptions
 	if err := opts.fill(); err != nil {
 		return err
 	}
@@ -85,8 +109,10 @@ func CheckFields(ctx context.Context, inputs []string, opts ReadOptions) error {
 		if err != nil || have == nil {
 			continue // the reader reports it
 		}
-		if err := missing(name, have, sampled, opts); err != nil {
-			return err
+		for _, n := range need {
+			if !slices.Contains(have, n.Field) {
+				return &FieldError{File: name, Field: n.Field, Option: n.Option, Have: have, Sampled: sampled}
+			}
 		}
 	}
 	return nil
@@ -99,21 +125,6 @@ func regular(name string) bool {
 	}
 	st, err := os.Stat(name)
 	return err == nil && st.Mode().IsRegular()
-}
-
-// missing is the FieldError of the first needed field not in have.
-func missing(name string, have []string, sampled int, opts ReadOptions) error {
-	need := slices.Clone(opts.TextFields)
-	roles := slices.Repeat([]string{"text"}, len(need))
-	if opts.IDField != "" {
-		need, roles = append(need, opts.IDField), append(roles, "id")
-	}
-	for i, f := range need {
-		if !slices.Contains(have, f) {
-			return &FieldError{File: name, Field: f, Role: roles[i], Have: have, Sampled: sampled}
-		}
-	}
-	return nil
 }
 
 // fieldsOf returns the columns of a Parquet, CSV or TSV file, or the keys

@@ -14,11 +14,16 @@ import (
 // TSV file's columns, the first rows of a JSON Lines file), named with
 // the flag that sets it.
 func checkDocInputs(o *Options) error {
-	err := corpus.CheckFields(context.Background(), o.Inputs, o.Read)
+	return checkFields(o.Inputs, corpus.DocNeeds(o.Read))
+}
+
+// checkFields is corpus.CheckFields as a ConfigError that names the flag.
+func checkFields(inputs []string, need []corpus.Need) error {
+	err := corpus.CheckFields(context.Background(), inputs, need)
 	var fe *corpus.FieldError
 	switch {
 	case errors.As(err, &fe):
-		return configErrorf("%v: use --%s-field", fe, fe.Role)
+		return configErrorf("%v: use --%s", fe, fe.Option)
 	case err != nil:
 		return &ConfigError{err}
 	}
@@ -26,9 +31,10 @@ func checkDocInputs(o *Options) error {
 }
 
 // checkQueryInputs refuses rerank query rows in a format rerank does not
-// read: an unknown extension, and CSV or TSV (whose fields are all
-// strings: no candidate lists, no scores).
-func checkQueryInputs(inputs []string) error {
+// read — an unknown extension, CSV or TSV (whose fields are all strings:
+// no candidate lists, no scores) — and inputs without the query id or
+// query field (corpus.QueryOptions.Needs).
+func checkQueryInputs(inputs []string, q corpus.QueryOptions) error {
 	for _, in := range inputs {
 		format, err := corpus.InputFormat(in)
 		if err != nil {
@@ -38,5 +44,5 @@ func checkQueryInputs(inputs []string) error {
 			return &ConfigError{fmt.Errorf("input %s: rerank reads its query rows from Parquet or JSON Lines, not CSV or TSV", in)}
 		}
 	}
-	return nil
+	return checkFields(inputs, q.Needs())
 }

@@ -41,7 +41,7 @@ func (o *RerankOptions) Check() error {
 		c.Inputs = RunInputs(o.Run)
 	}
 	if o.Run.Run == "" {
-		if err := checkQueryInputs(c.Inputs); err != nil {
+		if err := checkQueryInputs(c.Inputs, o.Queries); err != nil {
 			return err
 		}
 	}
