@@ -53,10 +53,10 @@ var GenerateFormats = []output.Format{output.FormatArrow, output.FormatParquet, 
 // Check refuses, before anything starts, the job's options and outputs
 // that cannot work whatever the model (Options.Check).
 func (o *GenerateOptions) Check() error {
-	if err := checkDocInputs(&o.Options); err != nil {
+	if err := o.Options.Check(GenerateFormats); err != nil {
 		return err
 	}
-	return o.Options.Check(GenerateFormats)
+	return checkDocInputs(&o.Options)
 }
 
 // Generate output columns.
