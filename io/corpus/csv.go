@@ -15,8 +15,7 @@ import (
 // csvSource reads one CSV or TSV file, gzip-compressed or not: a header
 // row names the columns, every later record is a row. Quoting is RFC 4180
 // (encoding/csv): a quoted field may hold the delimiter, "" and newlines.
-// A TSV file is read with lazy quotes, so that a quote inside an unquoted
-// field (common in tab-separated corpora) is kept as text.
+// A TSV file is read with the same quoting, tabs for commas.
 //
 // A CSV file is never split by byte range: a newline inside a quoted field
 // makes a byte offset ambiguous, so a range shard takes the file whole
@@ -91,7 +90,10 @@ func csvReader(r io.Reader, tsv bool, maxRecord int64) (*csv.Reader, *recordLimi
 	cr := csv.NewReader(br)
 	cr.FieldsPerRecord = -1 // checked against the header, as a row error
 	if tsv {
-		cr.Comma, cr.LazyQuotes = '\t', true
+		// The same strict quoting as CSV: with lazy quotes, a field that
+		// starts with a quote but is not quoted ("Hi" she said) would run
+		// on to the next closing quote, rows later, without an error.
+		cr.Comma = '\t'
 	}
 	return cr, lim, nil
 }

@@ -205,3 +205,19 @@ func TestCSVRecordLimit(t *testing.T) {
 		t.Errorf("records %v, file errors %v; want %v and one file error naming line 5", got, fes, want)
 	}
 }
+
+// TestTSVQuotes: a TSV field with a bare quote is a malformed_csv row, and
+// the rows after it are read as usual (not run together into one field).
+func TestTSVQuotes(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "q.tsv", []byte("id\ttext\n1\t\"Hi\" she said\n2\tit's a \"word\"\n3\t\"quoted\tand \"\"fine\"\"\"\n4\tlast\n"))
+	r, err := Open([]string{p}, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, fes := readAll(t, r)
+	want := []outcome{{Index: 0, Line: 2, Reason: ReasonMalformedCSV}, {Index: 1, Line: 3, Reason: ReasonMalformedCSV},
+		{Index: 2, Line: 4, ID: "3", Text: "quoted\tand \"fine\""}, {Index: 3, Line: 5, ID: "4", Text: "last"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(fes) != 0 {
+		t.Errorf("records %v, file errors %v; want %v", got, fes, want)
+	}
+}
