@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/csv"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/synapse-embed/synapse/io/objstore/s3test"
@@ -51,6 +53,42 @@ func writeDelimited(t *testing.T, path string, comma rune, rows [][]string) {
 	}
 }
 
+// writeArrowIPC writes string columns (rows[0] names them) as an Arrow
+// IPC file of record batches of at most batch rows.
+func writeArrowIPC(t *testing.T, path string, rows [][]string, batch int) {
+	t.Helper()
+	var fields []arrow.Field
+	for _, name := range rows[0] {
+		fields = append(fields, arrow.Field{Name: name, Type: arrow.BinaryTypes.String})
+	}
+	sc := arrow.NewSchema(fields, nil)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := 1; start < len(rows); start += batch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		for _, r := range rows[start:min(start+batch, len(rows))] {
+			for k, v := range r {
+				b.Field(k).(*array.StringBuilder).Append(v)
+			}
+		}
+		rec := b.NewRecordBatch()
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		b.Release()
+	}
+	if err := errors.Join(w.Close(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // csvCorpus is the generated corpus and a few documents whose fields need
 // quoting (the delimiters, quotes, newlines), as JSON objects and as rows
 // with a header.
@@ -80,9 +118,10 @@ func TestEmbedCSVParity(t *testing.T) {
 		"c.tsv":    func(p string) { writeDelimited(t, p, '\t', rows) },
 		"c.csv.gz": func(p string) { writeDelimited(t, p, ',', rows) },
 		"c.tsv.gz": func(p string) { writeDelimited(t, p, '\t', rows) },
+		"c.arrow":  func(p string) { writeArrowIPC(t, p, rows, 16) },
 	}
 	outs := map[string][]outRow{}
-	for _, name := range []string{"c.jsonl", "c.csv", "c.tsv", "c.csv.gz", "c.tsv.gz"} {
+	for _, name := range []string{"c.jsonl", "c.csv", "c.tsv", "c.csv.gz", "c.tsv.gz", "c.arrow"} {
 		in := filepath.Join(dir, name)
 		inputs[name](in)
 		out := filepath.Join(dir, name+".arrow")
@@ -174,6 +213,7 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 	writeRecord(t, p("corpus.parquet"), b.NewRecordBatch())
 	b.Release()
 	writeDelimited(t, p("corpus.csv"), ',', [][]string{{"doc_id", "heading", "body"}, {"d1", "h", "b"}})
+	writeArrowIPC(t, p("corpus.arrow"), [][]string{{"doc_id", "heading", "body"}, {"d1", "h", "b"}}, 1)
 	writeDelimited(t, p("corpus.tsv.gz"), '\t', [][]string{{"doc_id", "heading", "body"}, {"d1", "h", "b"}})
 	var many []map[string]any
 	for i := range 150 {
@@ -183,7 +223,7 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 	writeJSONL(t, p("few.jsonl"), []map[string]any{{"id": "1", "text": "x"}, {"id": "2", "text": "y", "extra": 1}})
 	// "body" in row 2 only: the run goes on, the other rows are missing_field rows.
 	writeJSONL(t, p("some.jsonl"), []map[string]any{{"id": "1", "text": "x"}, {"id": "2", "body": "y"}})
-	for _, name := range []string{"notes.txt", "vectors.arrow", "table.xlsx"} {
+	for _, name := range []string{"notes.txt", "stream.arrows", "table.xlsx"} {
 		if err := os.WriteFile(p(name), []byte(`{"id":"1","text":"json inside"}`+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -208,8 +248,12 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 			p("some.jsonl") + ` has no field "doc_id" in its first 2 rows; they have body, id, text: use --id-field`},
 		{"jsonl second input", []string{p("many.jsonl"), p("few.jsonl"), "--text-field", "title"},
 			p("few.jsonl") + ` has no field "title" in its first 2 rows; they have extra, id, text: use --text-field`},
-		{"text extension", []string{p("notes.txt")}, `input ` + p("notes.txt") + `: unknown input format ".txt": synapse reads .parquet, .jsonl`},
-		{"arrow input", []string{p("vectors.arrow")}, `input ` + p("vectors.arrow") + `: Arrow IPC is an output format of synapse, not an input one`},
+		{"text extension", []string{p("notes.txt")}, `input ` + p("notes.txt") + `: unknown input format ".txt": synapse reads .parquet, .arrow (Arrow IPC), .jsonl`},
+		{"arrow text", []string{p("corpus.arrow"), "--text-field", "heading", "--text-field", "text"},
+			p("corpus.arrow") + ` has no column "text"; its columns are doc_id, heading, body: use --text-field`},
+		{"arrow id", []string{p("corpus.arrow"), "--text-field", "body", "--id-field", "id"},
+			p("corpus.arrow") + ` has no column "id"; its columns are doc_id, heading, body: use --id-field`},
+		{"arrow stream", []string{p("stream.arrows")}, `input ` + p("stream.arrows") + `: the Arrow IPC stream format is not read`},
 		{"xlsx after a good input", []string{p("few.jsonl"), p("table.xlsx")}, `unknown input format ".xlsx"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,7 +285,7 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 		out := p("rerank.arrow")
 		res := runSynapse(t, nil, "rerank", p("pairs.csv"), "-m", model, "-o", out)
 		res.wantCode(t, exitUsage)
-		if want := "input " + p("pairs.csv") + ": rerank reads its query rows from Parquet or JSON Lines, not CSV or TSV"; !strings.Contains(res.stderr, want) {
+		if want := "input " + p("pairs.csv") + ": rerank reads its query rows from Parquet or JSON Lines, not CSV, TSV or Arrow IPC"; !strings.Contains(res.stderr, want) {
 			t.Errorf("stderr %q; want %q", res.stderr, want)
 		}
 	})
@@ -266,8 +310,8 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 	})
 }
 
-// TestEmbedCSVShards: a sharded run over CSV and TSV files gives each file
-// whole to one shard (a quoted field may hold a newline, so a byte range
+// TestEmbedCSVShards: a sharded run over CSV, TSV and Arrow IPC files gives
+// each file whole to one shard (a quoted field may hold a newline, so a byte range
 // cannot be cut safely), and the merged parts are the single run's rows
 // and errors file.
 func TestEmbedCSVShards(t *testing.T) {
@@ -281,9 +325,14 @@ func TestEmbedCSVShards(t *testing.T) {
 			bad = append(bad, []string{"short row"})
 		}
 	}
-	inputs := []string{filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.tsv.gz"), filepath.Join(dir, "c.csv")}
+	inputs := []string{filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.tsv.gz"), filepath.Join(dir, "c.csv"), filepath.Join(dir, "d.arrow")}
 	writeDelimited(t, inputs[0], ',', append(rows[:1:1], rows[1:15]...))
 	writeDelimited(t, inputs[1], '\t', append(rows[:1:1], rows[15:]...))
+	arrowRows := [][]string{rows[0]}
+	for _, r := range rows[1:11] {
+		arrowRows = append(arrowRows, []string{"d-" + r[0], r[1], r[2]})
+	}
+	writeArrowIPC(t, inputs[3], arrowRows, 4)
 	writeDelimited(t, inputs[2], ',', bad)
 	embed := func(extra ...string) embedResult {
 		args := append([]string{"embed"}, inputs...)
@@ -316,8 +365,8 @@ func TestEmbedCSVShards(t *testing.T) {
 			}
 			if in := m.Inputs[f]; !in.Skip {
 				takers++
-				if in.Kind != "csv" {
-					t.Errorf("%s: part kind %q; want csv", inputs[f], in.Kind)
+				if want := map[bool]string{true: "arrow", false: "csv"}[f == 3]; in.Kind != want {
+					t.Errorf("%s: part kind %q; want %s", inputs[f], in.Kind, want)
 				}
 			}
 		}

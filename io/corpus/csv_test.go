@@ -6,25 +6,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
 
 func TestInputFormat(t *testing.T) {
 	for name, want := range map[string]Format{
 		"-": FormatAuto, "/dev/fd/63": FormatAuto, "a.jsonl": FormatAuto, "a.JSONL.gz": FormatAuto, "a.ndjson": FormatAuto,
 		"a.json": FormatAuto, "a.parquet": FormatAuto, "s3://b/k/a.pq": FormatAuto, "dir.v2/corpus": FormatAuto,
-		"a.csv": FormatCSV, "A.CSV.GZ": FormatCSV, "s3://b/a.csv.gz": FormatCSV, "a.tsv": FormatTSV, "a.tab": FormatTSV, "a.tsv.gz": FormatTSV,
+		"a.arrow": FormatArrow, "s3://b/a.feather": FormatArrow, "a.csv": FormatCSV, "A.CSV.GZ": FormatCSV, "s3://b/a.csv.gz": FormatCSV, "a.tsv": FormatTSV, "a.tab": FormatTSV, "a.tsv.gz": FormatTSV,
 	} {
 		if got, err := InputFormat(name); err != nil || got != want {
 			t.Errorf("InputFormat(%q) = %v, %v; want %v", name, got, err, want)
 		}
 	}
 	for name, words := range map[string]string{
-		"a.txt": `unknown input format ".txt"`, "a.xlsx.gz": `unknown input format ".xlsx"`, "a.arrow": "Arrow IPC is an output format",
+		"a.txt": `unknown input format ".txt"`, "a.xlsx.gz": `unknown input format ".xlsx"`, "a.arrows": "stream format is not read", "a.arrow.gz": "gzip-compressed Arrow IPC",
 		"a.parquet.gz": "gzip-compressed Parquet", "s3://b/a.zst": `unknown input format ".zst"`,
 	} {
 		if _, err := InputFormat(name); err == nil || !strings.Contains(err.Error(), words) || !strings.Contains(err.Error(), name) {
@@ -219,5 +222,58 @@ func TestTSVQuotes(t *testing.T) {
 		{Index: 2, Line: 4, ID: "3", Text: "quoted\tand \"fine\""}, {Index: 3, Line: 5, ID: "4", Text: "last"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(fes) != 0 {
 		t.Errorf("records %v, file errors %v; want %v", got, fes, want)
+	}
+}
+
+// TestArrowInput: an Arrow IPC file of several record batches: string and
+// integer ids, a null text, a resumed reader's indexes, a missing column.
+func TestArrowInput(t *testing.T) {
+	dir := t.TempDir()
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "text", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	p := dir + "/a.arrow"
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(sc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, texts := range [][]*string{{sp("one"), nil}, {sp("three")}} {
+		ids := make([]int64, len(texts))
+		for i := range ids {
+			ids[i] = int64(len(texts)*10 + i)
+		}
+		rec := array.NewRecordBatch(sc, []arrow.Array{int64Arr(ids...), stringsArr(texts...)}, int64(len(texts)))
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := errors.Join(w.Close(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	want := []outcome{{Index: 0, Row: 0, ID: "20", Text: "one"}, {Index: 1, Row: 1, ID: "21", Reason: ReasonNullText}, {Index: 2, Row: 2, ID: "10", Text: "three"}}
+	for _, start := range []int64{0, 2} {
+		r, err := Open([]string{p}, ReadOptions{StartIndex: start})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, fes := readAll(t, r)
+		if fmt.Sprint(got) != fmt.Sprint(want[start:]) || len(fes) != 0 {
+			t.Errorf("from %d: records %v, file errors %v; want %v", start, got, fes, want[start:])
+		}
+	}
+	r, _ := Open([]string{p}, ReadOptions{TextFields: []string{"body"}})
+	got, _ := readAll(t, r)
+	if len(got) != 3 || got[0].Reason != ReasonMissingField {
+		t.Errorf("without the text column: %v; want 3 missing_field rows", got)
+	}
+	data, _ := os.ReadFile(p)
+	cut := writeFile(t, dir, "cut.arrow", data[:len(data)/2])
+	r, _ = Open([]string{cut, p}, ReadOptions{})
+	got, fes := readAll(t, r)
+	if len(fes) != 1 || fes[0].Source != cut || len(got) != 3 {
+		t.Errorf("a truncated file then a good one: records %v, file errors %v", got, fes)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -131,7 +132,7 @@ func regular(name string) bool {
 // of the objects among a JSON Lines file's first FieldSampleRows records
 // and how many objects there were (nil when there were none).
 func fieldsOf(ctx context.Context, name string, format Format, opts ReadOptions) (have []string, sampled int, err error) {
-	if format != FormatAuto {
+	if format == FormatCSV || format == FormatTSV {
 		return csvHeader(ctx, name, format == FormatTSV)
 	}
 	f, _, err := files.OpenRandom(ctx, name)
@@ -139,6 +140,10 @@ func fieldsOf(ctx context.Context, name string, format Format, opts ReadOptions)
 		return nil, 0, err
 	}
 	defer f.Close()
+	if format == FormatArrow {
+		have, err := arrowColumns(f)
+		return have, 0, err
+	}
 	if hasParquetMagic(f) {
 		have, err := parquetColumns(f)
 		return have, 0, err
@@ -163,6 +168,24 @@ func parquetColumns(f files.Input) (cols []string, err error) {
 		return nil, err
 	}
 	for _, fd := range sc.Fields() {
+		cols = append(cols, fd.Name)
+	}
+	return cols, nil
+}
+
+// arrowColumns are the top-level columns of an Arrow IPC file's schema.
+func arrowColumns(f files.Input) (cols []string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cols, err = nil, fmt.Errorf("arrow: reading footer: panic: %v", p)
+		}
+	}()
+	r, err := ipc.NewFileReader(f)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	for _, fd := range r.Schema().Fields() {
 		cols = append(cols, fd.Name)
 	}
 	return cols, nil

@@ -12,13 +12,14 @@ type Format int
 // Input formats. FormatAuto is told by content: a file that starts with the
 // Parquet magic is Parquet, any other JSON Lines (gzip-compressed or not).
 const (
-	FormatAuto Format = iota // .jsonl, .ndjson, .json, .parquet, .pq, no extension, stdin
-	FormatCSV                // .csv, .csv.gz: comma-separated, RFC 4180 quoting, a header row
-	FormatTSV                // .tsv, .tab (and .gz): tab-separated, a header row
+	FormatAuto  Format = iota // .jsonl, .ndjson, .json, .parquet, .pq, no extension, stdin
+	FormatCSV                 // .csv, .csv.gz: comma-separated, RFC 4180 quoting, a header row
+	FormatTSV                 // .tsv, .tab (and .gz): tab-separated, a header row
+	FormatArrow               // .arrow, .feather: an Arrow IPC file (the file format, with its footer)
 )
 
 // InputExtensions names the input extensions, for messages.
-const InputExtensions = ".parquet, .jsonl (or .ndjson, .json), .csv or .tsv (the text ones also gzip-compressed, .gz)"
+const InputExtensions = ".parquet, .arrow (Arrow IPC), .jsonl (or .ndjson, .json), .csv or .tsv (the text ones also gzip-compressed, .gz)"
 
 // InputFormat is the format of the input name (a path, an s3:// URL or "-"
 // for stdin) by its extension; a name without one (a pipe such as
@@ -45,8 +46,13 @@ func InputFormat(name string) (Format, error) {
 		return FormatCSV, nil
 	case ".tsv", ".tab":
 		return FormatTSV, nil
-	case ".arrow", ".feather", ".ipc", ".arrows":
-		return 0, fmt.Errorf("input %s: Arrow IPC is an output format of synapse, not an input one: give %s", name, InputExtensions)
+	case ".arrow", ".feather", ".ipc":
+		if trimmed != base {
+			return 0, fmt.Errorf("input %s: a gzip-compressed Arrow IPC file is not read (it is read by ranges): give the .arrow file", name)
+		}
+		return FormatArrow, nil
+	case ".arrows":
+		return 0, fmt.Errorf("input %s: the Arrow IPC stream format is not read: give an Arrow IPC file (.arrow, with its footer) or %s", name, InputExtensions)
 	default:
 		return 0, fmt.Errorf("input %s: unknown input format %q: synapse reads %s, or - for stdin", name, ext, InputExtensions)
 	}

@@ -175,7 +175,7 @@ type Span struct {
 
 // Open returns a Reader over files; "-" is stdin (JSONL). Files are opened
 // one at a time by Next; a .csv or .tsv file (optionally gzip-compressed) is
-// CSV or TSV (csv.go), another is Parquet when it starts with "PAR1" and
+// CSV or TSV (csv.go), an .arrow file Arrow IPC (arrowin.go), another is Parquet when it starts with "PAR1" and
 // JSONL (optionally gzip-compressed) otherwise; an extension InputFormat
 // does not know is a FileError.
 func Open(files []string, opts ReadOptions) (*Reader, error) {
@@ -337,8 +337,11 @@ func (r *Reader) open(name string) (source, error) {
 	if err != nil {
 		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
 	}
-	if format != FormatAuto {
+	switch format {
+	case FormatCSV, FormatTSV:
 		return r.openCSV(name, format == FormatTSV)
+	case FormatArrow:
+		return r.openArrow(name)
 	}
 	if objstore.IsURL(name) {
 		return r.openObject(name, part)
@@ -413,6 +416,21 @@ func (r *Reader) openCSV(name string, tsv bool) (source, error) {
 		}{f, closerFunc(func() error { stop(); return f.Close() })}
 	}
 	return newCSV(name, rc, r.base, &r.opts, tsv)
+}
+
+// openArrow opens an Arrow IPC file (a regular file or an object: it is
+// read by ranges, its footer first).
+func (r *Reader) openArrow(name string) (source, error) {
+	if !objstore.IsURL(name) {
+		if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
+			return nil, &FileError{Source: name, RowGroup: -1, Err: errors.New("an Arrow IPC input must be a regular file, not a pipe")}
+		}
+	}
+	f, _, err := files.OpenRandom(r.opts.Context, name)
+	if err != nil {
+		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+	}
+	return newArrow(name, f, r.base, &r.opts)
 }
 
 // IsParquet reports whether f starts with the Parquet magic and rewinds it.

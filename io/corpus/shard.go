@@ -17,8 +17,8 @@ import (
 // positions along their cumulative size: a plain JSON Lines file into
 // blocks of BlockSize(size) bytes (a line belongs to the block it starts
 // in), a Parquet file into its row groups, a gzip-compressed file (which
-// cannot be split by bytes) and a CSV or TSV file (whose quoted fields may
-// hold newlines) into one unit. Unit u at position p goes to
+// cannot be split by bytes), a CSV or TSV file (whose quoted fields may
+// hold newlines) and an Arrow IPC file into one unit. Unit u at position p goes to
 // shard ⌊p·N / total⌋.
 //
 // Every run, sharded or not, starts a packing group at every unit, so that
@@ -65,6 +65,8 @@ const (
 	// quoted field may hold a newline and a byte offset cannot tell
 	// whether a line starts a row without reading all before it.
 	KindCSV = "csv"
+	// KindArrow is an Arrow IPC file: one unit.
+	KindArrow = "arrow"
 )
 
 // unit is one piece of an input a shard can take whole.
@@ -181,8 +183,11 @@ func inputKind(name string) (kind string, size int64, groups []int64, err error)
 		return "", 0, nil, err
 	}
 	defer f.Close()
-	if format != FormatAuto {
+	switch format {
+	case FormatCSV, FormatTSV:
 		return KindCSV, size, nil, nil
+	case FormatArrow:
+		return KindArrow, size, nil, nil
 	}
 	magic := make([]byte, 4)
 	n, _ := f.ReadAt(magic, 0)

@@ -32,7 +32,7 @@ func checkFields(inputs []string, need []corpus.Need) error {
 
 // checkQueryInputs refuses rerank query rows in a format rerank does not
 // read — an unknown extension, CSV or TSV (whose fields are all strings:
-// no candidate lists, no scores) — and inputs without the query id or
+// no candidate lists, no scores), Arrow IPC — and inputs without the query id or
 // query field (corpus.QueryOptions.Needs).
 func checkQueryInputs(inputs []string, q corpus.QueryOptions) error {
 	for _, in := range inputs {
@@ -41,7 +41,7 @@ func checkQueryInputs(inputs []string, q corpus.QueryOptions) error {
 			return &ConfigError{err}
 		}
 		if format != corpus.FormatAuto {
-			return &ConfigError{fmt.Errorf("input %s: rerank reads its query rows from Parquet or JSON Lines, not CSV or TSV", in)}
+			return &ConfigError{fmt.Errorf("input %s: rerank reads its query rows from Parquet or JSON Lines, not CSV, TSV or Arrow IPC", in)}
 		}
 	}
 	return checkFields(inputs, q.Needs())
