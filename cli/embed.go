@@ -14,8 +14,8 @@ import (
 func embedCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "embed",
-		Usage:       "embed every document of Parquet, JSONL, CSV or TSV files into a Parquet (or Arrow, JSONL) file of vectors, one row a chunk",
-		ArgsUsage:   "INPUT... (.parquet, .jsonl, .csv, .tsv — the text ones also .gz —, s3://…, or - for JSONL on stdin)",
+		Usage:       "embed every document of Parquet, Arrow, JSONL, CSV or TSV files into a Parquet (or Arrow, JSONL) file of vectors, one row a chunk",
+		ArgsUsage:   "INPUT... (.parquet, .arrow, .jsonl, .csv, .tsv — the text ones also .gz —, s3://…, or - for JSONL on stdin)",
 		Description: "Full reference: docs/embed.md (common flags: docs/jobs.md; the inputs and the output: docs/formats.md).",
 		Flags:       embedFlags(),
 		Action: func(c *cli.Context) error {

@@ -1,5 +1,6 @@
 // Package corpus streams the records of a job's inputs — corpus documents
-// out of JSONL and Parquet files (local or s3://), queries, runs, shards and
+// out of JSONL, Parquet, Arrow IPC, CSV and TSV files (local or s3://; the
+// format by the name's extension, format.go), queries, runs, shards and
 // their ids — in bounded memory. It runs in the module.
 //
 // # Reading
