@@ -376,18 +376,23 @@ func TestEmbedCSVShards(t *testing.T) {
 	}
 }
 
-// TestS3CSV: CSV and .tsv.gz objects in a bucket are read as the same
-// files on disk are (equal vectors), and their header is checked before
-// any work there too.
+// TestS3CSV: CSV, .tsv.gz and Arrow IPC objects in a bucket are read as
+// the same files on disk are (equal vectors), and their header or schema
+// is checked before any work there too.
 func TestS3CSV(t *testing.T) {
 	srv := s3test.Start(t, "corpus")
 	dir := t.TempDir()
 	model := tinyModel(t)
 	_, rows := csvCorpus(20)
-	inputs := []string{filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.tsv.gz")}
+	inputs := []string{filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.tsv.gz"), filepath.Join(dir, "c.arrow")}
 	writeDelimited(t, inputs[0], ',', append(rows[:1:1], rows[1:12]...))
 	writeDelimited(t, inputs[1], '\t', append(rows[:1:1], rows[12:]...))
-	objects := []string{"s3://corpus/in/a.csv", "s3://corpus/in/b.tsv.gz"}
+	arrowRows := [][]string{rows[0]}
+	for _, r := range rows[1:9] {
+		arrowRows = append(arrowRows, []string{"c-" + r[0], r[1], r[2]})
+	}
+	writeArrowIPC(t, inputs[2], arrowRows, 3)
+	objects := []string{"s3://corpus/in/a.csv", "s3://corpus/in/b.tsv.gz", "s3://corpus/in/c.arrow"}
 	for _, in := range inputs {
 		srv.PutFile(t, "corpus", "in/"+filepath.Base(in), in)
 	}
@@ -395,8 +400,8 @@ func TestS3CSV(t *testing.T) {
 		return runSynapse(t, srv.Env(), append([]string{"embed", "-m", model, "--workers", "1", "-q", "-o", out}, args...)...)
 	}
 	local, remote := filepath.Join(dir, "local.arrow"), filepath.Join(dir, "remote.arrow")
-	embed(local, "--text-field", "title", "--text-field", "text", inputs[0], inputs[1]).wantCode(t, exitOK)
-	embed(remote, "--text-field", "title", "--text-field", "text", objects[0], objects[1]).wantCode(t, exitOK)
+	embed(local, append([]string{"--text-field", "title", "--text-field", "text"}, inputs...)...).wantCode(t, exitOK)
+	embed(remote, append([]string{"--text-field", "title", "--text-field", "text"}, objects...)...).wantCode(t, exitOK)
 	_, want := readOutput(t, local)
 	_, got := readOutput(t, remote)
 	if len(want) == 0 {
@@ -406,6 +411,11 @@ func TestS3CSV(t *testing.T) {
 	res := embed(filepath.Join(dir, "x.arrow"), "--text-field", "body", objects[1])
 	res.wantCode(t, exitUsage)
 	if w := objects[1] + ` has no column "body"; its columns are _id, title, text: use --text-field`; !strings.Contains(res.stderr, w) {
+		t.Errorf("stderr %q; want %q", res.stderr, w)
+	}
+	res = embed(filepath.Join(dir, "x.arrow"), "--id-field", "id", objects[2])
+	res.wantCode(t, exitUsage)
+	if w := objects[2] + ` has no column "id"; its columns are _id, title, text: use --id-field`; !strings.Contains(res.stderr, w) {
 		t.Errorf("stderr %q; want %q", res.stderr, w)
 	}
 }
