@@ -199,11 +199,11 @@ func TestEmbedCSVBadRows(t *testing.T) {
 // read, and a text or id field an input does not have, stop the run with
 // exit 2 before any work: no output, no errors file, the message naming
 // the file, the field, the fields it has and the flag to use.
-func TestEmbedInputRefusedBeforeWork(t *testing.T) {
-	dir := t.TempDir()
-	model := tinyModel(t)
-	p := func(name string) string { return filepath.Join(dir, name) }
-
+// writeRefusedInputs writes TestEmbedInputRefusedBeforeWork's inputs:
+// files with columns doc_id, heading, body in each format, JSON Lines files
+// without some fields, files of extensions synapse does not read.
+func writeRefusedInputs(t *testing.T, p func(string) string) {
+	t.Helper()
 	sc := arrow.NewSchema([]arrow.Field{{Name: "doc_id", Type: arrow.BinaryTypes.String},
 		{Name: "heading", Type: arrow.BinaryTypes.String}, {Name: "body", Type: arrow.BinaryTypes.String}}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
@@ -228,6 +228,13 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestEmbedInputRefusedBeforeWork(t *testing.T) {
+	dir := t.TempDir()
+	model := tinyModel(t)
+	p := func(name string) string { return filepath.Join(dir, name) }
+	writeRefusedInputs(t, p)
 
 	for _, tc := range []struct {
 		name string
