@@ -278,6 +278,24 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 		})
 	}
 
+	t.Run("some rows lack the field", func(t *testing.T) {
+		out := p("some.arrow")
+		res := runSynapse(t, nil, "embed", p("some.jsonl"), "-m", model, "-o", out, "--text-field", "body", "-q")
+		res.wantCode(t, exitPartial)
+		errs := readErrors(t, out+".errors.jsonl")
+		if len(errs) != 1 || errs[0].Reason != "missing_field" {
+			t.Errorf("errors %+v; want one missing_field row", errs)
+		}
+	})
+}
+
+// TestGenerateRerankInputsRefusedBeforeWork: generate checks --text-field,
+// rerank its query fields, and refuses CSV rows, before any work.
+func TestGenerateRerankInputsRefusedBeforeWork(t *testing.T) {
+	dir := t.TempDir()
+	model := tinyModel(t)
+	p := func(name string) string { return filepath.Join(dir, name) }
+	writeRefusedInputs(t, p)
 	t.Run("generate", func(t *testing.T) { // checked before the model is loaded
 		out := p("gen.jsonl")
 		res := runSynapse(t, nil, "generate", p("corpus.csv"), "-m", model, "-o", out, "--text-field", "prompt")
@@ -303,16 +321,6 @@ func TestEmbedInputRefusedBeforeWork(t *testing.T) {
 		res.wantCode(t, exitUsage)
 		if want := p("grouped.jsonl") + ` has no field "query_id" in its first row; they have candidates, qid, query: use --query-id-field`; !strings.Contains(res.stderr, want) {
 			t.Errorf("stderr %q; want %q", res.stderr, want)
-		}
-	})
-
-	t.Run("some rows lack the field", func(t *testing.T) {
-		out := p("some.arrow")
-		res := runSynapse(t, nil, "embed", p("some.jsonl"), "-m", model, "-o", out, "--text-field", "body", "-q")
-		res.wantCode(t, exitPartial)
-		errs := readErrors(t, out+".errors.jsonl")
-		if len(errs) != 1 || errs[0].Reason != "missing_field" {
-			t.Errorf("errors %+v; want one missing_field row", errs)
 		}
 	})
 }
