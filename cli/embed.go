@@ -14,9 +14,9 @@ import (
 func embedCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "embed",
-		Usage:       "embed every document of Parquet or JSONL files into a Parquet (or Arrow, JSONL) file of vectors, one row a chunk",
-		ArgsUsage:   "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
-		Description: "Full reference: docs/embed.md (common flags: docs/jobs.md; the output: docs/formats.md).",
+		Usage:       "embed every document of Parquet, Arrow, JSONL, CSV or TSV files into a Parquet (or Arrow, JSONL) file of vectors, one row a chunk",
+		ArgsUsage:   "INPUT... (.parquet, .arrow, .jsonl, .csv, .tsv — the text ones also .gz —, s3://…, or - for JSONL on stdin)",
+		Description: "Full reference: docs/embed.md (common flags: docs/jobs.md; the inputs and the output: docs/formats.md).",
 		Flags:       embedFlags(),
 		Action: func(c *cli.Context) error {
 			o, err := embedOptionsFrom(c)

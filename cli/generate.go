@@ -26,7 +26,7 @@ func generateCommand() *cli.Command {
 	(prompt_too_long), never cut.
 
 	Full reference: docs/generate.md (common flags: docs/jobs.md).`,
-		ArgsUsage: "INPUT... (Parquet, JSONL, .jsonl.gz, or - for stdin)",
+		ArgsUsage: "INPUT... (.parquet, .arrow, .jsonl, .csv, .tsv — the text ones also .gz —, s3://…, or - for JSONL on stdin)",
 		Flags:     generateFlags(),
 		Action: func(c *cli.Context) error {
 			o, err := generateOptionsFrom(c)

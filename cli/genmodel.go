@@ -33,7 +33,7 @@ func genModelCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Usage: "weight seed", Value: modelgen.DefaultSeed},
 			&cli.StringFlag{Name: "weights", Usage: "BERT kinds: type of the embedding and matrix tensors, f16, f32 or q8_0 ", DefaultText: "the preset's"},
 			&cli.StringFlag{Name: "out", Usage: "where to write the model (required)"},
-			&cli.StringFlag{Name: "train", Usage: "word-vectors: the corpus to learn the vectors from (JSON Lines, .jsonl.gz or Parquet, as embed reads them)"},
+			&cli.StringFlag{Name: "train", Usage: "word-vectors: the corpus to learn the vectors from (JSON Lines, .jsonl.gz, Parquet, CSV or TSV, as embed reads them)"},
 			&cli.StringSliceFlag{Name: "text-field", Usage: "word-vectors: the fields of --train to learn from (repeatable)", Value: cli.NewStringSlice("title", "text")},
 			&cli.IntFlag{Name: "dims", Usage: "word-vectors: content dimensions (the model is 2 wider)", Value: wordvec.DefaultDims},
 			&cli.IntFlag{Name: "window", Usage: "word-vectors: context tokens on each side", Value: wordvec.DefaultWindow},

@@ -218,7 +218,7 @@ func readOptionsFrom(c *cli.Context, o *job.Options) {
 // checkInputs refuses missing inputs and directories before anything starts.
 func checkInputs(name string, inputs []string) error {
 	if len(inputs) == 0 {
-		return usagef("%s: no input files (give Parquet or JSONL files, or - for stdin)", name)
+		return usagef("%s: no input files (give Parquet, Arrow, JSONL, CSV or TSV files, or - for stdin)", name)
 	}
 	for _, in := range inputs {
 		if in == "-" || objstore.IsURL(in) { // objects: checked by expandObjects
@@ -240,7 +240,7 @@ func defaultOutput(inputs []string, suffix string) string {
 		first = "stdin"
 	}
 	base := filepath.Base(first)
-	for _, ext := range []string{".gz", ".jsonl", ".json", ".parquet", ".pq"} {
+	for _, ext := range []string{".gz", ".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".csv", ".tsv", ".arrow"} {
 		base = strings.TrimSuffix(base, ext)
 	}
 	return base + suffix

@@ -2,7 +2,10 @@ package corpus
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
 	"github.com/synapse-embed/synapse/io/record"
@@ -129,6 +134,89 @@ func BenchmarkReadParquet(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "scifact.parquet")
 	scifactParquet(b, scifact(b), path)
 	benchRead(b, []string{path}, ReadOptions{TextFields: []string{"title", "text"}})
+}
+
+// BenchmarkReadCSV reads the scifact corpus converted to CSV (RFC 4180
+// quoting by encoding/csv), for a ratio against BenchmarkReadJSONL.
+func BenchmarkReadCSV(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "scifact.csv")
+	scifactCSV(b, scifact(b), path)
+	benchRead(b, []string{path}, ReadOptions{TextFields: []string{"title", "text"}})
+}
+
+// BenchmarkReadArrow reads the scifact corpus converted to an Arrow IPC
+// file (string columns, 1,024-row record batches).
+func BenchmarkReadArrow(b *testing.B) {
+	csvPath := filepath.Join(b.TempDir(), "scifact.csv")
+	scifactCSV(b, scifact(b), csvPath)
+	data, err := os.ReadFile(csvPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "scifact.arrow")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "_id", Type: arrow.BinaryTypes.String}, {Name: "title", Type: arrow.BinaryTypes.String},
+		{Name: "text", Type: arrow.BinaryTypes.String}}, nil)
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(sc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for start := 1; start < len(rows); start += 1024 {
+		cols := make([][]*string, 3)
+		for _, r := range rows[start:min(start+1024, len(rows))] {
+			for k := range cols {
+				cols[k] = append(cols[k], sp(r[k]))
+			}
+		}
+		arrs := []arrow.Array{stringsArr(cols[0]...), stringsArr(cols[1]...), stringsArr(cols[2]...)}
+		rec := array.NewRecordBatch(sc, arrs, int64(len(cols[0])))
+		if err := w.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := errors.Join(w.Close(), f.Close()); err != nil {
+		b.Fatal(err)
+	}
+	benchRead(b, []string{path}, ReadOptions{TextFields: []string{"title", "text"}})
+}
+
+func scifactCSV(b *testing.B, src, dst string) {
+	f, err := os.Open(src)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer f.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := csv.NewWriter(out)
+	w.Write([]string{"_id", "title", "text"})
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var d struct {
+			ID    string `json:"_id"`
+			Title string `json:"title"`
+			Text  string `json:"text"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			b.Fatal(err)
+		}
+		w.Write([]string{d.ID, d.Title, d.Text})
+	}
+	w.Flush()
+	if err := errors.Join(w.Error(), out.Close()); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func scifactParquet(b *testing.B, src, dst string) {

@@ -1,5 +1,6 @@
 // Package corpus streams the records of a job's inputs — corpus documents
-// out of JSONL and Parquet files (local or s3://), queries, runs, shards and
+// out of JSONL, Parquet, Arrow IPC, CSV and TSV files (local or s3://; the
+// format by the name's extension, format.go), queries, runs, shards and
 // their ids — in bounded memory. It runs in the module.
 //
 // # Reading
@@ -45,6 +46,8 @@
 //	                neither a string nor a number
 //	duplicate_id    (ReadOptions.UniqueIDs; rerank query and document ids)
 //	                an id an earlier record of the run has
+//	malformed_csv   a CSV or TSV record that cannot be parsed (a bare or
+//	                unterminated quote) or whose field count is not the header's
 //	corrupt_row_group  a row of a Parquet row group that cannot be decoded;
 //	                the detail names the group and its rows
 //	file_error      (errors file only) a FileError: see below
@@ -88,6 +91,7 @@ const (
 	ReasonBadID           = record.ReasonBadID
 	ReasonDuplicateID     = record.ReasonDuplicateID
 	ReasonCorruptRows     = record.ReasonCorruptRows
+	ReasonMalformedCSV    = record.ReasonMalformedCSV
 	ReasonMalformedLine   = record.ReasonMalformedLine
 	ReasonMissingDocument = record.ReasonMissingDocument
 	ReasonMissingQuery    = record.ReasonMissingQuery

@@ -1,7 +1,7 @@
 package corpus
 
 // ShardEstimate is Count for shard i of n: the Parquet rows of the row
-// groups and the bytes of the JSON Lines blocks (whole .gz files) the
+// groups and the bytes of the JSON Lines blocks (whole .gz, CSV, TSV and Arrow files) the
 // shard reads, for progress against what the shard's reader reports.
 func ShardEstimate(files []string, i, n int) (Estimate, error) {
 	parts, err := PlanShard(files, i, n)
@@ -14,7 +14,7 @@ func ShardEstimate(files []string, i, n int) (Estimate, error) {
 		case p.Skip:
 		case p.Kind == KindJSONL:
 			est.JSONLBytes += p.End - p.Start
-		case p.Kind == KindGzip:
+		case p.Kind == KindGzip || p.Kind == KindCSV || p.Kind == KindArrow:
 			est.JSONLBytes += p.Size
 		case p.Kind == KindParquet:
 			_, _, groups, err := inputKind(p.File)

@@ -174,8 +174,10 @@ type Span struct {
 }
 
 // Open returns a Reader over files; "-" is stdin (JSONL). Files are opened
-// one at a time by Next; a file is Parquet when it starts with "PAR1" and
-// JSONL (optionally gzip-compressed) otherwise.
+// one at a time by Next; a .csv or .tsv file (optionally gzip-compressed) is
+// CSV or TSV (csv.go), an .arrow file Arrow IPC (arrowin.go), another is Parquet when it starts with "PAR1" and
+// JSONL (optionally gzip-compressed) otherwise; an extension InputFormat
+// does not know is a FileError.
 func Open(files []string, opts ReadOptions) (*Reader, error) {
 	if len(files) == 0 {
 		return nil, errors.New("no input files")
@@ -331,6 +333,16 @@ func (r *Reader) open(name string) (source, error) {
 	if name == "-" {
 		return newJSONL(name, io.NopCloser(r.opts.Stdin), r.base, &r.opts, -1, part)
 	}
+	format, err := InputFormat(name)
+	if err != nil {
+		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+	}
+	switch format {
+	case FormatCSV, FormatTSV:
+		return r.openCSV(name, format == FormatTSV)
+	case FormatArrow:
+		return r.openArrow(name)
+	}
 	if objstore.IsURL(name) {
 		return r.openObject(name, part)
 	}
@@ -381,6 +393,44 @@ func (r *Reader) openObject(name string, part Part) (source, error) {
 		f.Seek(part.Start-1, io.SeekStart)
 	}
 	return newJSONL(name, f, r.base, &r.opts, f.Size(), part)
+}
+
+// openCSV opens a CSV or TSV input (a file, a pipe or an object, read by
+// one streaming GET), which a shard reads whole or not at all.
+func (r *Reader) openCSV(name string, tsv bool) (source, error) {
+	var rc io.ReadCloser
+	if objstore.IsURL(name) {
+		f, err := objstore.Open(r.opts.Context, name)
+		if err != nil {
+			return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+		}
+		rc = f
+	} else {
+		f, stop, err := files.OpenInput(r.opts.Context, name)
+		if err != nil {
+			return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+		}
+		rc = struct {
+			io.Reader
+			io.Closer
+		}{f, closerFunc(func() error { stop(); return f.Close() })}
+	}
+	return newCSV(name, rc, r.base, &r.opts, tsv)
+}
+
+// openArrow opens an Arrow IPC file (a regular file or an object: it is
+// read by ranges, its footer first).
+func (r *Reader) openArrow(name string) (source, error) {
+	if !objstore.IsURL(name) {
+		if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
+			return nil, &FileError{Source: name, RowGroup: -1, Err: errors.New("an Arrow IPC input must be a regular file, not a pipe")}
+		}
+	}
+	f, _, err := files.OpenRandom(r.opts.Context, name)
+	if err != nil {
+		return nil, &FileError{Source: name, RowGroup: -1, Err: err}
+	}
+	return newArrow(name, f, r.base, &r.opts)
 }
 
 // IsParquet reports whether f starts with the Parquet magic and rewinds it.

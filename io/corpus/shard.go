@@ -17,7 +17,8 @@ import (
 // positions along their cumulative size: a plain JSON Lines file into
 // blocks of BlockSize(size) bytes (a line belongs to the block it starts
 // in), a Parquet file into its row groups, a gzip-compressed file (which
-// cannot be split by bytes) into one unit. Unit u at position p goes to
+// cannot be split by bytes), a CSV or TSV file (whose quoted fields may
+// hold newlines) and an Arrow IPC file into one unit. Unit u at position p goes to
 // shard ⌊p·N / total⌋.
 //
 // Every run, sharded or not, starts a packing group at every unit, so that
@@ -60,6 +61,12 @@ const (
 	KindJSONL   = "jsonl"
 	KindGzip    = "jsonl.gz"
 	KindParquet = "parquet"
+	// KindCSV is a CSV or TSV file, compressed or not: one unit, since a
+	// quoted field may hold a newline and a byte offset cannot tell
+	// whether a line starts a row without reading all before it.
+	KindCSV = "csv"
+	// KindArrow is an Arrow IPC file: one unit.
+	KindArrow = "arrow"
 )
 
 // unit is one piece of an input a shard can take whole.
@@ -167,11 +174,21 @@ func layout(files []string) ([]unit, []Part, int64, error) {
 // A file in a bucket is read by ranged GETs: its first bytes and, for
 // Parquet, the footer.
 func inputKind(name string) (kind string, size int64, groups []int64, err error) {
+	format, err := InputFormat(name)
+	if err != nil {
+		return "", 0, nil, err
+	}
 	f, size, err := files.OpenRandom(context.Background(), name)
 	if err != nil {
 		return "", 0, nil, err
 	}
 	defer f.Close()
+	switch format {
+	case FormatCSV, FormatTSV:
+		return KindCSV, size, nil, nil
+	case FormatArrow:
+		return KindArrow, size, nil, nil
+	}
 	magic := make([]byte, 4)
 	n, _ := f.ReadAt(magic, 0)
 	magic = magic[:n]

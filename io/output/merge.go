@@ -352,7 +352,7 @@ func checkCoverage(ms []Manifest, f int) error {
 	switch {
 	case in.Kind == corpus.KindJSONL && next != in.Size && in.Size > 0:
 		return fmt.Errorf("%w: the shards read %s up to byte %d of %d", ErrForeignShard, in.File, next, in.Size)
-	case in.Kind == corpus.KindGzip && taken != 1:
+	case (in.Kind == corpus.KindGzip || in.Kind == corpus.KindCSV || in.Kind == corpus.KindArrow) && taken != 1:
 		return fmt.Errorf("%w: %d shards read the compressed %s; want 1", ErrForeignShard, taken, in.File)
 	}
 	return nil

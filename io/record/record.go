@@ -22,6 +22,7 @@ const (
 	ReasonBadID         = "bad_id"
 	ReasonDuplicateID   = "duplicate_id"      // an id an earlier record of the run has
 	ReasonCorruptRows   = "corrupt_row_group" // a row of a Parquet row group that cannot be decoded
+	ReasonMalformedCSV  = "malformed_csv"     // a CSV/TSV record that cannot be parsed or has another field count than the header
 	// Rerank inputs.
 	ReasonMalformedLine   = "malformed_line"   // a run file line that is not a TREC or TSV run line
 	ReasonMissingDocument = "missing_document" // a run names a document the corpus does not hold
@@ -35,7 +36,7 @@ const (
 // Doc is one document of the corpus.
 type Doc struct {
 	Source string // input file name as given ("-" for stdin)
-	Line   int    // JSONL: 1-based line number; 0 for Parquet
+	Line   int    // JSONL: 1-based line number; CSV/TSV: the record's first line; 0 for Parquet
 	Row    int64  // Parquet: 0-based row within the file; 0 for JSONL
 	Index  int64  // 0-based document index in the run, stable across runs
 	// Group is the Index of the first record of the packing group this one

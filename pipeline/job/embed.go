@@ -95,8 +95,16 @@ var EmbedFormats = []output.Format{output.FormatArrow, output.FormatParquet, out
 
 // Check refuses, before anything starts, the job's options and outputs
 // that cannot work whatever the model (Options.Check, the incremental
-// options and the dtype's).
+// options and the dtype's), then inputs without the fields the run reads
+// (checkDocInputs: the flags' mistakes are named first).
 func (o *EmbedOptions) Check() error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	return checkDocInputs(&o.Options)
+}
+
+func (o *EmbedOptions) check() error {
 	if err := o.checkSparse(); err != nil {
 		return err
 	}

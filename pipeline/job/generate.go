@@ -52,7 +52,12 @@ var GenerateFormats = []output.Format{output.FormatArrow, output.FormatParquet, 
 
 // Check refuses, before anything starts, the job's options and outputs
 // that cannot work whatever the model (Options.Check).
-func (o *GenerateOptions) Check() error { return o.Options.Check(GenerateFormats) }
+func (o *GenerateOptions) Check() error {
+	if err := o.Options.Check(GenerateFormats); err != nil {
+		return err
+	}
+	return checkDocInputs(&o.Options)
+}
 
 // Generate output columns.
 const (

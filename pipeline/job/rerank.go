@@ -40,7 +40,13 @@ func (o *RerankOptions) Check() error {
 	if o.Run.Run != "" && len(c.Inputs) == 0 {
 		c.Inputs = RunInputs(o.Run)
 	}
-	return c.Check(RerankFormats)
+	if err := c.Check(RerankFormats); err != nil {
+		return err
+	}
+	if o.Run.Run == "" {
+		return checkQueryInputs(c.Inputs, o.Queries)
+	}
+	return nil
 }
 
 // Rerank output columns besides io/output's TREC ones.
