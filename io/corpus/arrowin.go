@@ -159,25 +159,7 @@ func (s *arrowSource) rowDoc(i int, d Doc) (Doc, error) {
 		return Doc{}, err
 	}
 	d.ID = id
-	parts := make([]string, len(s.text))
-	for k := range s.text {
-		c := &s.text[k]
-		if c.problem != "" {
-			return Doc{}, d.Error(c.problem, c.detail)
-		}
-		v, valid := textAt(c.arr, i)
-		if !valid {
-			return Doc{}, d.Error(ReasonNullText, fmt.Sprintf("column %q is null", c.name))
-		}
-		if !utf8.ValidString(v) {
-			return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("column %q: invalid UTF-8 at byte %d", c.name, invalidAt([]byte(v))))
-		}
-		parts[k] = v
-	}
-	for _, f := range s.unembedded {
-		s.opts.unembedded(d, f)
-	}
-	return s.opts.document(d, parts) // copies the values out of the batch
+	return s.opts.columnsDoc(d, s.text, s.unembedded, i)
 }
 
 // idAt is row i's id (the rule: ids.go).

@@ -414,25 +414,7 @@ func (s *parquetSource) rowDoc(i int, d Doc) (Doc, error) {
 	} else {
 		d.ID = id
 	}
-	parts := make([]string, len(s.text))
-	for k := range s.text {
-		c := &s.text[k]
-		if c.problem != "" {
-			return Doc{}, d.Error(c.problem, c.detail)
-		}
-		v, valid := textAt(c.arr, i)
-		if !valid {
-			return Doc{}, d.Error(ReasonNullText, fmt.Sprintf("column %q is null", c.name))
-		}
-		if !utf8.ValidString(v) {
-			return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("column %q: invalid UTF-8 at byte %d", c.name, invalidAt([]byte(v))))
-		}
-		parts[k] = v
-	}
-	for _, f := range s.unembedded {
-		s.opts.unembedded(d, f)
-	}
-	return s.opts.document(d, parts) // copies the values out of the batch
+	return s.opts.columnsDoc(d, s.text, s.unembedded, i)
 }
 
 func (s *parquetSource) idAt(i int, d Doc) (string, error) {
@@ -501,4 +483,30 @@ func hasParquetMagic(f io.ReaderAt) bool {
 	var magic [4]byte
 	n, _ := f.ReadAt(magic[:], 0)
 	return n == 4 && string(magic[:]) == "PAR1"
+}
+
+// columnsDoc builds d from row i of the text columns of a columnar batch
+// (Parquet's, Arrow's): each column's value, refused when the column is
+// missing, null or not UTF-8, joined and copied out of the batch; the
+// unembedded fields are recorded.
+func (o *ReadOptions) columnsDoc(d Doc, text []column, unembedded []string, i int) (Doc, error) {
+	parts := make([]string, len(text))
+	for k := range text {
+		c := &text[k]
+		if c.problem != "" {
+			return Doc{}, d.Error(c.problem, c.detail)
+		}
+		v, valid := textAt(c.arr, i)
+		if !valid {
+			return Doc{}, d.Error(ReasonNullText, fmt.Sprintf("column %q is null", c.name))
+		}
+		if !utf8.ValidString(v) {
+			return Doc{}, d.Error(ReasonInvalidUTF8, fmt.Sprintf("column %q: invalid UTF-8 at byte %d", c.name, invalidAt([]byte(v))))
+		}
+		parts[k] = v
+	}
+	for _, f := range unembedded {
+		o.unembedded(d, f)
+	}
+	return o.document(d, parts) // copies the values out of the batch
 }

@@ -134,7 +134,7 @@ func convertInto(ctx context.Context, st *modelcache.Store, src *Source, key str
 		Context: src.context(), Quantization: "F32", Added: time.Now().UTC(), SynapseVersion: o.Version, ConvertedFrom: key}
 	switch {
 	case src.arch.decoder != "":
-		e.Architecture, e.Context = src.arch.decoder, src.decoderContext(chain)
+		e.Architecture, e.Context = src.arch.decoder, src.ggufContext(chain)
 	case o.Format == FormatGGUF:
 		e.Architecture, e.Context = "bert", min(e.Context, max(chain.MaxSeqLength, 0))
 		if chain.MaxSeqLength <= 0 {

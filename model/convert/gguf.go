@@ -46,10 +46,7 @@ func (s *Source) WriteGGUF(path string) error {
 	}
 	defer w.close()
 	c := s.Config
-	ctx := c.MaxPositionEmbeddings
-	if chain.MaxSeqLength > 0 && chain.MaxSeqLength < ctx {
-		ctx = chain.MaxSeqLength
-	}
+	ctx := s.ggufContext(chain)
 	fill, err := s.ggufTensors(w, vocab.Size())
 	if err != nil {
 		return err

@@ -120,7 +120,7 @@ func (s *Source) writeQwen3GGUF(path string) error {
 	}
 	c, q := s.Config, s.qwen3
 	m := modelgen.Qwen3{Name: filepath.Base(s.Dir), Layers: c.Layers, Width: c.HiddenSize, Heads: c.Heads, HeadsKV: q.KVHeads,
-		HeadDim: q.HeadDim, FFN: c.Intermediate, Context: s.decoderContext(chain), Pooling: pooling,
+		HeadDim: q.HeadDim, FFN: c.Intermediate, Context: s.ggufContext(chain), Pooling: pooling,
 		RopeBase: float32(q.RopeTheta), Eps: float32(q.RMSNormEps), Vocab: vocab, Fill: fill}
 	if err := m.Write(path); err != nil {
 		return fmt.Errorf("convert: %w", err)
@@ -128,9 +128,10 @@ func (s *Source) writeQwen3GGUF(path string) error {
 	return nil
 }
 
-// decoderContext is the tokens a sequence may hold: max_position_embeddings,
-// or the chain's shorter max_seq_length.
-func (s *Source) decoderContext(chain hfmodel.Chain) int {
+// ggufContext is the context a GGUF conversion gets: max_position_embeddings,
+// or the chain's shorter max_seq_length, so that synapse chunks where
+// sentence-transformers truncates.
+func (s *Source) ggufContext(chain hfmodel.Chain) int {
 	n := s.Config.MaxPositionEmbeddings
 	if chain.MaxSeqLength > 0 && chain.MaxSeqLength < n {
 		n = chain.MaxSeqLength
