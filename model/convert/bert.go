@@ -94,6 +94,13 @@ func (s *Source) Graph() (onnx.Model, error) {
 		return onnx.Model{}, err
 	}
 	bias := e.maskBias()
+	if s.arch.mpnet { // the relative position bias, added to the mask's: [batch, heads, seq, seq]
+		pos, err := e.positionBias()
+		if err != nil {
+			return onnx.Model{}, err
+		}
+		bias = e.node("mask.bias.rel", "Add", []string{bias, pos})
+	}
 	for l := range s.Config.Layers {
 		if x, err = e.layer(l, x, bias); err != nil {
 			return onnx.Model{}, err

@@ -12,6 +12,7 @@
 //	BertForSequenceClassification                        the encoder, pooler and classifier: a logits output
 //	RobertaModel, XLMRobertaModel (and …ForMaskedLM)      the encoder, positions past padding_idx
 //	DistilBertModel                                      BERT's encoder under other names, no token types (distilbert.go)
+//	MPNetModel                                           RoBERTa's positions, a relative position bias (mpnet.go)
 //	Qwen3Model, Qwen3ForCausalLM                         a decoder embedder, to GGUF for llama.cpp (qwen3.go)
 //
 // The graph computes what transformers' BertModel computes in float32:
@@ -121,6 +122,7 @@ type arch struct {
 	decoder string
 	probe   string // a tensor every checkpoint has, to find the prefix; "" : BERT's word embeddings
 	distil  bool   // DistilBERT: BERT under other names (distilbert.go)
+	mpnet   bool   // MPNet: BERT under other names with a relative position bias (mpnet.go)
 }
 
 var archs = map[string]arch{
@@ -132,6 +134,7 @@ var archs = map[string]arch{
 	"RobertaForMaskedLM":            {prefixes: []string{"roberta.", ""}, offset: true},
 	"XLMRobertaModel":               {prefixes: []string{"", "roberta."}, offset: true},
 	"XLMRobertaForMaskedLM":         {prefixes: []string{"roberta.", ""}, offset: true},
+	"MPNetModel":                    {prefixes: []string{"", "mpnet."}, offset: true, mpnet: true},
 	"DistilBertModel":               {prefixes: []string{"", "distilbert."}, distil: true},
 	"Qwen3Model":                    {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
 	"Qwen3ForCausalLM":              {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
@@ -155,6 +158,8 @@ type Source struct {
 	Weights []string // the safetensors files, sorted
 	arch    arch
 	qwen3   *qwen3Config // a Qwen3 decoder's settings
+	// mpnetBuckets is an MPNet's relative_attention_num_buckets.
+	mpnetBuckets int
 }
 
 // Open reads dir's config.json and finds its weights, refusing (ErrRefused)
@@ -174,6 +179,11 @@ func Open(dir string) (*Source, error) {
 	}
 	if s.arch.distil {
 		if err := s.readDistil(cfgPath, b); err != nil {
+			return nil, err
+		}
+	}
+	if s.arch.mpnet {
+		if err := s.readMPNet(cfgPath, b); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +212,7 @@ func (s *Source) pickArch(cfgPath string) error {
 		return fmt.Errorf("convert: %s: %w: no architectures (model_type %q); synapse converts %s",
 			cfgPath, ErrRefused, s.Config.ModelType, strings.Join(Architectures(), ", "))
 	}
-	return fmt.Errorf("convert: %s: %w: architecture %s; synapse converts %s",
+	return fmt.Errorf("convert: %s: %w: architecture %s; synapse converts %s. Other models run from their ONNX export (a directory with model.onnx or onnx/model.onnx, e.g. `synapse models pull ID --onnx`) or a GGUF file",
 		cfgPath, ErrRefused, strings.Join(s.Config.Architectures, ", "), strings.Join(Architectures(), ", "))
 }
 

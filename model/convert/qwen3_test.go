@@ -140,3 +140,29 @@ func TestDistilBERTRefused(t *testing.T) {
 		t.Errorf("sinusoidal positions: %v; want refused naming sinusoidal_pos_embds", err)
 	}
 }
+
+// TestMPNetBuckets: mpnetBucket equals transformers'
+// MPNetEncoder.relative_position_bucket (32 buckets, max distance 128) at
+// every relative position from -600 to 600, the logarithmic ones included
+// (testdata/mpnet-tiny.reference.json, computed by torch).
+func TestMPNetBuckets(t *testing.T) {
+	var ref struct {
+		From    int     `json:"buckets_from"`
+		Buckets []int64 `json:"buckets"`
+	}
+	b, err := os.ReadFile("testdata/mpnet-tiny.reference.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.Buckets) != 1201 {
+		t.Fatalf("%d buckets in the reference; want 1201", len(ref.Buckets))
+	}
+	for i, want := range ref.Buckets {
+		if got := mpnetBucket(ref.From+i, 32); got != want {
+			t.Errorf("relative position %d: bucket %d; transformers %d", ref.From+i, got, want)
+		}
+	}
+}

@@ -30,6 +30,9 @@ func (s *Source) openWeights() (*weights, error) {
 	if s.arch.distil {
 		w.rename = distilName
 	}
+	if s.arch.mpnet {
+		w.rename = mpnetName
+	}
 	for _, p := range s.Weights {
 		f, err := safetensors.Open(p)
 		if err != nil {
