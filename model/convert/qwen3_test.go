@@ -166,3 +166,19 @@ func TestMPNetBuckets(t *testing.T) {
 		}
 	}
 }
+
+// TestGGUFRefusesOtherEncoders: --format gguf converts BERT encoders only:
+// DistilBERT's and MPNet's GGUF routes are not checked against
+// sentence-transformers, so they are refused, naming --format onnx.
+func TestGGUFRefusesOtherEncoders(t *testing.T) {
+	for _, name := range []string{"distilbert-tiny", "mpnet-tiny"} {
+		src, err := Open(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = src.WriteGGUF(filepath.Join(t.TempDir(), "model.gguf"))
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "use --format onnx") {
+			t.Errorf("%s to GGUF: %v; want refused, naming --format onnx", name, err)
+		}
+	}
+}
