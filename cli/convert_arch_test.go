@@ -17,7 +17,7 @@ import (
 // -m DIR, converted to ONNX, and compares its vectors with the
 // sentence-transformers vectors committed beside it (cosine ≥ 0.9999), one
 // text a request and in padded batches; inspect must name the
-// architecture. --truncate: sentence-transformers truncates at
+// architecture and the route. --truncate: sentence-transformers truncates at
 // max_seq_length.
 func checkConvertedReference(t *testing.T, name, arch string) {
 	t.Helper()
@@ -60,6 +60,9 @@ func checkConvertedReference(t *testing.T, name, arch string) {
 	res.wantCode(t, exitOK)
 	if !strings.Contains(res.stdout, arch) {
 		t.Errorf("inspect does not name the architecture %s:\n%s", arch, res.stdout)
+	}
+	if !strings.Contains(res.stdout, "route            converted from ") || !strings.Contains(res.stdout, name+" (safetensors) to ONNX, run by ONNX Runtime") {
+		t.Errorf("inspect does not name the route (converted to ONNX):\n%s", res.stdout)
 	}
 }
 

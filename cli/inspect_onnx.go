@@ -12,6 +12,7 @@ import (
 	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/hfmodel"
+	"github.com/synapse-embed/synapse/model/modelcache"
 	"github.com/synapse-embed/synapse/model/onnx"
 	"github.com/synapse-embed/synapse/model/tokenize"
 	"github.com/synapse-embed/synapse/pipeline/job"
@@ -38,6 +39,9 @@ type onnxModelInfo struct {
 	ExternalData bool             `json:"external_data"` // weights in files the digest does not cover
 
 	Architecture string `json:"architecture,omitempty"` // config.json model_type
+	// Route says how synapse came by the graph it runs: converted from a
+	// safetensors directory by synapse, or the directory's own ONNX export.
+	Route string `json:"route"`
 	// Kind is "embedder" (last_hidden_state or sentence_embedding: synapse
 	// embed), "cross-encoder" (logits [batch, labels]: synapse rerank) or
 	// "masked-lm" (logits [batch, sequence, vocab]: synapse embed --vectors
@@ -133,6 +137,7 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 			info.Quantized = true
 		}
 	}
+	info.Route = onnxRoute(a.Path)
 	info.Dims = outputDims(g)
 	if o, ok := g.Output("sentence_embedding"); ok && o.Last() > 0 {
 		info.Pooling = "sentence_embedding (in the graph)"
@@ -162,6 +167,15 @@ func describeONNX(path string) (*onnxModelInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// onnxRoute says where the graph at path came from: the model cache's
+// record of a conversion from a safetensors directory, else an ONNX export.
+func onnxRoute(path string) string {
+	if e, ok := modelcache.EntryFor(path); ok && e.ConvertedFrom != "" {
+		return fmt.Sprintf("converted from %s (safetensors) to ONNX, run by ONNX Runtime", e.SourcePath)
+	}
+	return "ONNX export, run by ONNX Runtime"
 }
 
 // describeST describes a sentence-transformers directory's chain, and what
@@ -269,6 +283,7 @@ func printONNXInfo(w io.Writer, info *onnxModelInfo) error {
 	row("name", "%s", orNone(info.Name))
 	row("producer", "%s, IR version %d, opsets %s", orNone(info.Producer), info.IRVersion, opsetList(info.Opsets))
 	row("architecture", "%s", orNone(info.Architecture))
+	row("route", "%s", info.Route)
 	for i, in := range info.Inputs {
 		row(map[bool]string{true: "inputs"}[i == 0], "%s", in)
 	}

@@ -38,6 +38,7 @@ func TestInspectONNX(t *testing.T) {
 		{"digest", got.Digest, sha256File(t, graph)},
 		{"name", got.Name, "my-encoder"},
 		{"architecture", got.Architecture, "bert"},
+		{"route", got.Route, "ONNX export, run by ONNX Runtime"},
 		{"dims", got.Dims, int64(enc.Hidden)},
 		{"context_length", got.ContextLength, enc.Positions},
 		{"pooling", got.Pooling, "sentence_embedding (in the graph)"},
