@@ -15,8 +15,9 @@ import (
 // model/convert/testdata (made by transformers and saved by
 // sentence-transformers: examples/models/tiny_*.py) from its directory with
 // -m DIR, converted to ONNX, and compares its vectors with the
-// sentence-transformers vectors committed beside it (cosine ≥ 0.9999), one
-// text a request and in padded batches; inspect must name the
+// sentence-transformers vectors committed beside it (cosine ≥ 0.9999), in
+// small requests and large ones (the CLI's ONNX runs are unpadded; the
+// engine's TestONNXConvertedPadded runs them padded); inspect must name the
 // architecture and the route. --truncate: sentence-transformers truncates at
 // max_seq_length.
 func checkConvertedReference(t *testing.T, name, arch string) {
@@ -41,7 +42,7 @@ func checkConvertedReference(t *testing.T, name, arch string) {
 	}
 	in := filepath.Join(dir, "docs.jsonl")
 	writeJSONL(t, in, docs)
-	for _, tc := range []struct{ how, batch string }{{"one text a request", "128"}, {"padded batches", "4096"}} {
+	for _, tc := range []struct{ how, batch string }{{"requests of 128 tokens", "128"}, {"requests of 4,096 tokens", "4096"}} {
 		out := filepath.Join(dir, "docs-"+tc.batch+".arrow")
 		runSynapse(t, env, embedArgs(in, model, out, "--truncate", "--batch-tokens", tc.batch)...).wantCode(t, exitOK)
 		got := readVecFile(t, out)
@@ -78,3 +79,11 @@ func TestDistilBERTEmbedding(t *testing.T) {
 // 158 tokens, truncated to 128, puts keys up to 127 positions from their
 // queries, in the logarithmic buckets of the relative position bias.
 func TestMPNetEmbedding(t *testing.T) { checkConvertedReference(t, "mpnet-tiny", "mpnet") }
+
+// TestModernBERTEmbedding: a ModernBERT embedder's directory, saved as
+// modernbert-embed-base is, gives sentence-transformers' vectors — texts of
+// up to 119 tokens against local layers that see 8 positions each way, and
+// rotary positions of two bases.
+func TestModernBERTEmbedding(t *testing.T) {
+	checkConvertedReference(t, "modernbert-tiny", "modernbert")
+}

@@ -15,18 +15,18 @@ import (
 	"github.com/synapse-embed/synapse/wire"
 )
 
-// TestONNXConvertedPadded: the random-weight DistilBERT and MPNet
-// checkpoints (model/convert/testdata, made by transformers, saved by
+// TestONNXConvertedPadded: the random-weight DistilBERT, MPNet and
+// ModernBERT checkpoints (model/convert/testdata, made by transformers, saved by
 // sentence-transformers) converted to ONNX give sentence-transformers'
 // vectors (cosine ≥ 0.9999, mean pooled) unpadded, and in padded runs, where
 // texts of 3 to 128 tokens share one run, masked: MPNet's relative position
-// bias must hold with padding behind a text.
+// bias and ModernBERT's local window must hold with padding behind a text.
 func TestONNXConvertedPadded(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
 		max  int // sentence-transformers' max_seq_length (tokenizer_config.json's model_max_length)
-	}{{"distilbert-tiny", 64}, {"mpnet-tiny", 128}} {
+	}{{"distilbert-tiny", 64}, {"mpnet-tiny", 128}, {"modernbert-tiny", 128}} {
 		name := tc.name
 		src := filepath.Join("..", "model", "convert", "testdata", name)
 		var ref struct {

@@ -78,6 +78,9 @@ type encoder struct {
 // sequence classifier, logits ([batch, labels]); for a BertForMaskedLM
 // whose weights hold the MLM head, logits ([batch, sequence, vocab]).
 func (s *Source) Graph() (onnx.Model, error) {
+	if s.arch.modern {
+		return s.modernGraph()
+	}
 	w, err := s.openWeights()
 	if err != nil {
 		return onnx.Model{}, err

@@ -13,6 +13,7 @@
 //	RobertaModel, XLMRobertaModel (and …ForMaskedLM)      the encoder, positions past padding_idx
 //	DistilBertModel                                      BERT's encoder under other names, no token types (distilbert.go)
 //	MPNetModel                                           RoBERTa's positions, a relative position bias (mpnet.go)
+//	ModernBertModel                                      rotary, local/global attention, GeGLU: a graph of its own (modernbert.go)
 //	Qwen3Model, Qwen3ForCausalLM                         a decoder embedder, to GGUF for llama.cpp (qwen3.go)
 //
 // The graph computes what transformers' BertModel computes in float32:
@@ -123,6 +124,7 @@ type arch struct {
 	probe   string // a tensor every checkpoint has, to find the prefix; "" : BERT's word embeddings
 	distil  bool   // DistilBERT: BERT under other names (distilbert.go)
 	mpnet   bool   // MPNet: BERT under other names with a relative position bias (mpnet.go)
+	modern  bool   // ModernBERT: a graph of its own (modernbert.go)
 }
 
 var archs = map[string]arch{
@@ -134,6 +136,7 @@ var archs = map[string]arch{
 	"RobertaForMaskedLM":            {prefixes: []string{"roberta.", ""}, offset: true},
 	"XLMRobertaModel":               {prefixes: []string{"", "roberta."}, offset: true},
 	"XLMRobertaForMaskedLM":         {prefixes: []string{"roberta.", ""}, offset: true},
+	"ModernBertModel":               {prefixes: []string{"", "model."}, modern: true, probe: "embeddings.tok_embeddings.weight"},
 	"MPNetModel":                    {prefixes: []string{"", "mpnet."}, offset: true, mpnet: true},
 	"DistilBertModel":               {prefixes: []string{"", "distilbert."}, distil: true},
 	"Qwen3Model":                    {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
@@ -160,6 +163,7 @@ type Source struct {
 	qwen3   *qwen3Config // a Qwen3 decoder's settings
 	// mpnetBuckets is an MPNet's relative_attention_num_buckets.
 	mpnetBuckets int
+	modern       *modernLayers // a ModernBERT's layers
 }
 
 // Open reads dir's config.json and finds its weights, refusing (ErrRefused)
@@ -184,6 +188,11 @@ func Open(dir string) (*Source, error) {
 	}
 	if s.arch.mpnet {
 		if err := s.readMPNet(cfgPath, b); err != nil {
+			return nil, err
+		}
+	}
+	if s.arch.modern {
+		if err := s.readModern(cfgPath, b); err != nil {
 			return nil, err
 		}
 	}

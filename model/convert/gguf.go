@@ -25,7 +25,7 @@ func (s *Source) WriteGGUF(path string) error {
 	if s.arch.decoder != "" {
 		return s.writeQwen3GGUF(path)
 	}
-	if s.arch.offset || s.arch.classifier || s.arch.distil || s.arch.mpnet {
+	if s.arch.offset || s.arch.classifier || s.arch.distil || s.arch.mpnet || s.arch.modern {
 		return fmt.Errorf("convert: %s: %w: --format gguf converts BERT encoders (BertModel, BertForMaskedLM), not %s; use --format onnx", s.Dir, ErrRefused, s.Arch)
 	}
 	chain, err := hfmodel.ReadChain(s.Dir)

@@ -104,18 +104,23 @@ func (e *encoder) positionBias() (string, error) {
 	for i := range idx {
 		idx[i] = mpnetBucket(i-(p-1), buckets)
 	}
-	seq := e.node("rel.seq", "Squeeze", []string{e.node("rel.seq1", "Slice", []string{e.node("rel.shape", "Shape", []string{"input_ids"}),
-		e.ints("c.1", 1), e.ints("c.2", 2)}), e.ints("c.axis0", 0)})
-	zero := e.constant(onnx.Tensor{Name: "c.i0", Ints: []int64{0}})
-	one := e.constant(onnx.Tensor{Name: "c.i1", Ints: []int64{1}})
-	pos := e.node("rel.pos", "Range", []string{zero, seq, one})
-	rel := e.node("rel.rel", "Sub", []string{e.node("rel.keys", "Unsqueeze", []string{pos, e.ints("c.axis0", 0)}),
-		e.node("rel.queries", "Unsqueeze", []string{pos, e.ints("c.axis1", 1)})})
-	at := e.node("rel.index", "Add", []string{rel, e.constant(onnx.Tensor{Name: "c.rel_offset", Ints: []int64{int64(p - 1)}})})
+	at := e.node("rel.index", "Add", []string{e.relPositions(), e.constant(onnx.Tensor{Name: "c.rel_offset", Ints: []int64{int64(p - 1)}})})
 	bucket := e.node("rel.bucket", "Gather", []string{e.constant(onnx.Tensor{Name: "rel.buckets", Dims: []int64{int64(len(idx))}, Ints: idx}), at},
 		onnx.IntAttr("axis", 0))
 	vals := e.node("rel.values", "Gather", []string{e.weight("encoder.relative_attention_bias.weight", table, int64(buckets), heads), bucket},
 		onnx.IntAttr("axis", 0))
 	t := e.node("rel.t", "Transpose", []string{vals}, onnx.Attr{Name: "perm", Ints: []int64{2, 0, 1}})
 	return e.node("rel.bias", "Unsqueeze", []string{t, e.ints("c.axis0", 0)}), nil
+}
+
+// relPositions adds the relative positions [seq, seq] of the input: each
+// key's position less each query's (int64). A graph calls it once.
+func (e *encoder) relPositions() string {
+	seq := e.node("rel.seq", "Squeeze", []string{e.node("rel.seq1", "Slice", []string{e.node("rel.shape", "Shape", []string{"input_ids"}),
+		e.ints("c.1", 1), e.ints("c.2", 2)}), e.ints("c.axis0", 0)})
+	zero := e.constant(onnx.Tensor{Name: "c.i0", Ints: []int64{0}})
+	one := e.constant(onnx.Tensor{Name: "c.i1", Ints: []int64{1}})
+	pos := e.node("rel.pos", "Range", []string{zero, seq, one})
+	return e.node("rel.rel", "Sub", []string{e.node("rel.keys", "Unsqueeze", []string{pos, e.ints("c.axis0", 0)}),
+		e.node("rel.queries", "Unsqueeze", []string{pos, e.ints("c.axis1", 1)})})
 }

@@ -171,7 +171,7 @@ func TestMPNetBuckets(t *testing.T) {
 // DistilBERT's and MPNet's GGUF routes are not checked against
 // sentence-transformers, so they are refused, naming --format onnx.
 func TestGGUFRefusesOtherEncoders(t *testing.T) {
-	for _, name := range []string{"distilbert-tiny", "mpnet-tiny"} {
+	for _, name := range []string{"distilbert-tiny", "mpnet-tiny", "modernbert-tiny"} {
 		src, err := Open(filepath.Join("testdata", name))
 		if err != nil {
 			t.Fatal(err)
@@ -179,6 +179,40 @@ func TestGGUFRefusesOtherEncoders(t *testing.T) {
 		err = src.WriteGGUF(filepath.Join(t.TempDir(), "model.gguf"))
 		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "use --format onnx") {
 			t.Errorf("%s to GGUF: %v; want refused, naming --format onnx", name, err)
+		}
+	}
+}
+
+// TestModernBERTRefused: ModernBERT settings the graph does not implement
+// are refused by name.
+func TestModernBERTRefused(t *testing.T) {
+	for _, tc := range []struct {
+		key   string
+		value any
+		says  string
+	}{
+		{"norm_bias", true, "without biases"},
+		{"mlp_bias", true, "without biases"},
+		{"layer_types", []string{"full_attention"}, "layer_types names 1 layers"},
+		{"rope_parameters", map[string]any{"full_attention": map[string]any{"rope_type": "yarn", "rope_theta": 1e4}}, "rope_type"},
+	} {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS("testdata/modernbert-tiny")); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "config.json")
+		var m map[string]any
+		b, _ := os.ReadFile(p)
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		m[tc.key] = tc.value
+		b, _ = json.Marshal(m)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(dir); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want refused, saying %q", tc.key, err, tc.says)
 		}
 	}
 }
