@@ -9,14 +9,14 @@ import (
 	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
-// TestArchTokenizers: the tokenizer.json of the random-weight DistilBERT
-// and MPNet embedders (testdata/distilbert-tiny, mpnet-tiny, made by
-// examples/models/tiny_distilbert.py and tiny_mpnet.py) tokenizes the
-// reference texts — accents, digits, punctuation, a text longer than
-// max_seq_length — into the ids Hugging Face tokenizers gave: [CLS] … [SEP]
-// for DistilBERT's WordPiece, <s> … </s> for MPNet's.
+// TestArchTokenizers: the tokenizer.json of the random-weight DistilBERT,
+// MPNet and ModernBERT embedders (testdata/*-tiny, made by
+// examples/models/tiny_*.py) tokenizes the reference texts — accents,
+// digits, punctuation, a text longer than max_seq_length — into the ids
+// Hugging Face tokenizers gave: [CLS] … [SEP] for DistilBERT's WordPiece and
+// ModernBERT's byte-level BPE, <s> … </s> for MPNet's.
 func TestArchTokenizers(t *testing.T) {
-	for name, specials := range map[string][2]string{"distilbert-tiny": {"[CLS]", "[SEP]"}, "mpnet-tiny": {"<s>", "</s>"}} {
+	for name, specials := range map[string][2]string{"distilbert-tiny": {"[CLS]", "[SEP]"}, "mpnet-tiny": {"<s>", "</s>"}, "modernbert-tiny": {"[CLS]", "[SEP]"}} {
 		var ref struct {
 			Texts    []string  `json:"texts"`
 			TokenIDs [][]int32 `json:"token_ids"`
