@@ -21,7 +21,7 @@ import (
 )
 
 func modelsCommand() *cli.Command {
-	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsPullCommand(), modelsRmCommand(), modelsVerifyCommand()}
+	subs := []*cli.Command{modelsAddCommand(), modelsLsCommand(), modelsPullCommand(), modelsRmCommand(), modelsVerifyCommand(), modelsDistillCommand()}
 	for _, c := range subs {
 		c.OnUsageError = flagUsageError
 	}
