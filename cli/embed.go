@@ -91,8 +91,8 @@ func embedOptionsFrom(c *cli.Context) (job.EmbedOptions, error) {
 	default:
 		return o, usagef("embed: --pooling %q: want mean, cls or last", o.Pooling)
 	}
-	if o.LateChunking && (o.Truncate || o.ChunkTokens == 0) {
-		return o, usagef("embed: --late-chunking needs --chunk-tokens (the chunks pooled from each window) and not --truncate")
+	if err := o.CheckLateFlags(); err != nil {
+		return o, usageError{fmt.Errorf("embed: %w", err)}
 	}
 	if o.Truncate && o.Overlap > 0 {
 		return o, usagef("embed: --overlap with --truncate: a truncated document has one chunk, nothing to overlap")

@@ -65,19 +65,25 @@ func (c LateChunking) Cut(toks []tokenize.Token) []lateWindow {
 	return out
 }
 
+// CheckLateFlags refuses the flags --late-chunking cannot go with, from the
+// flags alone: the CLI asks it before anything is opened, the job again.
+// The refusal is said here only.
+func (o *EmbedOptions) CheckLateFlags() error {
+	if o.LateChunking && (o.ChunkTokens == 0 || o.Truncate) {
+		return configErrorf("--late-chunking needs --chunk-tokens (the chunks pooled from each window) and not --truncate")
+	}
+	return nil
+}
+
 // checkLate refuses late chunking where it cannot be what Jina's method
 // computes: without --chunk-tokens, beside --truncate, or on a model whose
 // vectors are not the mean of its token states (another pooling, a
 // prompt left out of it, Dense modules after it).
 func (o *EmbedOptions) checkLate(m *artifact.Artifact, st stRun) error {
-	if !o.LateChunking {
-		return nil
+	if err := o.CheckLateFlags(); err != nil || !o.LateChunking {
+		return err
 	}
 	switch {
-	case o.ChunkTokens == 0:
-		return configErrorf("--late-chunking needs --chunk-tokens: the size of the chunks pooled from each window of up to the model's context")
-	case o.Truncate:
-		return configErrorf("--late-chunking with --truncate: give one")
 	case st.poolFrom > 0:
 		return configErrorf("--late-chunking: %s leaves the prompt out of its pooling; late chunking pools each chunk's own tokens", m.Name)
 	}
