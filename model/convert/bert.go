@@ -72,6 +72,19 @@ type encoder struct {
 	w *weights
 }
 
+// newEncoder starts the graph of s: its name and inputs input_ids,
+// attention_mask and token_type_ids (int64 [batch, sequence]), the same for
+// every converted graph (an architecture without token types ignores them).
+func newEncoder(s *Source, w *weights) *encoder {
+	e := &encoder{s: s, w: w}
+	e.g.Name = "synapse-convert-" + s.Arch
+	bs := []onnx.Dim{{Param: "batch"}, {Param: "sequence"}}
+	for _, in := range []string{"input_ids", "attention_mask", "token_type_ids"} {
+		e.g.Inputs = append(e.g.Inputs, onnx.Value{Name: in, Tensor: true, Elem: onnx.Int64, Dims: bs})
+	}
+	return e
+}
+
 // Graph converts the source to an ONNX model: inputs input_ids,
 // attention_mask, token_type_ids (int64 [batch, sequence]), output
 // last_hidden_state (float32 [batch, sequence, hidden]) and, for a
@@ -86,12 +99,7 @@ func (s *Source) Graph() (onnx.Model, error) {
 		return onnx.Model{}, err
 	}
 	defer w.close()
-	e := &encoder{s: s, w: w}
-	e.g.Name = "synapse-convert-" + s.Arch
-	bs := []onnx.Dim{{Param: "batch"}, {Param: "sequence"}}
-	for _, in := range []string{"input_ids", "attention_mask", "token_type_ids"} {
-		e.g.Inputs = append(e.g.Inputs, onnx.Value{Name: in, Tensor: true, Elem: onnx.Int64, Dims: bs})
-	}
+	e := newEncoder(s, w)
 	x, err := e.embeddings()
 	if err != nil {
 		return onnx.Model{}, err

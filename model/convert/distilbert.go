@@ -42,7 +42,7 @@ func (s *Source) readDistil(cfgPath string, b []byte) error {
 }
 
 // distilLayer maps the BERT names of a layer's modules to DistilBERT's.
-var distilLayer = []struct{ bert, distil string }{
+var distilLayer = []layerName{
 	{"attention.self.query.", "attention.q_lin."}, {"attention.self.key.", "attention.k_lin."},
 	{"attention.self.value.", "attention.v_lin."}, {"attention.output.dense.", "attention.out_lin."},
 	{"attention.output.LayerNorm.", "sa_layer_norm."}, {"intermediate.dense.", "ffn.lin1."},
@@ -52,6 +52,16 @@ var distilLayer = []struct{ bert, distil string }{
 // distilName is the DistilBERT name of the tensor BERT calls name, or zero
 // for the token type embeddings DistilBERT does not have.
 func distilName(name string) (string, bool) {
+	return renameLayer(name, "transformer.layer.", distilLayer)
+}
+
+// layerName is a layer module's BERT name prefix and another architecture's.
+type layerName struct{ bert, other string }
+
+// renameLayer maps the BERT name of a tensor to an architecture that
+// spells its layers' modules by names (under layers, not encoder.layer.)
+// and has no token type embeddings (zero: read as zeros).
+func renameLayer(name, layers string, names []layerName) (string, bool) {
 	if name == "embeddings.token_type_embeddings.weight" {
 		return "", true
 	}
@@ -60,9 +70,9 @@ func distilName(name string) (string, bool) {
 		return name, false
 	}
 	n, tail, _ := strings.Cut(rest, ".")
-	for _, m := range distilLayer {
+	for _, m := range names {
 		if t, ok := strings.CutPrefix(tail, m.bert); ok {
-			return "transformer.layer." + n + "." + m.distil + t, false
+			return layers + n + "." + m.other + t, false
 		}
 	}
 	return name, false

@@ -106,12 +106,7 @@ func (s *Source) modernGraph() (onnx.Model, error) {
 		return onnx.Model{}, err
 	}
 	defer w.close()
-	e := &encoder{s: s, w: w}
-	e.g.Name = "synapse-convert-" + s.Arch
-	bs := []onnx.Dim{{Param: "batch"}, {Param: "sequence"}}
-	for _, in := range []string{"input_ids", "attention_mask", "token_type_ids"} {
-		e.g.Inputs = append(e.g.Inputs, onnx.Value{Name: in, Tensor: true, Elem: onnx.Int64, Dims: bs})
-	}
+	e := newEncoder(s, w)
 	c := s.Config
 	h, vocab := int64(c.HiddenSize), int64(c.VocabSize)
 	if vocab <= 0 {

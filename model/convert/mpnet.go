@@ -3,7 +3,6 @@ package convert
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/model/onnx"
@@ -43,7 +42,7 @@ func (s *Source) readMPNet(cfgPath string, b []byte) error {
 }
 
 // mpnetLayer maps the BERT names of a layer's attention to MPNet's.
-var mpnetLayer = []struct{ bert, mpnet string }{
+var mpnetLayer = []layerName{
 	{"attention.self.query.", "attention.attn.q."}, {"attention.self.key.", "attention.attn.k."},
 	{"attention.self.value.", "attention.attn.v."}, {"attention.output.dense.", "attention.attn.o."},
 	{"attention.output.LayerNorm.", "attention.LayerNorm."},
@@ -51,22 +50,7 @@ var mpnetLayer = []struct{ bert, mpnet string }{
 
 // mpnetName is the MPNet name of the tensor BERT calls name, or zero for
 // the token type embeddings MPNet does not have.
-func mpnetName(name string) (string, bool) {
-	if name == "embeddings.token_type_embeddings.weight" {
-		return "", true
-	}
-	rest, ok := strings.CutPrefix(name, "encoder.layer.")
-	if !ok {
-		return name, false
-	}
-	n, tail, _ := strings.Cut(rest, ".")
-	for _, m := range mpnetLayer {
-		if t, ok := strings.CutPrefix(tail, m.bert); ok {
-			return "encoder.layer." + n + "." + m.mpnet + t, false
-		}
-	}
-	return name, false
-}
+func mpnetName(name string) (string, bool) { return renameLayer(name, "encoder.layer.", mpnetLayer) }
 
 // mpnetBucket is transformers' MPNetEncoder.relative_position_bucket of
 // one relative position (a key's position less the query's), computed as
