@@ -88,21 +88,7 @@ func TestQwen3Refused(t *testing.T) {
 		{"post-processor", "tokenizer.json", "post_processor", map[string]any{"type": "BertProcessing", "sep": []any{"<|im_end|>", 2}, "cls": []any{"<|im_start|>", 1}}, "post-processor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := os.CopyFS(dir, os.DirFS("testdata/qwen3-tiny")); err != nil {
-				t.Fatal(err)
-			}
-			p := filepath.Join(dir, tc.file)
-			var m map[string]any
-			b, _ := os.ReadFile(p)
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatal(err)
-			}
-			m[tc.key] = tc.value
-			b, _ = json.Marshal(m)
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			dir := editedCopy(t, "qwen3-tiny", tc.file, tc.key, tc.value)
 			src, err := Open(dir)
 			out := filepath.Join(dir, "model.gguf")
 			if err == nil {
@@ -121,21 +107,7 @@ func TestDistilBERTRefused(t *testing.T) {
 	if _, err := Open("testdata/distilbert-tiny"); err != nil {
 		t.Fatalf("the DistilBERT checkpoint: %v", err)
 	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/distilbert-tiny")); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "config.json")
-	var m map[string]any
-	b, _ := os.ReadFile(p)
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["sinusoidal_pos_embds"] = true
-	b, _ = json.Marshal(m)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := editedCopy(t, "distilbert-tiny", "config.json", "sinusoidal_pos_embds", true)
 	if _, err := Open(dir); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "sinusoidal_pos_embds") {
 		t.Errorf("sinusoidal positions: %v; want refused naming sinusoidal_pos_embds", err)
 	}
@@ -196,21 +168,7 @@ func TestModernBERTRefused(t *testing.T) {
 		{"layer_types", []string{"full_attention"}, "layer_types names 1 layers"},
 		{"rope_parameters", map[string]any{"full_attention": map[string]any{"rope_type": "yarn", "rope_theta": 1e4}}, "rope_type"},
 	} {
-		dir := t.TempDir()
-		if err := os.CopyFS(dir, os.DirFS("testdata/modernbert-tiny")); err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, "config.json")
-		var m map[string]any
-		b, _ := os.ReadFile(p)
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		m[tc.key] = tc.value
-		b, _ = json.Marshal(m)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		dir := editedCopy(t, "modernbert-tiny", "config.json", tc.key, tc.value)
 		if _, err := Open(dir); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want refused, saying %q", tc.key, err, tc.says)
 		}

@@ -2,7 +2,6 @@ package convert_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,22 +18,7 @@ import (
 // editConfig rewrites dir's config.json with edit applied.
 func editConfig(t *testing.T, dir string, edit func(map[string]any)) {
 	t.Helper()
-	p := filepath.Join(dir, "config.json")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	edit(cfg)
-	if b, err = json.Marshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	convert.EditJSON(t, filepath.Join(dir, "config.json"), edit)
 }
 
 // rewriteWeights rewrites dir's model.safetensors with edit applied.
