@@ -66,10 +66,8 @@ func (s *Source) WriteGGUF(path string) error {
 // ggufPooling is the GGUF pooling type of the sentence-transformers chain:
 // mean without a Pooling module; Dense modules cannot be carried.
 func ggufPooling(dir string, chain hfmodel.Chain) (modelgen.Pooling, error) {
-	for _, m := range chain.Modules {
-		if m.Kind == hfmodel.ModDense {
-			return 0, fmt.Errorf("convert: %s: %w: a Dense module (%s) cannot be carried by a GGUF file; use --format onnx", dir, ErrRefused, m.Dir)
-		}
+	if err := noDense(dir, chain, "; use --format onnx"); err != nil {
+		return 0, err
 	}
 	p := chain.Pooling()
 	switch {

@@ -144,7 +144,7 @@ func (s *Source) ggufContext(chain hfmodel.Chain) int {
 // a Dense module cannot be carried.
 func decoderPooling(dir string, chain hfmodel.Chain) (modelgen.Pooling, error) {
 	if p := chain.Pooling(); p == nil || len(p.Modes) == 1 && p.Modes[0] == "lasttoken" {
-		if err := noDense(dir, chain); err != nil {
+		if err := noDense(dir, chain, ""); err != nil {
 			return 0, err
 		}
 		return modelgen.PoolingLast, nil
@@ -152,10 +152,12 @@ func decoderPooling(dir string, chain hfmodel.Chain) (modelgen.Pooling, error) {
 	return ggufPooling(dir, chain)
 }
 
-func noDense(dir string, chain hfmodel.Chain) error {
+// noDense refuses a chain with a Dense module, which a GGUF file cannot
+// carry; hint ends the message (the way out, where there is one).
+func noDense(dir string, chain hfmodel.Chain, hint string) error {
 	for _, m := range chain.Modules {
 		if m.Kind == hfmodel.ModDense {
-			return fmt.Errorf("convert: %s: %w: a Dense module (%s) cannot be carried by a GGUF file", dir, ErrRefused, m.Dir)
+			return fmt.Errorf("convert: %s: %w: a Dense module (%s) cannot be carried by a GGUF file%s", dir, ErrRefused, m.Dir, hint)
 		}
 	}
 	return nil
