@@ -23,10 +23,8 @@ func embedCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			w := words{verb: "embedding", done: "embedded", items: "chunks", unit: "chunks"}
-			if o.LateChunking { // the pipeline's items are windows, each pooled into its chunks
-				w.items, w.unit = "windows", "windows"
-			}
+			items := o.ItemWords() // late chunking's are windows, each pooled into its chunks
+			w := words{verb: "embedding", done: "embedded", items: items, unit: items}
 			return runJob(c, jobSpec{name: "embed", opts: &o.Options, check: o.Check,
 				words: w,
 				run:   func(ctx context.Context) (job.Summary, error) { return job.Embed(ctx, o) }})

@@ -79,7 +79,7 @@ func (o *EmbedOptions) checkDtype() error {
 
 // quantization decides the run's quantization once the model is loaded;
 // cur are the run's vector settings without the dtype.
-func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind, s *embedSink, prev *previous.Set, cur vector.Settings) (*quantization, error) {
+func (o *EmbedOptions) quantization(ctx context.Context, r *runner, ok outKind, k *embedKind, s *embedSink, prev *previous.Set, cur vector.Settings) (*quantization, error) {
 	qz := &quantization{}
 	var err error
 	switch {
@@ -89,9 +89,10 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, k *embedKind
 	case prev != nil && prev.Dtype() == o.Dtype:
 		qz.ranges, err = rangesOf(prev.Metadata(), s.dims)
 		qz.source = "the --previous output's ranges"
-	case o.LateChunking:
-		return nil, configErrorf("--dtype %s with --late-chunking: give the ranges with --calibration (an earlier float32 output of the same settings)", o.Dtype)
 	default:
+		if err := ok.calibrates(o); err != nil {
+			return nil, err
+		}
 		began := time.Now()
 		var tokens int
 		qz.ranges, qz.source, tokens, err = o.calibrate(ctx, r, k, s)

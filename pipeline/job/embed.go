@@ -105,10 +105,14 @@ func (o *EmbedOptions) Check() error {
 }
 
 func (o *EmbedOptions) check() error {
-	if err := o.checkSparse(); err != nil {
+	k, err := o.pick()
+	if err != nil {
 		return err
 	}
-	if err := o.checkStore(); err != nil {
+	if err := k.check(o); err != nil {
+		return err
+	}
+	if err := o.checkStore(k); err != nil {
 		return err
 	}
 	if pgstore.IsURL(o.Out) {
@@ -147,24 +151,8 @@ func (o *EmbedOptions) run(ctx context.Context, r *runner) error {
 	if err := o.load(ctx, r, p); err != nil {
 		return err
 	}
-	if o.LateChunking {
-		n := p.ch.Window + len(p.ch.Prefix) + len(p.ch.Suffix)
-		if _, err := o.probeTokens(ctx, r, n); err != nil {
-			return err
-		}
-	}
-	if o.sparse() {
-		if p.dims, err = o.probeSparse(ctx, r); err != nil {
-			return err
-		}
-		if o.BatchTokens, p.maxItems, err = sparseLimits(r.pool.MaxFrame(), p.dims, o.SparseTopK, o.BatchTokens); err != nil {
-			return err
-		}
-	}
-	if o.tokens() {
-		if p.dims, err = o.probeMulti(ctx, r, p.ch, p.multi); err != nil {
-			return err
-		}
+	if err := p.kind.probe(ctx, o, r, p); err != nil {
+		return err
 	}
 	o.warnUnembedded(r)
 	e, err := o.open(ctx, r, p)
@@ -197,49 +185,37 @@ func (o *EmbedOptions) warnUnembedded(r *runner) {
 }
 
 // embedPlan is what the model and the options decide before any worker
-// starts: the sentence-transformers modules, the chunking, the --previous
-// output; and, once the workers have loaded the model, the output's width.
+// starts: the output kind, the sentence-transformers modules, the
+// chunking, the --previous output; and, once the workers have loaded the
+// model, the output's width.
 type embedPlan struct {
+	kind outKind
 	st   stRun
 	ch   Chunking
 	prev *previous.Set
 	dims int // the vectors' width; a sparse run's vocabulary
-	// maxItems caps a sparse run's requests so that answers fit the frame
-	// (0: no cap).
-	maxItems int
-	multi    *multiPlan // a multi-vector run's (--vectors tokens)
 }
 
 // plan reads the model's modules and chunking, checks --dims against the
 // width the model's metadata states (when it states one) and opens
 // --previous.
 func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
-	st, err := o.sentenceTransformers(r.model)
+	k, err := o.pick()
+	if err != nil {
+		return nil, err
+	}
+	st, err := o.sentenceTransformers(r.model, k)
 	if err != nil {
 		return nil, err
 	}
 	o.staticNormalize(r.model)
-	ch, err := o.chunking(r.model)
+	ch, err := k.chunking(o, r.model)
 	if err != nil {
 		return nil, err
 	}
 	ch.PoolFrom = st.poolFrom
-	if err := o.checkLate(r.model, st); err != nil {
+	if ch, err = k.plan(o, r.model, st, ch); err != nil {
 		return nil, err
-	}
-	var multi *multiPlan
-	if o.tokens() {
-		if ch, multi, err = o.tokenChunking(r.model, ch); err != nil {
-			return nil, err
-		}
-	} else if r.model.Chain.MultiVector() {
-		return nil, configErrorf("%s is a multi-vector (ColBERT) model: its Dense projection applies to every token and it has no pooled vector; give --vectors tokens", r.model.Name)
-	}
-	if err := o.checkSplade(r.model); err != nil {
-		return nil, err
-	}
-	if o.sparse() && !r.model.MaskedLM {
-		return nil, configErrorf("--vectors sparse: %s has no masked-LM logits output [batch, sequence, vocab] (an ONNX export of a BertForMaskedLM or SPLADE model has one)", r.model.Name)
 	}
 	if o.BatchTokens <= 0 {
 		o.BatchTokens = 4 * (ch.Window + len(ch.Prefix) + len(ch.Suffix))
@@ -253,11 +229,11 @@ func (o *EmbedOptions) plan(r *runner) (*embedPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.checkPreviousKind(prev); err != nil {
+	if err := o.checkPreviousKind(k, prev); err != nil {
 		prev.Close()
 		return nil, err
 	}
-	return &embedPlan{st: st, ch: ch, prev: prev, multi: multi}, nil
+	return &embedPlan{kind: k, st: st, ch: ch, prev: prev}, nil
 }
 
 // outDims is the width of the output's vectors for a model of width
@@ -304,26 +280,20 @@ type embedRun struct {
 func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embedRun, error) {
 	k := &embedKind{tok: r.model.Tokenizer, ch: p.ch, req: r.req, pooling: o.Pooling, normalize: o.Normalize, dims: r.loaded.Dims}
 	sink := &embedSink{w: r.w, dims: p.dims, renorm: o.Dims > 0 && o.Normalize, stats: o.Stats, withText: o.WithText}
-	qz, err := o.quantization(ctx, r, k, sink, p.prev, o.settings(r.model, p.ch, p.dims, p.st, nil))
+	qz, err := o.quantization(ctx, r, p.kind, k, sink, p.prev, o.settings(r.model, p, nil))
 	if err != nil {
 		return nil, err
 	}
 	sink.q = qz.q
 	inc := &incRun{o: o, prev: p.prev, counts: &Incremental{}}
 	if p.prev != nil {
-		if inc.reuse, inc.note, err = o.checkPrevious(p.prev, o.settings(r.model, p.ch, p.dims, p.st, qz)); err != nil {
+		if inc.reuse, inc.note, err = o.checkPrevious(p.prev, o.settings(r.model, p, qz)); err != nil {
 			return nil, err
 		}
 	}
-	schema := output.EmbedSchemaWith(p.dims, o.Dtype, o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
-	if o.sparse() {
-		schema = output.SparseSchema(o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
-	}
-	if o.tokens() {
-		schema = output.TokensSchema(p.dims, o.Dtype, o.WithText, o.metadata(r.model, p.ch, p.dims, p.st, qz))
-	}
+	schema := p.kind.schema(o, p.dims, o.metadata(r.model, p, qz))
 	r.kindState = inc.counts
-	r.store = o.storeOpener(ctx, p.dims, o.settings(r.model, p.ch, p.dims, p.st, qz))
+	r.store = o.storeOpener(ctx, p.kind, p.dims, o.settings(r.model, p, qz))
 	if err := r.openWriter(&output.WriterOptions{Schema: schema}, o.resumeGuard(), o.incGuard()); err != nil {
 		return nil, err
 	}
@@ -343,19 +313,7 @@ func (o *EmbedOptions) open(ctx context.Context, r *runner, p *embedPlan) (*embe
 // startLine is the run's settings as the start line says them: what is
 // embedded and how.
 func (o *EmbedOptions) startLine(p *embedPlan, qz *quantization) string {
-	s := fmt.Sprintf("text fields %s, chunks of %d tokens, %d dims, %s", strings.Join(o.textFields(), " + "), o.chunkSize(p.ch), p.dims, o.Dtype)
-	if o.sparse() {
-		s = fmt.Sprintf("text fields %s, chunks of %d tokens, sparse vectors over %d terms", strings.Join(o.textFields(), " + "), o.chunkSize(p.ch), p.dims)
-		if o.SparseTopK > 0 {
-			s += fmt.Sprintf(" (top %d)", o.SparseTopK)
-		}
-	}
-	if o.tokens() {
-		s = fmt.Sprintf("text fields %s, chunks of %d tokens, token vectors of %d dims, %s", strings.Join(o.textFields(), " + "), o.chunkSize(p.ch), p.dims, o.Dtype)
-		if o.AsQuery {
-			s += ", as queries"
-		}
-	}
+	s := p.kind.startPart(o, p.kind.chunkSize(o, p.ch), p.dims)
 	if o.WithText {
 		s += ", with text"
 	}
@@ -369,21 +327,7 @@ func (o *EmbedOptions) startLine(p *embedPlan, qz *quantization) string {
 func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *embedRun) error {
 	cfg := r.config(o.BatchTokens, 0)
 	cfg.SkipReplayed = !o.Dedup // the dedup window takes the replayed records' vectors
-	var err error
-	switch {
-	case o.LateChunking:
-		k := &lateKind{embedKind: e.kind, late: LateChunking{Window: p.ch, Chunk: o.ChunkTokens}, normalize: o.lateNormalize(r.model)}
-		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, lateWindow, [][]float32](k)), e.src, lateSink{e.sink})
-	case o.tokens():
-		k := &tokensKind{embedKind: e.kind, multi: p.multi, dims: p.dims}
-		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, tokenVecs](k)), e.src, tokensSink{e.sink})
-	case o.sparse():
-		cfg.MaxItems = p.maxItems
-		k := &sparseKind{embedKind: e.kind, topK: o.SparseTopK, vocab: p.dims}
-		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, sparseVec](k)), e.src, sparseSink{e.sink})
-	default:
-		err = execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, []float32](e.kind)), e.src, e.sink)
-	}
+	err := p.kind.execute(ctx, o, r, cfg, p, e)
 	if err == nil && (p.prev != nil || o.Sync) {
 		err = e.inc.finish(r)
 	}
@@ -391,17 +335,7 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 	if o.Sync {
 		prevs = []string{"the table (--sync)"}
 	}
-	late := 0
-	if o.LateChunking {
-		late = o.ChunkTokens
-		j := o.Stats.Snapshot()
-		line := SummaryLine{"chunks", fmt.Sprintf("%d, pooled from %d windows of up to %d tokens (--late-chunking)", e.inc.counts.LateChunks, j.Items, p.ch.Window)}
-		if j.ItemFailures > 0 {
-			line.Text += fmt.Sprintf(" (+ %d windows in errors)", j.ItemFailures)
-		}
-		r.sum.Items = &line
-	}
-	r.sum.Lines = append(p.st.lines(r.model, p.ch, o.ChunkTokens > 0, late), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
+	r.sum.Lines = append(p.kind.summary(o, r, p, e), e.inc.counts.summaryLines(prevs, e.inc.note, o.Dedup)...)
 	switch {
 	case e.qz.cost != "":
 		kept, _, served := e.kind.cache.counts()
@@ -496,13 +430,14 @@ func (inc *incRun) finish(r *runner) error {
 	return err
 }
 
-func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
+// cut is the chunking of windows of window content tokens (0: the model's
+// context, or its max_seq_length, less its special tokens), checked
+// against the model's limits; fits, when set, checks the window before
+// them.
+func (o *EmbedOptions) cut(m *artifact.Artifact, window int, fits func(Chunking) error) (Chunking, error) {
 	pre, suf := m.Tokenizer.Affixes()
 	room := m.ContextLength - len(pre) - len(suf)
-	ch := Chunking{Window: o.ChunkTokens, Overlap: o.Overlap, Prefix: pre, Suffix: suf, Truncate: o.Truncate}
-	if o.LateChunking {
-		ch.Window = 0 // the windows span the context; --chunk-tokens cuts them
-	}
+	ch := Chunking{Window: window, Overlap: o.Overlap, Prefix: pre, Suffix: suf, Truncate: o.Truncate}
 	if ch.Window <= 0 {
 		ch.Window = room
 		if msl := m.Chain.MaxSeqLength; msl > 0 { // sentence_bert_config.json: sentence-transformers' truncation
@@ -512,8 +447,10 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 			return ch, configErrorf("%s: max_seq_length %d leaves no room beside %d special tokens", m.Name, m.Chain.MaxSeqLength, len(pre)+len(suf))
 		}
 	}
-	if o.LateChunking && o.ChunkTokens > ch.Window {
-		return ch, configErrorf("--chunk-tokens %d with --late-chunking is larger than the model's window of %d tokens", o.ChunkTokens, ch.Window)
+	if fits != nil {
+		if err := fits(ch); err != nil {
+			return ch, err
+		}
 	}
 	if ch.Window > room {
 		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
@@ -526,49 +463,30 @@ func (o *EmbedOptions) chunking(m *artifact.Artifact) (Chunking, error) {
 
 // metadata is the output's schema metadata: what decides the vectors, and
 // what decides which rows a run covers (a resume with others is refused).
-func (o *EmbedOptions) metadata(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) map[string]string {
+func (o *EmbedOptions) metadata(m *artifact.Artifact, p *embedPlan, qz *quantization) map[string]string {
 	meta := commonMetadata(&o.Options, m)
-	pooling := o.Pooling
-	if pooling == "" {
-		pooling = m.Pooling
-	}
-	normalize := o.Normalize
-	if o.sparse() {
-		pooling, normalize = PoolingSplade, false
-	}
-	if o.tokens() {
-		pooling, normalize = PoolingColBERT, true
-	}
-	for k, v := range o.settings(m, ch, dims, st, qz).Metadata() {
+	s := o.settings(m, p, qz)
+	for k, v := range s.Metadata() {
 		meta[k] = v
 	}
-	st.metadata(meta)
+	p.st.metadata(meta)
 	meta[vector.MetaDtype] = string(o.Dtype)
 	if qz.ranges != nil {
 		meta[vector.MetaRanges] = qz.ranges.JSON()
 		meta[vector.MetaCalibration] = qz.source
 	}
 	for k, v := range map[string]string{
-		"synapse.pooling":       pooling,
-		"synapse.normalize":     strconv.FormatBool(normalize),
-		"synapse.dims":          strconv.Itoa(dims),
-		"synapse.chunk_tokens":  strconv.Itoa(o.chunkSize(ch)),
-		"synapse.chunk_overlap": strconv.Itoa(ch.Overlap),
+		"synapse.pooling":       s.Pooling,
+		"synapse.normalize":     strconv.FormatBool(s.Normalize),
+		"synapse.dims":          strconv.Itoa(p.dims),
+		"synapse.chunk_tokens":  strconv.Itoa(s.ChunkTokens),
+		"synapse.chunk_overlap": strconv.Itoa(p.ch.Overlap),
 		"synapse.batch_tokens":  strconv.Itoa(o.BatchTokens),
 		"synapse.with_text":     strconv.FormatBool(o.WithText),
 	} {
 		meta[k] = v
 	}
 	return meta
-}
-
-// chunkSize is the content tokens of a chunk: the window's, or
-// --chunk-tokens within windows of the model's context when late chunking.
-func (o *EmbedOptions) chunkSize(ch Chunking) int {
-	if o.LateChunking {
-		return o.ChunkTokens
-	}
-	return ch.Window
 }
 
 // textFields are the fields whose text is embedded, joined by "\n".
@@ -580,18 +498,10 @@ func (o *EmbedOptions) textFields() []string {
 }
 
 // settings are the run's vector.Settings (qz nil: without its dtype).
-func (o *EmbedOptions) settings(m *artifact.Artifact, ch Chunking, dims int, st stRun, qz *quantization) vector.Settings {
-	s := vector.Settings{ModelDigest: m.Digest, TextFields: o.textFields(), Prefix: o.Read.Prefix, ChunkTokens: o.chunkSize(ch),
-		Overlap: ch.Overlap, Truncate: ch.Truncate, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: dims, Modules: st.post}
-	if o.LateChunking {
-		s.Output = OutputLateChunking
-	}
-	if o.sparse() {
-		s.Output, s.SparseTopK, s.Pooling, s.Normalize = OutputSparse, o.SparseTopK, PoolingSplade, false
-	}
-	if o.tokens() {
-		s.Output, s.Pooling, s.Normalize, s.Tokens = o.tokensOutput(), PoolingColBERT, true, multiSettings(m)
-	}
+func (o *EmbedOptions) settings(m *artifact.Artifact, p *embedPlan, qz *quantization) vector.Settings {
+	s := vector.Settings{ModelDigest: m.Digest, TextFields: o.textFields(), Prefix: o.Read.Prefix, ChunkTokens: p.kind.chunkSize(o, p.ch),
+		Overlap: p.ch.Overlap, Truncate: p.ch.Truncate, Pooling: cmp.Or(o.Pooling, m.Pooling), Normalize: o.Normalize, Dims: p.dims, Modules: p.st.post}
+	p.kind.settings(o, m, &s)
 	if qz != nil && o.Dtype != vector.Float32 {
 		s.Dtype = string(o.Dtype)
 	}

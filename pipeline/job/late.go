@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/hfmodel"
 	"github.com/synapse-embed/synapse/model/tokenize"
@@ -75,28 +76,84 @@ func (o *EmbedOptions) CheckLateFlags() error {
 	return nil
 }
 
-// checkLate refuses late chunking where it cannot be what Jina's method
-// computes: without --chunk-tokens, beside --truncate, or on a model whose
-// vectors are not the mean of its token states (another pooling, a
-// prompt left out of it, Dense modules after it).
-func (o *EmbedOptions) checkLate(m *artifact.Artifact, st stRun) error {
-	if err := o.CheckLateFlags(); err != nil || !o.LateChunking {
+// lateOut is the late-chunking output kind (--late-chunking): dense
+// vectors, each chunk pooled from the token states of the window around it
+// (EMBED_TOKENS). It writes what denseOut writes.
+type lateOut struct{ denseOut }
+
+// check refuses the other kinds' flags and late chunking without
+// --chunk-tokens or with --truncate.
+func (k *lateOut) check(o *EmbedOptions) error {
+	if err := o.CheckLateFlags(); err != nil {
 		return err
 	}
-	switch {
-	case st.poolFrom > 0:
-		return configErrorf("--late-chunking: %s leaves the prompt out of its pooling; late chunking pools each chunk's own tokens", m.Name)
+	return k.denseOut.check(o)
+}
+
+// chunking: the windows span the model's context; --chunk-tokens cuts
+// them, and must fit one.
+func (*lateOut) chunking(o *EmbedOptions, m *artifact.Artifact) (Chunking, error) {
+	return o.cut(m, 0, func(ch Chunking) error {
+		if o.ChunkTokens > ch.Window {
+			return configErrorf("--chunk-tokens %d with --late-chunking is larger than the model's window of %d tokens", o.ChunkTokens, ch.Window)
+		}
+		return nil
+	})
+}
+
+// plan refuses late chunking where it cannot be what Jina's method
+// computes: on a model whose vectors are not the mean of its token states
+// (another pooling, a prompt left out of it, Dense modules after it), and
+// the models of no pooled vector.
+func (*lateOut) plan(o *EmbedOptions, m *artifact.Artifact, st stRun, ch Chunking) (Chunking, error) {
+	if st.poolFrom > 0 {
+		return ch, configErrorf("--late-chunking: %s leaves the prompt out of its pooling; late chunking pools each chunk's own tokens", m.Name)
 	}
 	if p := cmp.Or(o.Pooling, m.Pooling); p != "mean" {
-		return configErrorf("--late-chunking pools each chunk's tokens by their mean; %s pools by %s (give --pooling mean to override)", m.Name, p)
+		return ch, configErrorf("--late-chunking pools each chunk's tokens by their mean; %s pools by %s (give --pooling mean to override)", m.Name, p)
 	}
 	for _, mod := range m.Chain.Modules {
 		if mod.Kind != hfmodel.ModPooling && mod.Kind != hfmodel.ModNormalize {
-			return configErrorf("--late-chunking: %s has a %s module after its pooling, which synapse does not apply to pooled token states", m.Name, mod.Kind)
+			return ch, configErrorf("--late-chunking: %s has a %s module after its pooling, which synapse does not apply to pooled token states", m.Name, mod.Kind)
 		}
 	}
-	return nil
+	return ch, refusePooled(m)
 }
+
+// probe asks the workers for token states of a window (probeTokens).
+func (*lateOut) probe(ctx context.Context, o *EmbedOptions, r *runner, p *embedPlan) error {
+	_, err := o.probeTokens(ctx, r, p.ch.Window+len(p.ch.Prefix)+len(p.ch.Suffix))
+	return err
+}
+
+func (*lateOut) chunkSize(o *EmbedOptions, _ Chunking) int { return o.ChunkTokens }
+
+func (*lateOut) settings(_ *EmbedOptions, _ *artifact.Artifact, s *vector.Settings) {
+	s.Output = OutputLateChunking
+}
+
+// calibrates: the calibration embeds chunks, not windows.
+func (*lateOut) calibrates(o *EmbedOptions) error {
+	return configErrorf("--dtype %s with --late-chunking: give the ranges with --calibration (an earlier float32 output of the same settings)", o.Dtype)
+}
+
+func (*lateOut) execute(ctx context.Context, o *EmbedOptions, r *runner, cfg pipeline.Config, p *embedPlan, e *embedRun) error {
+	k := &lateKind{embedKind: e.kind, late: LateChunking{Window: p.ch, Chunk: o.ChunkTokens}, normalize: o.lateNormalize(r.model)}
+	return execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, lateWindow, [][]float32](k)), e.src, lateSink{e.sink})
+}
+
+// summary counts the chunks and the windows they were pooled from.
+func (*lateOut) summary(o *EmbedOptions, r *runner, p *embedPlan, e *embedRun) []SummaryLine {
+	j := o.Stats.Snapshot()
+	line := SummaryLine{"chunks", fmt.Sprintf("%d, pooled from %d windows of up to %d tokens (--late-chunking)", e.inc.counts.LateChunks, j.Items, p.ch.Window)}
+	if j.ItemFailures > 0 {
+		line.Text += fmt.Sprintf(" (+ %d windows in errors)", j.ItemFailures)
+	}
+	r.sum.Items = &line
+	return p.st.lines(r.model, p.ch, true, o.ChunkTokens)
+}
+
+func (*lateOut) items() string { return "windows" }
 
 // lateNormalize is whether late-chunked vectors are L2-normalised: asked,
 // or the model's chain ends in Normalize.

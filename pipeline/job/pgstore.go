@@ -31,7 +31,7 @@ const checkTimeout = 30 * time.Second
 // has no type for, options it cannot take, an errors file that cannot be
 // written, a server that refuses the login or lacks pgvector's type, a
 // table that is not a synapse table.
-func (o *EmbedOptions) checkStore() error {
+func (o *EmbedOptions) checkStore(k outKind) error {
 	if !pgstore.IsURL(o.Out) {
 		if o.Sync {
 			return configErrorf("--sync: the output is a PostgreSQL table (-o postgresql://…?table=NAME), which is also the previous output; a file output syncs with --previous")
@@ -54,11 +54,9 @@ func (o *EmbedOptions) checkStore() error {
 			return storeError(err)
 		}
 	}
-	column := pgstore.SparseColumnType(1)
-	if !o.sparse() {
-		if column, err = pgstore.ColumnType(o.Dtype, 1); err != nil {
-			return storeError(err)
-		}
+	column, _, err := k.table(o)
+	if err != nil {
+		return storeError(err)
 	}
 	if err := CheckWritable("--errors", o.errorsPath(), o.Inputs); err != nil {
 		return err
@@ -141,7 +139,7 @@ func storeError(err error) error {
 
 // storeOpener is the opener of a PostgreSQL output for a run of settings
 // cur, nil for a file output; what it opens is checked against the table.
-func (o *EmbedOptions) storeOpener(ctx context.Context, dims int, cur vector.Settings) func() (output.Store, error) {
+func (o *EmbedOptions) storeOpener(ctx context.Context, k outKind, dims int, cur vector.Settings) func() (output.Store, error) {
 	if !pgstore.IsURL(o.Out) {
 		return nil
 	}
@@ -150,8 +148,12 @@ func (o *EmbedOptions) storeOpener(ctx context.Context, dims int, cur vector.Set
 		if err != nil {
 			return nil, storeError(err)
 		}
+		_, sparse, err := k.table(o)
+		if err != nil {
+			return nil, storeError(err)
+		}
 		cfg := pgstore.Config{Dims: dims, Dtype: o.Dtype, Digest: cur.Digest(), Settings: cur.JSON(), Sync: o.Sync, WithText: o.WithText,
-			Sparse: o.sparse(), Shard: o.Read.Shard, Shards: o.Read.Shards,
+			Sparse: sparse, Shard: o.Read.Shard, Shards: o.Read.Shards,
 			Diff: func(js string) string {
 				var prev vector.Settings
 				if json.Unmarshal([]byte(js), &prev) != nil {

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/model/artifact"
+	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/wire"
 )
 
@@ -26,31 +29,23 @@ const (
 	PoolingSplade = "splade-max"
 )
 
-// sparse reports whether the job writes sparse vectors.
-func (o *EmbedOptions) sparse() bool { return o.Vectors == VectorsSparse }
+// sparseOut is the sparse output kind (--vectors sparse): one SPLADE
+// vector a chunk over the model's vocabulary, from a masked-LM's logits
+// pooled in the worker (EMBED_SPARSE), in the sparse_indices and
+// sparse_values columns.
+type sparseOut struct {
+	kindBase
+	// maxItems caps a request's chunks so that answers fit the frame (0:
+	// no cap); set by the probe.
+	maxItems int
+}
 
-// checkSparse refuses, before anything starts, what a sparse run cannot
-// do: another output kind, a negative --sparse-top-k, and the options of
-// dense vectors (late chunking, dtypes, --dims, calibration, pooling) or
-// of outputs that hold them (PostgreSQL, a dense --previous).
-func (o *EmbedOptions) checkSparse() error {
-	switch o.Vectors {
-	case "", VectorsDense:
-		if o.SparseTopK != 0 {
-			return configErrorf("--sparse-top-k needs --vectors sparse")
-		}
-		if o.AsQuery {
-			return configErrorf("--as-query needs --vectors tokens (ColBERT queries)")
-		}
-		return nil
-	case VectorsTokens:
-		return o.checkTokens()
-	case VectorsSparse:
-		if o.AsQuery {
-			return configErrorf("--as-query needs --vectors tokens (ColBERT queries)")
-		}
-	default:
-		return configErrorf("--vectors %q: want dense, sparse or tokens", o.Vectors)
+// check refuses a negative --sparse-top-k and the options of dense vectors
+// (late chunking, dtypes, --dims, calibration, pooling) or of outputs that
+// hold them (a PostgreSQL table without a top-k that fits sparsevec).
+func (*sparseOut) check(o *EmbedOptions) error {
+	if o.AsQuery {
+		return needsTokens()
 	}
 	refuse := func(what string) error {
 		return configErrorf("--vectors sparse with %s: sparse vectors are SPLADE weights over the vocabulary (docs/token-outputs.md)", what)
@@ -75,21 +70,75 @@ func (o *EmbedOptions) checkSparse() error {
 	return nil
 }
 
-// checkSplade refuses what a sentence-transformers SparseEncoder
-// directory (MLMTransformer + SpladePooling) asks and synapse would not
-// compute: a dense run of it (its output is sparse), and a SpladePooling
-// other than max over the tokens of log(1 + relu(logit)), which is what
-// the workers' sparse pooling computes.
-func (o *EmbedOptions) checkSplade(m *artifact.Artifact) error {
-	sp := m.Chain.Splade
-	switch {
-	case sp == nil:
-		return nil
-	case !o.sparse():
-		return configErrorf("%s is a sparse encoder (modules.json: MLMTransformer + SpladePooling): its output is sparse; give --vectors sparse", m.Name)
-	case sp.Strategy != "max" || sp.Activation != "relu":
-		return configErrorf("--vectors sparse: %s's SpladePooling (%s) asks for pooling_strategy %q and activation_function %q; synapse computes max over the tokens of log(1 + relu(logit)) only (pooling_strategy max, activation_function relu)",
+// modules: the worker's SPLADE pooling over the logits, not the chain's.
+func (*sparseOut) modules(st *stRun, _ bool) bool {
+	st.modules, st.post, st.needsExt = "SpladePooling("+PoolingSplade+")", "", false
+	return false
+}
+
+// plan refuses a multi-vector model, a SpladePooling other than the one
+// the workers compute (max over the tokens of log(1 + relu(logit))), and
+// a model without masked-LM logits.
+func (*sparseOut) plan(o *EmbedOptions, m *artifact.Artifact, _ stRun, ch Chunking) (Chunking, error) {
+	if err := refuseMultiVector(m); err != nil {
+		return ch, err
+	}
+	if sp := m.Chain.Splade; sp != nil && (sp.Strategy != "max" || sp.Activation != "relu") {
+		return ch, configErrorf("--vectors sparse: %s's SpladePooling (%s) asks for pooling_strategy %q and activation_function %q; synapse computes max over the tokens of log(1 + relu(logit)) only (pooling_strategy max, activation_function relu)",
 			m.Name, sp.Dir, sp.Strategy, sp.Activation)
+	}
+	if !m.MaskedLM {
+		return ch, configErrorf("--vectors sparse: %s has no masked-LM logits output [batch, sequence, vocab] (an ONNX export of a BertForMaskedLM or SPLADE model has one)", m.Name)
+	}
+	return ch, nil
+}
+
+// probe asks the workers for sparse vectors (probeSparse), takes the
+// output's width (the vocabulary) from them and fits requests to the
+// frame.
+func (k *sparseOut) probe(ctx context.Context, o *EmbedOptions, r *runner, p *embedPlan) error {
+	var err error
+	if p.dims, err = o.probeSparse(ctx, r); err != nil {
+		return err
+	}
+	o.BatchTokens, k.maxItems, err = sparseLimits(r.pool.MaxFrame(), p.dims, o.SparseTopK, o.BatchTokens)
+	return err
+}
+
+func (*sparseOut) settings(o *EmbedOptions, _ *artifact.Artifact, s *vector.Settings) {
+	s.Output, s.SparseTopK, s.Pooling, s.Normalize = OutputSparse, o.SparseTopK, PoolingSplade, false
+}
+
+func (*sparseOut) schema(o *EmbedOptions, _ int, meta map[string]string) *arrow.Schema {
+	return output.SparseSchema(o.WithText, meta)
+}
+
+func (*sparseOut) startPart(o *EmbedOptions, chunk, dims int) string {
+	s := fmt.Sprintf("text fields %s, chunks of %d tokens, sparse vectors over %d terms", strings.Join(o.textFields(), " + "), chunk, dims)
+	if o.SparseTopK > 0 {
+		s += fmt.Sprintf(" (top %d)", o.SparseTopK)
+	}
+	return s
+}
+
+func (*sparseOut) table(*EmbedOptions) (string, bool, error) {
+	return pgstore.SparseColumnType(1), true, nil
+}
+
+func (*sparseOut) names(*EmbedOptions) (string, string) { return VectorsSparse, OutputSparse }
+
+func (k *sparseOut) execute(ctx context.Context, o *EmbedOptions, r *runner, cfg pipeline.Config, p *embedPlan, e *embedRun) error {
+	cfg.MaxItems = k.maxItems
+	sk := &sparseKind{embedKind: e.kind, topK: o.SparseTopK, vocab: p.dims}
+	return execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, sparseVec](sk)), e.src, sparseSink{e.sink})
+}
+
+// refuseSparseEncoder refuses a sentence-transformers SparseEncoder
+// directory (MLMTransformer + SpladePooling) in a run of another kind: its
+// output is sparse.
+func refuseSparseEncoder(m *artifact.Artifact) error {
+	if m.Chain.Splade != nil {
+		return configErrorf("%s is a sparse encoder (modules.json: MLMTransformer + SpladePooling): its output is sparse; give --vectors sparse", m.Name)
 	}
 	return nil
 }
@@ -98,7 +147,7 @@ func (o *EmbedOptions) checkSplade(m *artifact.Artifact) error {
 // sparse, tokens), naming both, before the workers start (its settings
 // would refuse it too, once the model is loaded, but as a difference of
 // dims).
-func (o *EmbedOptions) checkPreviousKind(prev *previous.Set) error {
+func (o *EmbedOptions) checkPreviousKind(k outKind, prev *previous.Set) error {
 	if prev == nil || o.PreviousAny {
 		return nil
 	}
@@ -110,13 +159,7 @@ func (o *EmbedOptions) checkPreviousKind(prev *previous.Set) error {
 	case output.IsTokens(sc):
 		was, wasOut = VectorsTokens, OutputTokens
 	}
-	now, nowOut := VectorsDense, ""
-	switch {
-	case o.sparse():
-		now, nowOut = VectorsSparse, OutputSparse
-	case o.tokens():
-		now, nowOut = VectorsTokens, o.tokensOutput()
-	}
+	now, nowOut := k.names(o)
 	if was == now {
 		return nil
 	}

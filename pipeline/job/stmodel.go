@@ -33,7 +33,7 @@ type stRun struct {
 // sentenceTransformers resolves the prompt and the modules of the run's
 // model, and puts the prompt in front of the documents. The flags were
 // checked; this refuses what the model cannot honour.
-func (o *EmbedOptions) sentenceTransformers(m *artifact.Artifact) (stRun, error) {
+func (o *EmbedOptions) sentenceTransformers(m *artifact.Artifact, k outKind) (stRun, error) {
 	var st stRun
 	c := m.Chain
 	switch {
@@ -56,9 +56,7 @@ func (o *EmbedOptions) sentenceTransformers(m *artifact.Artifact) (stRun, error)
 	}
 	var exclude bool
 	st.modules, st.post, st.needsExt, exclude = appliedModules(m, o.Pooling)
-	if o.sparse() { // the worker's SPLADE pooling over the logits, not the chain's
-		st.modules, st.post, st.needsExt, exclude = "SpladePooling("+PoolingSplade+")", "", false, false
-	}
+	exclude = k.modules(&st, exclude)
 	if p := c.Pooling(); p != nil && !p.IncludePrompt && o.Read.Prefix != "" && !exclude && o.Pooling == "" {
 		return st, configErrorf("%s: its Pooling module leaves the prompt out (include_prompt false), but the graph pools in itself (sentence_embedding), over every token; run it without a prompt or --prefix, or with --pooling", p.Dir)
 	}

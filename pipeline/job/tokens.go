@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -28,8 +30,13 @@ const (
 	PoolingColBERT    = "colbert"
 )
 
-// tokens reports whether the job writes multi-vector outputs.
-func (o *EmbedOptions) tokens() bool { return o.Vectors == VectorsTokens }
+// tokensOut is the multi-vector output kind (--vectors tokens): a unit
+// vector a token in the token_vectors column, as PyLate's ColBERT encodes
+// documents (--as-query: queries).
+type tokensOut struct {
+	kindBase
+	multi *multiPlan // decided by plan
+}
 
 // tokensOutput is the settings' output member of a multi-vector run.
 func (o *EmbedOptions) tokensOutput() string {
@@ -39,32 +46,80 @@ func (o *EmbedOptions) tokensOutput() string {
 	return OutputTokens
 }
 
-// checkTokens refuses, before anything starts, what a multi-vector run
-// cannot do: the options of pooled vectors (late chunking, --dims,
-// --pooling, int8/uint8 ranges) and the outputs that would need them.
-func (o *EmbedOptions) checkTokens() error {
-	refuse := func(what string) error {
-		return configErrorf("--vectors tokens with %s: token vectors are ColBERT's, one a token (docs/token-outputs.md)", what)
-	}
+// check refuses, before anything starts, what a multi-vector run cannot
+// do: the options of pooled vectors (late chunking, --dims, --pooling,
+// int8/uint8 ranges) and the outputs that would need them.
+func (*tokensOut) check(o *EmbedOptions) error {
 	switch {
 	case o.SparseTopK != 0:
-		return configErrorf("--sparse-top-k needs --vectors sparse")
+		return needsSparse()
 	case o.LateChunking:
-		return refuse("--late-chunking, which pools token states into chunks")
+		return refuseTokens("--late-chunking, which pools token states into chunks")
 	case o.Dims > 0:
-		return refuse("--dims: the projection decides the width")
+		return refuseTokens("--dims: the projection decides the width")
 	case o.Pooling != "":
-		return refuse(fmt.Sprintf("--pooling %s: nothing is pooled", o.Pooling))
+		return refuseTokens(fmt.Sprintf("--pooling %s: nothing is pooled", o.Pooling))
 	case o.Dtype.Ranged() || len(o.Calibration) > 0:
-		return refuse(fmt.Sprintf("--dtype %s: int8/uint8 ranges are not calibrated per token; use float32, float16, binary or ubinary", o.Dtype))
+		return refuseTokens(fmt.Sprintf("--dtype %s: int8/uint8 ranges are not calibrated per token; use float32, float16, binary or ubinary", o.Dtype))
 	case !o.Normalize:
-		return refuse("--no-normalize: ColBERT's token vectors are unit vectors (MaxSim is a sum of cosines)")
+		return refuseTokens("--no-normalize: ColBERT's token vectors are unit vectors (MaxSim is a sum of cosines)")
 	case pgstore.IsURL(o.Out) || o.Sync:
-		return refuse("a PostgreSQL output: write a file")
+		return refuseTokens("a PostgreSQL output: write a file")
 	case o.AsQuery && (o.ChunkTokens > 0 || o.Overlap > 0):
-		return refuse("--as-query and --chunk-tokens or --overlap: a query is cut at the model's query_length")
+		return refuseTokens("--as-query and --chunk-tokens or --overlap: a query is cut at the model's query_length")
 	}
 	return nil
+}
+
+// refuseTokens is a multi-vector run's refusal of what.
+func refuseTokens(what string) error {
+	return configErrorf("--vectors tokens with %s: token vectors are ColBERT's, one a token (docs/token-outputs.md)", what)
+}
+
+// plan fits the chunking to the model's multi-vector settings
+// (tokenChunking) and refuses a sparse encoder.
+func (k *tokensOut) plan(o *EmbedOptions, m *artifact.Artifact, _ stRun, ch Chunking) (Chunking, error) {
+	var err error
+	if ch, k.multi, err = o.tokenChunking(m, ch); err != nil {
+		return ch, err
+	}
+	return ch, refuseSparseEncoder(m)
+}
+
+// probe asks the workers for token vectors (probeMulti) and takes the
+// output's width from them.
+func (k *tokensOut) probe(ctx context.Context, o *EmbedOptions, r *runner, p *embedPlan) error {
+	var err error
+	p.dims, err = o.probeMulti(ctx, r, p.ch, k.multi)
+	return err
+}
+
+func (*tokensOut) settings(o *EmbedOptions, m *artifact.Artifact, s *vector.Settings) {
+	s.Output, s.Pooling, s.Normalize, s.Tokens = o.tokensOutput(), PoolingColBERT, true, multiSettings(m)
+}
+
+func (*tokensOut) schema(o *EmbedOptions, dims int, meta map[string]string) *arrow.Schema {
+	return output.TokensSchema(dims, o.Dtype, o.WithText, meta)
+}
+
+func (*tokensOut) startPart(o *EmbedOptions, chunk, dims int) string {
+	s := fmt.Sprintf("text fields %s, chunks of %d tokens, token vectors of %d dims, %s", strings.Join(o.textFields(), " + "), chunk, dims, o.Dtype)
+	if o.AsQuery {
+		s += ", as queries"
+	}
+	return s
+}
+
+// table: check refuses a PostgreSQL output before any work.
+func (*tokensOut) table(*EmbedOptions) (string, bool, error) {
+	return "", false, refuseTokens("a PostgreSQL output: write a file")
+}
+
+func (*tokensOut) names(o *EmbedOptions) (string, string) { return VectorsTokens, o.tokensOutput() }
+
+func (k *tokensOut) execute(ctx context.Context, o *EmbedOptions, r *runner, cfg pipeline.Config, p *embedPlan, e *embedRun) error {
+	tk := &tokensKind{embedKind: e.kind, multi: k.multi, dims: p.dims}
+	return execute(ctx, r, cfg, storable(o, pipeline.Kind[doc, Chunk, tokenVecs](tk)), e.src, tokensSink{e.sink})
 }
 
 // multiPlan is what a multi-vector run decided from the model: the length
