@@ -139,7 +139,7 @@ func interruptNote(log jobLog, in job.Interrupt, o *job.Options) {
 	if in.Drained {
 		line = "interrupted: " + line
 	}
-	log.note(slog.LevelWarn, fmt.Sprintf("%s; run again with --resume (%s)", line, job.ShownOut(o.Out)),
+	log.note(slog.LevelWarn, fmt.Sprintf("%s; run again with --resume (%s)", line, job.ParseDest(o.Out)),
 		"rows_kept", in.Kept, "rows_in_checkpoint", in.Rows, "rows_lost", in.Lost, "drained", in.Drained,
 		"drain_timed_out", in.TimedOut, "requests_finished_in_drain", in.InFlight, "records_dropped", in.Dropped)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
-	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/pipeline/job"
@@ -193,10 +192,8 @@ func shardOptionsFrom(c *cli.Context, name string, o *job.Options) error {
 		return usageError{fmt.Errorf("%s: %w", name, err)}
 	}
 	o.Read.Shard, o.Read.Shards = i, n
-	if !pgstore.IsURL(o.Out) { // a table's shard writes its own table (docs/postgres.md)
-		o.Out = output.ShardPath(o.Out, i, n)
-	}
-	if o.Errors != "" { // each shard its own errors file, like its output
+	o.Out = job.ParseDest(o.Out).Shard(i, n).Name() // a table's shard writes its own table (docs/postgres.md)
+	if o.Errors != "" {                             // each shard its own errors file, like its output
 		o.Errors = output.ShardPath(o.Errors, i, n)
 	}
 	for _, in := range o.Inputs {
@@ -397,7 +394,7 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 		case sum.Interrupt != nil:
 			interruptNote(log, *sum.Interrupt, o)
 		case sum.Resumable:
-			log.note(slog.LevelWarn, fmt.Sprintf("interrupted; run again with --resume to continue (%s)", job.ShownOut(o.Out)))
+			log.note(slog.LevelWarn, fmt.Sprintf("interrupted; run again with --resume to continue (%s)", job.ParseDest(o.Out)))
 		default:
 			log.note(slog.LevelWarn, "interrupted before any output was written")
 		}
@@ -405,7 +402,7 @@ func outcome(ctx context.Context, o *job.Options, w words, sum job.Summary, err 
 	case err != nil:
 		return err
 	case sum.Job.Read == 0 && sum.Job.FileErrors == 0:
-		log.note(slog.LevelWarn, fmt.Sprintf("warning: the input held no records; %s is empty", job.ShownOut(o.Out)))
+		log.note(slog.LevelWarn, fmt.Sprintf("warning: the input held no records; %s is empty", job.ParseDest(o.Out)))
 	case withinErrorRate(sum.Job.Read, sum.Job.Failed, sum.Job.FileErrors, maxErrorRate):
 		log.note(slog.LevelWarn, fmt.Sprintf("%d of %d %s in the errors file (%s), within --max-error-rate %g",
 			sum.Job.Failed, sum.Job.Read, cmp.Or(w.rows, "rows"), sum.Errors, maxErrorRate))

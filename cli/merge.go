@@ -11,6 +11,7 @@ import (
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/pgstore"
+	"github.com/synapse-embed/synapse/pipeline/job"
 )
 
 func mergeCommand() *cli.Command {
@@ -53,7 +54,7 @@ func mergeCommand() *cli.Command {
 			switch args := c.Args().Slice(); {
 			case len(args) == 0:
 				return usagef("merge: give the sharded run's output (OUT.arrow, or the table postgresql://…?table=T) or its part files")
-			case len(args) == 1 && pgstore.IsURL(args[0]):
+			case len(args) == 1 && job.ParseDest(args[0]).IsTable():
 				return mergeTable(c, args[0], rate)
 			case len(args) == 1 && !shardPart.MatchString(args[0]):
 				o.Base = args[0]

@@ -12,7 +12,6 @@ import (
 
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/output"
-	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
 	"github.com/synapse-embed/synapse/io/vector"
@@ -115,7 +114,7 @@ func (o *EmbedOptions) check() error {
 	if err := o.checkStore(k); err != nil {
 		return err
 	}
-	if pgstore.IsURL(o.Out) {
+	if o.dest().IsTable() {
 		return o.checkDtype()
 	}
 	if err := o.Options.Check(EmbedFormats); err != nil {
@@ -355,7 +354,7 @@ func (o *EmbedOptions) embed(ctx context.Context, r *runner, p *embedPlan, e *em
 // checkIncremental refuses incremental options that cannot work.
 func (o *EmbedOptions) checkIncremental() error {
 	for _, p := range o.Previous {
-		if sameFile(p, o.Out) || sameObject(p, o.Out) {
+		if o.dest().same(p) {
 			return configErrorf("--previous %s is the output: write the new run elsewhere", p)
 		}
 		if err := statInput(p); err != nil {

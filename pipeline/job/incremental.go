@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/synapse-embed/synapse/io/corpus"
 	"github.com/synapse-embed/synapse/io/files"
-	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/io/previous"
 	"github.com/synapse-embed/synapse/io/record"
@@ -182,11 +179,7 @@ func (o *EmbedOptions) openPrevious() (*previous.Set, error) {
 	if len(o.Previous) == 0 {
 		return nil, nil
 	}
-	tmpDir := filepath.Dir(o.Out)
-	if objstore.IsURL(o.Out) {
-		tmpDir = os.TempDir()
-	}
-	prev, err := previous.Open(o.Previous, tmpDir)
+	prev, err := previous.Open(o.Previous, o.dest().tempDir())
 	if err != nil {
 		return nil, &ConfigError{fmt.Errorf("--previous: %w", err)}
 	}

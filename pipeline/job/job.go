@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"github.com/synapse-embed/synapse/io/files"
 	"github.com/synapse-embed/synapse/io/objstore"
 	"github.com/synapse-embed/synapse/io/output"
-	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/pipeline"
 	"github.com/synapse-embed/synapse/supervise"
@@ -215,7 +213,7 @@ func begin(o *Options, kind string, check func() error) (*runner, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	o.Errors = o.errorsPath()
-	r.sum = Summary{Kind: kind, Out: ShownOut(o.Out), Errors: o.Errors, Chaos: o.Chaos}
+	r.sum = Summary{Kind: kind, Out: o.dest().String(), Errors: o.Errors, Chaos: o.Chaos}
 	r.defaults()
 	if err := check(); err != nil {
 		return nil, err
@@ -251,14 +249,8 @@ func (o *Options) open() (*artifact.Artifact, error) {
 
 // errorsPath is Errors, or its default beside Out.
 func (o *Options) errorsPath() string {
-	if o.Errors == "" && pgstore.IsURL(o.Out) && o.Read.Shards > 0 {
-		return pgstore.ShardErrorsPath(o.Out, o.Read.Shard, o.Read.Shards)
-	}
-	if o.Errors == "" && pgstore.IsURL(o.Out) {
-		return pgstore.ErrorsPath(o.Out)
-	}
 	if o.Errors == "" {
-		return o.Out + ".errors.jsonl"
+		return o.dest().ErrorsPath(o.Read.Shard, o.Read.Shards)
 	}
 	return o.Errors
 }
@@ -325,8 +317,8 @@ func (r *runner) defaults() {
 // written elsewhere (files.CheckPaths), a runtime directory others control.
 func CheckOutputs(o *Options, formats []output.Format) error {
 	errorsPath := o.errorsPath()
-	if pgstore.IsURL(o.Out) {
-		return configErrorf("output %s: a PostgreSQL output is written by synapse embed only", ShownOut(o.Out))
+	if d := o.dest(); d.IsTable() {
+		return configErrorf("output %s: a PostgreSQL output is written by synapse embed only", d)
 	}
 	f, err := output.FormatOf(o.Out)
 	if err != nil {
@@ -367,8 +359,8 @@ func (o *Options) paths(errorsPath string) []files.PathUse {
 	// The resume files of an output in a bucket are local, in the
 	// checkpoint directory (output.ResumeBase); when it cannot be named,
 	// checkObjectOutput has refused the output already.
-	if base, err := output.ResumeBase(o.Out, o.CheckpointDir); err == nil {
-		u = append(u, files.Writes("-o's resume file", output.PartialPath(base), output.CheckpointPath(base))...)
+	if resume, err := o.dest().resumeFiles(o.CheckpointDir); err == nil {
+		u = append(u, files.Writes("-o's resume file", resume...)...)
 	}
 	if base, err := output.ResumeBase(errorsPath, o.CheckpointDir); err == nil {
 		u = append(u, files.Writes("--errors's resume file", base+".partial")...)
@@ -385,28 +377,23 @@ func checkShard(o *Options) error {
 	if f, _ := output.FormatOf(o.Out); f != output.FormatArrow && f != output.FormatParquet {
 		return configErrorf("--shard: a shard writes an .arrow or .parquet part (synapse merge -o picks the merged format), not %s", o.Out)
 	}
-	manifest := output.ManifestPath(o.Out)
-	if objstore.IsURL(manifest) {
-		return checkObjectShard(o, manifest)
-	}
-	if _, err := os.Stat(manifest); err == nil && !o.Force {
-		return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, manifest)
+	d := o.dest()
+	ok, err := d.manifestExists()
+	switch {
+	case err != nil:
+		return fmt.Errorf("job: shard manifest: %w", err)
+	case ok && !o.Force:
+		return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, d.manifest())
 	}
 	return nil
 }
 
 // forceShard removes the manifest of a shard run again with Force.
 func forceShard(o *Options) error {
-	if o.Read.Shards == 0 || !o.Force || pgstore.IsURL(o.Out) { // a table's shard starts over in the table (pgstore.Store.Start)
+	if o.Read.Shards == 0 || !o.Force {
 		return nil
 	}
-	if manifest := output.ManifestPath(o.Out); objstore.IsURL(manifest) {
-		if err := objstore.Remove(context.Background(), manifest); err != nil {
-			return fmt.Errorf("job: --force: %w", err)
-		}
-		return nil
-	}
-	if err := os.Remove(output.ManifestPath(o.Out)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := o.dest().dropManifest(); err != nil { // a table's shard starts over in the table (pgstore.Store.Start)
 		return fmt.Errorf("job: --force: %w", err)
 	}
 	return nil
@@ -645,7 +632,7 @@ func (r *runner) started(settings string) {
 func (r *runner) info(settings string) Info {
 	o := r.o
 	in := Info{Kind: r.kind, Model: r.model, Workers: o.Workers, Threads: o.Threads, Resumed: r.resume.Resumed,
-		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, ResumeRows: r.resume.Rows, Out: ShownOut(o.Out), Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
+		ResumeAsked: o.Resume, ResumeFrom: r.resume.NextIndex, ResumeRows: r.resume.Rows, Out: o.dest().String(), Errors: o.Errors, Chaos: o.Chaos, Settings: settings}
 	in.Estimate, _ = corpus.Count(o.Inputs) // errors surface again, per file, while reading
 	if o.Read.Shards > 0 {
 		in.Estimate, _ = corpus.ShardEstimate(o.Inputs, o.Read.Shard, o.Read.Shards)

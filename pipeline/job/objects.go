@@ -67,20 +67,6 @@ func checkCreatable(dir string) error {
 
 // checkObjectShard stops a shard whose manifest is in the bucket already
 // (unless Force: forceShard removes it once the work starts).
-func checkObjectShard(o *Options, manifest string) error {
-	ok, err := objstore.Exists(context.Background(), manifest)
-	switch {
-	case err != nil:
-		return fmt.Errorf("job: shard manifest: %w", err)
-	case ok && !o.Force:
-		return fmt.Errorf("%w: %s exists (--force runs it again)", ErrShardDone, manifest)
-	}
-	return nil
-}
-
-// sameObject reports whether two names are one object: URLs are keys,
-// compared as strings.
-func sameObject(a, b string) bool { return objstore.IsURL(a) && a == b }
 
 // statInput checks that a file or an object to be read exists: a missing
 // one (or a bucket refusing access) is a ConfigError, a server that cannot

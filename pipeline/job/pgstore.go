@@ -15,14 +15,6 @@ import (
 	"github.com/synapse-embed/synapse/supervise"
 )
 
-// ShownOut is the output as messages show it: a PostgreSQL URL without its password.
-func ShownOut(out string) string {
-	if pgstore.IsURL(out) {
-		return pgstore.Redact(out)
-	}
-	return out
-}
-
 // checkTimeout bounds the connection of the check before any work.
 const checkTimeout = 30 * time.Second
 
@@ -32,20 +24,21 @@ const checkTimeout = 30 * time.Second
 // written, a server that refuses the login or lacks pgvector's type, a
 // table that is not a synapse table.
 func (o *EmbedOptions) checkStore(k outKind) error {
-	if !pgstore.IsURL(o.Out) {
+	d := o.dest().table()
+	if d == nil {
 		if o.Sync {
 			return configErrorf("--sync: the output is a PostgreSQL table (-o postgresql://…?table=NAME), which is also the previous output; a file output syncs with --previous")
 		}
 		return nil
 	}
-	shown := ShownOut(o.Out)
+	shown := d.String()
 	switch {
 	case o.Read.Shards > 0 && o.Sync:
 		return configErrorf("--sync with --shard (%s): a shard's sync would decide from the table as it was when that shard ran, and only the whole input knows which ids are gone; run the sync unsharded, or shard a full run and merge it", shown)
 	case len(o.Previous) > 0 || o.Deleted != "":
 		return configErrorf("--previous/--deleted with a PostgreSQL output (%s): the table is the previous output: give --sync", shown)
 	}
-	t, err := pgstore.Parse(o.Out)
+	t, err := d.target()
 	if err != nil {
 		return storeError(err)
 	}
@@ -101,7 +94,7 @@ func (r *runner) recordManifest(src any) error {
 	if err != nil {
 		return err
 	}
-	t, err := pgstore.Parse(r.o.Out)
+	t, err := pgstore.Parse(r.o.dest().Name())
 	if err != nil {
 		return storeError(err)
 	}
@@ -121,12 +114,16 @@ func (r *runner) recordManifest(src any) error {
 
 // storeShardLine says where a shard of a PostgreSQL output is, and what publishes it.
 func storeShardLine(o *Options) []SummaryLine {
-	t, err := pgstore.Parse(o.Out)
-	if o.Read.Shards == 0 || err != nil {
+	d := o.dest().table()
+	if d == nil || o.Read.Shards == 0 {
+		return nil
+	}
+	t, err := d.target()
+	if err != nil {
 		return nil
 	}
 	return []SummaryLine{{"shard", fmt.Sprintf("%d of %d: its rows are in table %s, unpublished until synapse merge %s publishes the %d shards",
-		o.Read.Shard, o.Read.Shards, pgstore.ShardTable(t.Table, o.Read.Shard, o.Read.Shards), ShownOut(o.Out), o.Read.Shards)}}
+		o.Read.Shard, o.Read.Shards, pgstore.ShardTable(t.Table, o.Read.Shard, o.Read.Shards), d, o.Read.Shards)}}
 }
 
 // storeError makes a refusal of the store a ConfigError (exit 2).
@@ -140,11 +137,12 @@ func storeError(err error) error {
 // storeOpener is the opener of a PostgreSQL output for a run of settings
 // cur, nil for a file output; what it opens is checked against the table.
 func (o *EmbedOptions) storeOpener(ctx context.Context, k outKind, dims int, cur vector.Settings) func() (output.Store, error) {
-	if !pgstore.IsURL(o.Out) {
+	d := o.dest().table()
+	if d == nil {
 		return nil
 	}
 	return func() (output.Store, error) {
-		t, err := pgstore.Parse(o.Out)
+		t, err := d.target()
 		if err != nil {
 			return nil, storeError(err)
 		}
@@ -175,7 +173,7 @@ func (r *runner) openStore(opts output.WriterOptions) error {
 	if err != nil {
 		return err
 	}
-	w, rs, err := output.OpenStore(st, ShownOut(r.o.Out), r.o.Resume, opts)
+	w, rs, err := output.OpenStore(st, r.o.dest().String(), r.o.Resume, opts)
 	if err != nil {
 		st.Close()
 	}

@@ -63,7 +63,7 @@ func (*sparseOut) check(o *EmbedOptions) error {
 		return refuse("--calibration, which gives int8/uint8 ranges")
 	case o.Pooling != "":
 		return refuse(fmt.Sprintf("--pooling %s: the weights pool by the max over tokens", o.Pooling))
-	case pgstore.IsURL(o.Out) && (o.SparseTopK == 0 || o.SparseTopK > pgstore.SparseMaxNonZero):
+	case o.dest().IsTable() && (o.SparseTopK == 0 || o.SparseTopK > pgstore.SparseMaxNonZero):
 		return configErrorf("--vectors sparse into a PostgreSQL table: pgvector's sparsevec holds at most %d non-zero values, so give --sparse-top-k N with N ≤ %d (a chunk's largest weights; SPLADE's documents rarely have more than a few hundred)",
 			pgstore.SparseMaxNonZero, pgstore.SparseMaxNonZero)
 	}

@@ -3,7 +3,6 @@ package job
 import (
 	"strings"
 
-	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/pipeline"
 )
 
@@ -24,7 +23,7 @@ type storableKind[I, O any] struct {
 // storable is k, or k behind storableKind when the output is a
 // PostgreSQL table.
 func storable[I, O any](o *EmbedOptions, k pipeline.Kind[doc, I, O]) pipeline.Kind[doc, I, O] {
-	if !pgstore.IsURL(o.Out) {
+	if !o.dest().IsTable() {
 		return k
 	}
 	return storableKind[I, O]{Kind: k, withText: o.WithText}

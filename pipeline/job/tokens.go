@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/synapse-embed/synapse/io/output"
-	"github.com/synapse-embed/synapse/io/pgstore"
 	"github.com/synapse-embed/synapse/io/vector"
 	"github.com/synapse-embed/synapse/model/artifact"
 	"github.com/synapse-embed/synapse/model/tokenize"
@@ -63,7 +62,7 @@ func (*tokensOut) check(o *EmbedOptions) error {
 		return refuseTokens(fmt.Sprintf("--dtype %s: int8/uint8 ranges are not calibrated per token; use float32, float16, binary or ubinary", o.Dtype))
 	case !o.Normalize:
 		return refuseTokens("--no-normalize: ColBERT's token vectors are unit vectors (MaxSim is a sum of cosines)")
-	case pgstore.IsURL(o.Out) || o.Sync:
+	case o.dest().IsTable() || o.Sync:
 		return refuseTokens("a PostgreSQL output: write a file")
 	case o.AsQuery && (o.ChunkTokens > 0 || o.Overlap > 0):
 		return refuseTokens("--as-query and --chunk-tokens or --overlap: a query is cut at the model's query_length")
