@@ -31,27 +31,9 @@ func (s *server) handle(ctx context.Context, msg wire.Message) (wire.Message, er
 	case *wire.RerankGroups:
 		id = m.ReqID
 		if s.opts.Chaos.OldWorker {
-			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"RERANK_GROUPS\" (old-worker drill)"}, nil
+			return oldWorker(id, msg.Type()), nil
 		}
 		resp, err = s.rerank(ctx, id, m.ModelRef, m.Groups, m.IDs)
-	case *wire.EmbedTokens:
-		id = m.ReqID
-		if s.opts.Chaos.OldWorker {
-			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"EMBED_TOKENS\" (old-worker drill)"}, nil
-		}
-		resp, err = s.embedTokens(ctx, m)
-	case *wire.EmbedSparse:
-		id = m.ReqID
-		if s.opts.Chaos.OldWorker {
-			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"EMBED_SPARSE\" (old-worker drill)"}, nil
-		}
-		resp, err = s.embedSparse(ctx, m)
-	case *wire.EmbedMulti:
-		id = m.ReqID
-		if s.opts.Chaos.OldWorker {
-			return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: "unknown message type \"EMBED_MULTI\" (old-worker drill)"}, nil
-		}
-		resp, err = s.embedMulti(ctx, m)
 	case *wire.Generate:
 		id = m.ReqID
 		var g Generation
@@ -77,13 +59,43 @@ func (s *server) handle(ctx context.Context, msg wire.Message) (wire.Message, er
 		st := s.eng.Stats()
 		resp = &wire.Pong{ReqID: m.ReqID, RSSMB: st.RSSMB, ModelsLoaded: st.ModelsLoaded}
 	default:
-		return nil, fmt.Errorf("engine: serve: %w", &wire.ProtocolError{Msg: fmt.Sprintf("%s is not a request", msg.Type())})
+		h, ok := extensions[msg.Type()]
+		r, isReq := msg.(wire.Request)
+		if !ok || !isReq {
+			return nil, fmt.Errorf("engine: serve: %w", &wire.ProtocolError{Msg: fmt.Sprintf("%s is not a request", msg.Type())})
+		}
+		if id = r.RequestID(); s.opts.Chaos.OldWorker {
+			return oldWorker(id, msg.Type()), nil
+		}
+		resp, err = h(s, ctx, msg)
 	}
 	if err != nil {
 		s.opts.Log.Info("request failed", "type", msg.Type(), "req_id", id, "code", wire.CodeOf(err), "err", err)
 		return errMessage(id, err), nil
 	}
 	return resp, nil
+}
+
+// extension answers an extension's request (its file registers it with
+// handleExtension).
+type extension func(s *server, ctx context.Context, m wire.Message) (wire.Message, error)
+
+// extensions are the requests of extensions, by type.
+var extensions = map[wire.MsgType]extension{}
+
+// handleExtension registers the handler of an extension's request type,
+// from its file's init.
+func handleExtension(t wire.MsgType, h extension) {
+	if _, dup := extensions[t]; dup {
+		panic("engine: request type " + string(t) + " handled twice")
+	}
+	extensions[t] = h
+}
+
+// oldWorker is the old-worker drill's answer to an extension's request:
+// the type is unknown, as to a worker built before it.
+func oldWorker(id uint64, t wire.MsgType) *wire.Err {
+	return &wire.Err{ReqID: id, Code: wire.CodeUnknownType, Msg: fmt.Sprintf("unknown message type %q (old-worker drill)", t)}
 }
 
 // errMessage turns an engine error into ERR.

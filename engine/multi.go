@@ -17,6 +17,12 @@ type MultiEmbedder interface {
 	EmbedMulti(ctx context.Context, modelRef string, seqs [][]int32, attend []int) (vecs []float32, dims int, err error)
 }
 
+func init() {
+	handleExtension(wire.TypeEmbedMulti, func(s *server, ctx context.Context, m wire.Message) (wire.Message, error) {
+		return s.embedMulti(ctx, m.(*wire.EmbedMulti))
+	})
+}
+
 // embedMulti answers EMBED_MULTI.
 func (s *server) embedMulti(ctx context.Context, m *wire.EmbedMulti) (wire.Message, error) {
 	total := 0

@@ -190,21 +190,8 @@ func call(f, def func()) {
 
 // requestIDs returns the token ids a request carries.
 func requestIDs(msg wire.Message) []int32 {
-	switch m := msg.(type) {
-	case *wire.EmbedBatch:
-		return m.IDs
-	case *wire.Rerank:
-		return m.IDs
-	case *wire.RerankGroups:
-		return m.IDs
-	case *wire.Generate:
-		return m.IDs
-	case *wire.EmbedTokens:
-		return m.IDs
-	case *wire.EmbedSparse:
-		return m.IDs
-	case *wire.EmbedMulti:
-		return m.IDs
+	if r, ok := msg.(wire.TokenRequest); ok {
+		return r.TokenIDs()
 	}
 	return nil
 }

@@ -23,6 +23,12 @@ type SparseEmbedder interface {
 	EmbedSparse(ctx context.Context, modelRef string, topK int, seqs [][]int32) (vecs []SparseVector, vocab int, err error)
 }
 
+func init() {
+	handleExtension(wire.TypeEmbedSparse, func(s *server, ctx context.Context, m wire.Message) (wire.Message, error) {
+		return s.embedSparse(ctx, m.(*wire.EmbedSparse))
+	})
+}
+
 // embedSparse answers EMBED_SPARSE.
 func (s *server) embedSparse(ctx context.Context, m *wire.EmbedSparse) (wire.Message, error) {
 	total := 0

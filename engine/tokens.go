@@ -15,6 +15,12 @@ type TokenEmbedder interface {
 	EmbedTokens(ctx context.Context, modelRef string, seqs [][]int32) (states []float32, dims int, err error)
 }
 
+func init() {
+	handleExtension(wire.TypeEmbedTokens, func(s *server, ctx context.Context, m wire.Message) (wire.Message, error) {
+		return s.embedTokens(ctx, m.(*wire.EmbedTokens))
+	})
+}
+
 // embedTokens answers EMBED_TOKENS.
 func (s *server) embedTokens(ctx context.Context, m *wire.EmbedTokens) (wire.Message, error) {
 	total := 0

@@ -75,8 +75,8 @@ func (w *worker) exchange(req wire.Message) (resp wire.Message, stage string, er
 	if e, ok := m.(*wire.Err); ok {
 		return nil, "", e.AsError()
 	}
-	if want, ok := replyType[req.Type()]; ok && m.Type() != want {
-		return nil, "protocol", fmt.Errorf("%w: %s answered with %s; want %s", ErrProtocol, req.Type(), m.Type(), want)
+	if r, ok := req.(wire.Request); ok && m.Type() != r.ReplyType() {
+		return nil, "protocol", fmt.Errorf("%w: %s answered with %s; want %s", ErrProtocol, req.Type(), m.Type(), r.ReplyType())
 	}
 	return m, "", nil
 }

@@ -56,22 +56,6 @@ func prepare(m wire.Message, id uint64, ref string) (wire.Message, error) {
 	return r.Readdressed(id, ref), nil
 }
 
-// replyType is the answer a request expects besides ERR.
-var replyType = map[wire.MsgType]wire.MsgType{
-	wire.TypeLoad:         wire.TypeLoaded,
-	wire.TypeEmbedBatch:   wire.TypeVectors,
-	wire.TypeRerank:       wire.TypeScores,
-	wire.TypeRerankGroups: wire.TypeScores,
-	wire.TypeGenerate:     wire.TypeText,
-	wire.TypeUnload:       wire.TypeUnloaded,
-	wire.TypePing:         wire.TypePong,
-	wire.TypeTokenize:     wire.TypeTokens,
-	wire.TypeQuantize:     wire.TypeQuantized,
-	wire.TypeEmbedTokens:  wire.TypeTokenStates,
-	wire.TypeEmbedSparse:  wire.TypeSparseVectors,
-	wire.TypeEmbedMulti:   wire.TypeMultiVectors,
-}
-
 // setReplyID gives a reply the caller's req_id back.
 func setReplyID(m wire.Message, id uint64) {
 	if r, ok := m.(wire.Reply); ok {

@@ -138,7 +138,7 @@ func (c *Conn) checkSend(m Message, controlLen int) error {
 	if !ok {
 		return nil
 	}
-	have := rawLen(m)
+	have := m.(framed).rawLen()
 	if want >= 0 && int64(have) != want {
 		return protoErrorf("send %s: raw data has %d values; header announces %d", m.Type(), have, want)
 	}
@@ -163,37 +163,10 @@ func (c *Conn) write(m Message, payload []byte) error {
 	if err := writeFrame(c.w, payload); err != nil {
 		return err
 	}
-	var err error
-	switch m := m.(type) {
-	case *EmbedBatch:
-		err = writeRaw(c.w, m.IDs)
-	case *Rerank:
-		err = writeRaw(c.w, m.IDs)
-	case *RerankGroups:
-		err = writeRaw(c.w, m.IDs)
-	case *Generate:
-		err = writeRaw(c.w, m.IDs)
-	case *Tokens:
-		err = writeRaw(c.w, m.IDs)
-	case *EmbedTokens:
-		err = writeRaw(c.w, m.IDs)
-	case *TokenStates:
-		err = writeRaw(c.w, m.Data)
-	case *EmbedSparse:
-		err = writeRaw(c.w, m.IDs)
-	case *SparseVectors:
-		err = writeRaw(c.w, m.Pairs)
-	case *EmbedMulti:
-		err = writeRaw(c.w, m.IDs)
-	case *MultiVectors:
-		err = writeRaw(c.w, m.Data)
-	case *Vectors:
-		err = writeRaw(c.w, m.Data)
-	case *Scores:
-		err = writeRaw(c.w, m.Data)
-	}
-	if err != nil {
-		return err
+	if f, ok := m.(framed); ok {
+		if err := f.sendRaw(c.w); err != nil {
+			return err
+		}
 	}
 	return c.w.Flush()
 }
@@ -236,39 +209,11 @@ func (c *Conn) recv() (Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	want, _, _ := rawCount(m) // validated by decodeControl
-	switch m := m.(type) {
-	case *EmbedBatch:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *Rerank:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *RerankGroups:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *Generate:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *Tokens:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *Vectors:
-		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
-	case *Scores:
-		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
-	case *EmbedTokens:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *TokenStates:
-		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
-	case *EmbedSparse:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *SparseVectors:
-		if m.Pairs, err = readRaw[uint32](c.r, max, &c.hdr, want); err == nil {
-			err = checkSparse(m)
+	if f, ok := m.(framed); ok {
+		want, _ := f.rawCount() // validated by decodeControl
+		if err := f.recvRaw(rawSource{c.r, max, &c.hdr}, want); err != nil {
+			return nil, err
 		}
-	case *EmbedMulti:
-		m.IDs, err = readRaw[int32](c.r, max, &c.hdr, want)
-	case *MultiVectors:
-		m.Data, err = readRaw[float32](c.r, max, &c.hdr, want)
-	}
-	if err != nil {
-		return nil, err
 	}
 	return m, nil
 }

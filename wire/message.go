@@ -440,18 +440,21 @@ func newMessage(t MsgType) Message {
 		return new(Quantize)
 	case TypeQuantized:
 		return new(Quantized)
-	case TypeEmbedTokens:
-		return new(EmbedTokens)
-	case TypeTokenStates:
-		return new(TokenStates)
-	case TypeEmbedSparse:
-		return new(EmbedSparse)
-	case TypeSparseVectors:
-		return new(SparseVectors)
-	case TypeEmbedMulti:
-		return new(EmbedMulti)
-	case TypeMultiVectors:
-		return new(MultiVectors)
+	}
+	if f := extensions[t]; f != nil {
+		return f()
 	}
 	return nil
+}
+
+// extensions are the message types an extension's file adds (register).
+var extensions = map[MsgType]func() Message{}
+
+// register adds an extension's message type, from its file's init: the
+// one line that makes the codec know it.
+func register(t MsgType, zero func() Message) {
+	if _, dup := extensions[t]; dup {
+		panic("wire: message type " + string(t) + " registered twice")
+	}
+	extensions[t] = zero
 }

@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"bufio"
+	"fmt"
+)
 
 // TypeEmbedMulti and TypeMultiVectors are the EMBED_MULTI extension (see
 // the package documentation).
@@ -8,6 +11,11 @@ const (
 	TypeEmbedMulti   MsgType = "EMBED_MULTI"
 	TypeMultiVectors MsgType = "MULTI_VECTORS"
 )
+
+func init() {
+	register(TypeEmbedMulti, func() Message { return new(EmbedMulti) })
+	register(TypeMultiVectors, func() Message { return new(MultiVectors) })
+}
 
 // ExtEmbedMulti: the worker knows EMBED_MULTI (it answers it, or answers
 // ERR unsupported for a model without per-token outputs or without a
@@ -61,6 +69,10 @@ func (m *EmbedMulti) RequestID() uint64        { return m.ReqID }
 func (m *MultiVectors) RequestID() uint64      { return m.ReqID }
 func (m *EmbedMulti) NamedModel() string       { return m.ModelRef }
 func (m *MultiVectors) SetRequestID(id uint64) { m.ReqID = id }
+func (m *EmbedMulti) TokenIDs() []int32        { return m.IDs }
+
+func (*EmbedMulti) ReplyType() MsgType { return TypeMultiVectors }
+
 func (m *EmbedMulti) Readdressed(id uint64, ref string) Request {
 	c := *m
 	c.ReqID, c.ModelRef = id, orRef(ref, m.ModelRef)
@@ -108,4 +120,24 @@ func checkEmbedMulti(m *EmbedMulti) error {
 		}
 	}
 	return nil
+}
+
+func (e *EmbedMulti) check() error { return checkEmbedMulti(e) }
+
+// The raw frames (framed).
+
+func (m *EmbedMulti) rawCount() (int64, error)      { return embedMultiCount(m) }
+func (m *EmbedMulti) rawLen() int                   { return len(m.IDs) }
+func (m *EmbedMulti) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
+func (m *EmbedMulti) recvRaw(src rawSource, want int64) (err error) {
+	m.IDs, err = readRawFrom[int32](src, want)
+	return err
+}
+
+func (m *MultiVectors) rawCount() (int64, error)      { return multiVectorsCount(m) }
+func (m *MultiVectors) rawLen() int                   { return len(m.Data) }
+func (m *MultiVectors) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Data) }
+func (m *MultiVectors) recvRaw(src rawSource, want int64) (err error) {
+	m.Data, err = readRawFrom[float32](src, want)
+	return err
 }

@@ -89,6 +89,37 @@ func fromLE[T rawElem](dst []T, b []byte) {
 	}
 }
 
+// framed is a message followed by one raw frame of 4-byte values. Each
+// such message type says, in its own file, how many values its control
+// frame announces and reads and writes them; the connection asks it (a
+// message that is not framed has no raw frame).
+type framed interface {
+	Message
+	// rawCount is the values the control frame announces, -1 when any
+	// count is valid; an error for a negative or overflowing count.
+	rawCount() (int64, error)
+	// rawLen is the values the message carries.
+	rawLen() int
+	// sendRaw writes them as the raw frame.
+	sendRaw(w *bufio.Writer) error
+	// recvRaw reads the raw frame of want values (-1: any) into the
+	// message, checking what the values must hold.
+	recvRaw(src rawSource, want int64) error
+}
+
+// rawSource is where a raw frame is read from: the stream, the negotiated
+// frame limit and the connection's header buffer.
+type rawSource struct {
+	r   io.Reader
+	max uint32
+	hdr *[frameHeaderLen]byte
+}
+
+// readRawFrom is readRaw from src.
+func readRawFrom[T rawElem](src rawSource, want int64) ([]T, error) {
+	return readRaw[T](src.r, src.max, src.hdr, want)
+}
+
 // readRaw reads the raw frame that follows a control frame. want is the
 // number of elements the header announced, or -1 when any count is valid.
 // The length is checked against max and want before the slice is allocated,

@@ -12,6 +12,8 @@ type Request interface {
 	// empty, model_ref ref. The receiver is not modified; the copy shares
 	// its raw payload.
 	Readdressed(id uint64, ref string) Request
+	// ReplyType is the answer the request expects besides ERR.
+	ReplyType() MsgType
 }
 
 // ModelRequest is a request that names a loaded model by its model_ref
@@ -38,6 +40,27 @@ func orRef(ref, old string) string {
 	}
 	return old
 }
+
+// TokenRequest is a request that carries token ids in its raw frame.
+type TokenRequest interface {
+	Request
+	TokenIDs() []int32
+}
+
+func (m *EmbedBatch) TokenIDs() []int32   { return m.IDs }
+func (m *Rerank) TokenIDs() []int32       { return m.IDs }
+func (m *RerankGroups) TokenIDs() []int32 { return m.IDs }
+func (m *Generate) TokenIDs() []int32     { return m.IDs }
+
+func (*Load) ReplyType() MsgType         { return TypeLoaded }
+func (*Quantize) ReplyType() MsgType     { return TypeQuantized }
+func (*Ping) ReplyType() MsgType         { return TypePong }
+func (*EmbedBatch) ReplyType() MsgType   { return TypeVectors }
+func (*Rerank) ReplyType() MsgType       { return TypeScores }
+func (*RerankGroups) ReplyType() MsgType { return TypeScores }
+func (*Generate) ReplyType() MsgType     { return TypeText }
+func (*Unload) ReplyType() MsgType       { return TypeUnloaded }
+func (*Tokenize) ReplyType() MsgType     { return TypeTokens }
 
 func (m *Load) Readdressed(id uint64, _ string) Request     { c := *m; c.ReqID = id; return &c }
 func (m *Quantize) Readdressed(id uint64, _ string) Request { c := *m; c.ReqID = id; return &c }

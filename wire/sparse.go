@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"fmt"
 	"math"
 )
@@ -11,6 +12,11 @@ const (
 	TypeEmbedSparse   MsgType = "EMBED_SPARSE"
 	TypeSparseVectors MsgType = "SPARSE_VECTORS"
 )
+
+func init() {
+	register(TypeEmbedSparse, func() Message { return new(EmbedSparse) })
+	register(TypeSparseVectors, func() Message { return new(SparseVectors) })
+}
 
 // ExtEmbedSparse: the worker knows EMBED_SPARSE (it answers it, or answers
 // ERR unsupported for a model that has no masked-LM logits).
@@ -53,6 +59,10 @@ func (m *EmbedSparse) RequestID() uint64        { return m.ReqID }
 func (m *SparseVectors) RequestID() uint64      { return m.ReqID }
 func (m *EmbedSparse) NamedModel() string       { return m.ModelRef }
 func (m *SparseVectors) SetRequestID(id uint64) { m.ReqID = id }
+func (m *EmbedSparse) TokenIDs() []int32        { return m.IDs }
+
+func (*EmbedSparse) ReplyType() MsgType { return TypeSparseVectors }
+
 func (m *EmbedSparse) Readdressed(id uint64, ref string) Request {
 	c := *m
 	c.ReqID, c.ModelRef = id, orRef(ref, m.ModelRef)
@@ -121,4 +131,45 @@ func checkSparse(m *SparseVectors) error {
 		off += 2 * n
 	}
 	return nil
+}
+
+// check refuses a negative top_k and an item that asks for a pooling start.
+func (e *EmbedSparse) check() error {
+	if e.TopK < 0 {
+		return protoErrorf("bad EMBED_SPARSE: negative top_k %d", e.TopK)
+	}
+	for i, it := range e.Items {
+		if it.PoolFrom != 0 {
+			return protoErrorf("bad EMBED_SPARSE: items[%d].pool_from %d; EMBED_SPARSE pools every token", i, it.PoolFrom)
+		}
+	}
+	return nil
+}
+
+// check refuses a negative vocabulary.
+func (v *SparseVectors) check() error {
+	if v.Vocab < 0 {
+		return protoErrorf("bad SPARSE_VECTORS: negative vocab %d", v.Vocab)
+	}
+	return nil
+}
+
+// The raw frames (framed).
+
+func (m *EmbedSparse) rawCount() (int64, error)      { return itemsCount(m.Items) }
+func (m *EmbedSparse) rawLen() int                   { return len(m.IDs) }
+func (m *EmbedSparse) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
+func (m *EmbedSparse) recvRaw(src rawSource, want int64) (err error) {
+	m.IDs, err = readRawFrom[int32](src, want)
+	return err
+}
+
+func (m *SparseVectors) rawCount() (int64, error)      { return sparseCount(m) }
+func (m *SparseVectors) rawLen() int                   { return len(m.Pairs) }
+func (m *SparseVectors) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Pairs) }
+func (m *SparseVectors) recvRaw(src rawSource, want int64) (err error) {
+	if m.Pairs, err = readRawFrom[uint32](src, want); err != nil {
+		return err
+	}
+	return checkSparse(m)
 }

@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"bufio"
+	"fmt"
+)
 
 // TypeEmbedTokens and TypeTokenStates are the EMBED_TOKENS extension (see
 // the package documentation).
@@ -8,6 +11,11 @@ const (
 	TypeEmbedTokens MsgType = "EMBED_TOKENS"
 	TypeTokenStates MsgType = "TOKEN_STATES"
 )
+
+func init() {
+	register(TypeEmbedTokens, func() Message { return new(EmbedTokens) })
+	register(TypeTokenStates, func() Message { return new(TokenStates) })
+}
 
 // ExtEmbedTokens: the worker knows EMBED_TOKENS (it answers it, or answers
 // ERR unsupported for a model whose engine has no per-token outputs).
@@ -45,6 +53,10 @@ func (m *EmbedTokens) RequestID() uint64      { return m.ReqID }
 func (m *TokenStates) RequestID() uint64      { return m.ReqID }
 func (m *EmbedTokens) NamedModel() string     { return m.ModelRef }
 func (m *TokenStates) SetRequestID(id uint64) { m.ReqID = id }
+func (m *EmbedTokens) TokenIDs() []int32      { return m.IDs }
+
+func (*EmbedTokens) ReplyType() MsgType { return TypeTokenStates }
+
 func (m *EmbedTokens) Readdressed(id uint64, ref string) Request {
 	c := *m
 	c.ReqID, c.ModelRef = id, orRef(ref, m.ModelRef)
@@ -76,6 +88,33 @@ func tokenStatesCount(m *TokenStates) (int64, error) {
 			return 0, fmt.Errorf("n_tokens[%d]: %w", i, err)
 		}
 	}
-	total, _, err := mulCount(int(sum), m.Dims)
-	return total, err
+	return mulCount(int(sum), m.Dims)
+}
+
+// check refuses an item that asks for pooling.
+func (e *EmbedTokens) check() error {
+	for i, it := range e.Items {
+		if it.PoolFrom != 0 {
+			return protoErrorf("bad EMBED_TOKENS: items[%d].pool_from %d; EMBED_TOKENS does not pool", i, it.PoolFrom)
+		}
+	}
+	return nil
+}
+
+// The raw frames (framed).
+
+func (m *EmbedTokens) rawCount() (int64, error)      { return itemsCount(m.Items) }
+func (m *EmbedTokens) rawLen() int                   { return len(m.IDs) }
+func (m *EmbedTokens) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
+func (m *EmbedTokens) recvRaw(src rawSource, want int64) (err error) {
+	m.IDs, err = readRawFrom[int32](src, want)
+	return err
+}
+
+func (m *TokenStates) rawCount() (int64, error)      { return tokenStatesCount(m) }
+func (m *TokenStates) rawLen() int                   { return len(m.Data) }
+func (m *TokenStates) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Data) }
+func (m *TokenStates) recvRaw(src rawSource, want int64) (err error) {
+	m.Data, err = readRawFrom[float32](src, want)
+	return err
 }
