@@ -34,25 +34,6 @@ func (*denseOut) plan(o *EmbedOptions, m *artifact.Artifact, _ stRun, ch Chunkin
 	return ch, refusePooled(m)
 }
 
-// refusePooled refuses, for a pooled (dense) run, a model whose output is
-// not one pooled vector: a multi-vector (ColBERT) model or a sparse
-// encoder.
-func refusePooled(m *artifact.Artifact) error {
-	if err := refuseMultiVector(m); err != nil {
-		return err
-	}
-	return refuseSparseEncoder(m)
-}
-
-// refuseMultiVector refuses a multi-vector (ColBERT) model in a run of
-// one vector a chunk.
-func refuseMultiVector(m *artifact.Artifact) error {
-	if m.Chain.MultiVector() {
-		return configErrorf("%s is a multi-vector (ColBERT) model: its Dense projection applies to every token and it has no pooled vector; give --vectors tokens", m.Name)
-	}
-	return nil
-}
-
 func (*denseOut) schema(o *EmbedOptions, dims int, meta map[string]string) *arrow.Schema {
 	return output.EmbedSchemaWith(dims, o.Dtype, o.WithText, meta)
 }
