@@ -367,7 +367,7 @@ func (o *EmbedOptions) checkIncremental() error {
 	case o.Deleted != "" && o.Read.Shards > 0:
 		return configErrorf("--deleted with --shard: a shard reads a part of the input and cannot know which ids left the whole of it (run --deleted on the merged output's next run, or without --shard)")
 	case o.Deleted != "":
-		return CheckWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.Out, o.errorsPath()))
+		return CheckWritable("--deleted", o.Deleted, append(slices.Concat(o.Inputs, o.Previous), o.dest().Name(), o.errorsPath()))
 	}
 	return nil
 }

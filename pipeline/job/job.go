@@ -317,10 +317,12 @@ func (r *runner) defaults() {
 // written elsewhere (files.CheckPaths), a runtime directory others control.
 func CheckOutputs(o *Options, formats []output.Format) error {
 	errorsPath := o.errorsPath()
-	if d := o.dest(); d.IsTable() {
+	d := o.dest()
+	if d.IsTable() {
 		return configErrorf("output %s: a PostgreSQL output is written by synapse embed only", d)
 	}
-	f, err := output.FormatOf(o.Out)
+	out := d.Name()
+	f, err := output.FormatOf(out)
 	if err != nil {
 		return &ConfigError{err}
 	}
@@ -329,9 +331,9 @@ func CheckOutputs(o *Options, formats []output.Format) error {
 		for i, g := range formats {
 			names[i] = "." + string(g)
 		}
-		return configErrorf("output %s: this command writes %s, not .%s", o.Out, strings.Join(names, ", "), f)
+		return configErrorf("output %s: this command writes %s, not .%s", d, strings.Join(names, ", "), f)
 	}
-	for _, p := range []string{o.Out, errorsPath} {
+	for _, p := range []string{out, errorsPath} {
 		if err := checkOutputPath("output", p, o.CheckpointDir); err != nil {
 			return err
 		}
@@ -354,7 +356,7 @@ func (o *Options) paths(errorsPath string) []files.PathUse {
 		u = append(u, files.Reads("--model", o.Model)...)
 	}
 	u = append(u, o.Files...)
-	u = append(u, files.Writes("-o", o.Out)...)
+	u = append(u, files.Writes("-o", o.dest().Name())...)
 	u = append(u, files.Writes("--errors", errorsPath)...)
 	// The resume files of an output in a bucket are local, in the
 	// checkpoint directory (output.ResumeBase); when it cannot be named,
@@ -366,7 +368,7 @@ func (o *Options) paths(errorsPath string) []files.PathUse {
 		u = append(u, files.Writes("--errors's resume file", base+".partial")...)
 	}
 	if o.Read.Shards > 0 {
-		u = append(u, files.Writes("the shard's manifest", output.ManifestPath(o.Out))...)
+		u = append(u, files.Writes("the shard's manifest", o.dest().manifest())...)
 	}
 	return u
 }
@@ -374,8 +376,8 @@ func (o *Options) paths(errorsPath string) []files.PathUse {
 // checkShard refuses a shard's output merge cannot read, and stops a shard
 // that is done already (unless Force).
 func checkShard(o *Options) error {
-	if f, _ := output.FormatOf(o.Out); f != output.FormatArrow && f != output.FormatParquet {
-		return configErrorf("--shard: a shard writes an .arrow or .parquet part (synapse merge -o picks the merged format), not %s", o.Out)
+	if f, _ := output.FormatOf(o.dest().Name()); f != output.FormatArrow && f != output.FormatParquet {
+		return configErrorf("--shard: a shard writes an .arrow or .parquet part (synapse merge -o picks the merged format), not %s", o.dest())
 	}
 	d := o.dest()
 	ok, err := d.manifestExists()
@@ -572,11 +574,11 @@ func (r *runner) openWriter(schema *output.WriterOptions, guards ...map[string]s
 		return r.openStore(opts)
 	}
 	if !o.Resume {
-		if err := output.RemoveResumeFiles(o.Out, o.Errors, o.CheckpointDir); err != nil {
+		if err := output.RemoveResumeFiles(o.dest().Name(), o.Errors, o.CheckpointDir); err != nil {
 			return err
 		}
 	}
-	w, st, err := output.OpenCheckpointed(o.Out, opts)
+	w, st, err := output.OpenCheckpointed(o.dest().Name(), opts)
 	return r.opened(w, st, err)
 }
 
@@ -758,7 +760,7 @@ func (r *runner) writeManifest(src any) error {
 	if err != nil {
 		return err
 	}
-	return output.WriteManifestContext(r.ctx, output.ManifestPath(r.o.Out), m)
+	return output.WriteManifestContext(r.ctx, r.o.dest().manifest(), m)
 }
 
 // manifest is the shard's manifest, its inputs read again (ErrInputChanged).
@@ -770,7 +772,7 @@ func (r *runner) manifest(src any) (output.Manifest, error) {
 	}
 	c := o.Stats.Snapshot()
 	outRows := r.w.Rows()
-	m := output.Manifest{Command: r.kind, Shard: o.Read.Shard, Shards: o.Read.Shards, Output: o.Out, Errors: o.Errors,
+	m := output.Manifest{Command: r.kind, Shard: o.Read.Shard, Shards: o.Read.Shards, Output: o.dest().Name(), Errors: o.Errors,
 		Rows: output.ManifestRows{Read: c.Read, OK: c.OK, Failed: c.Failed, Partial: c.Partial, Items: c.Items,
 			ItemFailures: c.ItemFailures, Tokens: c.Tokens, FileErrors: c.FileErrors},
 		ErrorRecords: r.w.ErrorRecords(), OutputRows: &outRows, IndexNumbering: "shard", ModelDigest: r.model.Digest,
