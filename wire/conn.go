@@ -138,15 +138,15 @@ func (c *Conn) checkSend(m Message, controlLen int) error {
 	if !ok {
 		return nil
 	}
-	have := m.(framed).rawLen()
+	have := rawLen(m.(framed))
 	if want >= 0 && int64(have) != want {
 		return protoErrorf("send %s: raw data has %d values; header announces %d", m.Type(), have, want)
 	}
 	if uint64(have)*4 > uint64(max) {
 		return &FrameTooLargeError{Len: clampU32(have * 4), Max: max}
 	}
-	if v, ok := m.(*SparseVectors); ok {
-		return checkSparse(v)
+	if c, ok := m.(rawChecked); ok {
+		return c.checkRaw()
 	}
 	return nil
 }
@@ -164,7 +164,7 @@ func (c *Conn) write(m Message, payload []byte) error {
 		return err
 	}
 	if f, ok := m.(framed); ok {
-		if err := f.sendRaw(c.w); err != nil {
+		if err := sendRaw(c.w, f); err != nil {
 			return err
 		}
 	}
@@ -211,7 +211,7 @@ func (c *Conn) recv() (Message, error) {
 	}
 	if f, ok := m.(framed); ok {
 		want, _ := f.rawCount() // validated by decodeControl
-		if err := f.recvRaw(rawSource{c.r, max, &c.hdr}, want); err != nil {
+		if err := recvRaw(c.r, max, &c.hdr, f, want); err != nil {
 			return nil, err
 		}
 	}

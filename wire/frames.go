@@ -1,23 +1,16 @@
 package wire
 
-import (
-	"bufio"
-	"fmt"
-)
+import "fmt"
 
 // The raw frames of protocol v1's messages (framed): token ids after
 // EMBED_BATCH, RERANK, RERANK_GROUPS, GENERATE and TOKENS, floats after
 // VECTORS and SCORES. An extension's are in its own file (tokens.go,
 // sparse.go, multi.go).
 
-func (m *EmbedBatch) rawCount() (int64, error)      { return itemsCount(m.Items) }
-func (m *EmbedBatch) rawLen() int                   { return len(m.IDs) }
-func (m *EmbedBatch) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *EmbedBatch) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
+func (m *EmbedBatch) rawValues() any           { return &m.IDs }
+func (m *EmbedBatch) rawCount() (int64, error) { return itemsCount(m.Items) }
 
+func (m *Rerank) rawValues() any { return &m.IDs }
 func (m *Rerank) rawCount() (int64, error) {
 	sum, err := addCount(0, m.QueryNTokens)
 	if err != nil {
@@ -30,13 +23,8 @@ func (m *Rerank) rawCount() (int64, error) {
 	}
 	return sum, nil
 }
-func (m *Rerank) rawLen() int                   { return len(m.IDs) }
-func (m *Rerank) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *Rerank) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
 
+func (m *RerankGroups) rawValues() any { return &m.IDs }
 func (m *RerankGroups) rawCount() (int64, error) {
 	var sum int64
 	var err error
@@ -52,41 +40,14 @@ func (m *RerankGroups) rawCount() (int64, error) {
 	}
 	return sum, nil
 }
-func (m *RerankGroups) rawLen() int                   { return len(m.IDs) }
-func (m *RerankGroups) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *RerankGroups) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
 
-func (m *Generate) rawCount() (int64, error)      { return -1, nil }
-func (m *Generate) rawLen() int                   { return len(m.IDs) }
-func (m *Generate) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *Generate) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
-
-func (m *Tokens) rawCount() (int64, error)      { return addCount(0, m.N) }
-func (m *Tokens) rawLen() int                   { return len(m.IDs) }
-func (m *Tokens) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *Tokens) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
-
-func (m *Vectors) rawCount() (int64, error)      { return mulCount(m.N, m.Dims) }
-func (m *Vectors) rawLen() int                   { return len(m.Data) }
-func (m *Vectors) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Data) }
-func (m *Vectors) recvRaw(src rawSource, want int64) (err error) {
-	m.Data, err = readRawFrom[float32](src, want)
-	return err
-}
-
-func (m *Scores) rawCount() (int64, error)      { return addCount(0, m.N) }
-func (m *Scores) rawLen() int                   { return len(m.Data) }
-func (m *Scores) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Data) }
-func (m *Scores) recvRaw(src rawSource, want int64) (err error) {
-	m.Data, err = readRawFrom[float32](src, want)
-	return err
-}
+// GENERATE's prompt is any number of ids; TOKENS' n; VECTORS' n × dims;
+// SCORES' n.
+func (m *Generate) rawValues() any           { return &m.IDs }
+func (m *Generate) rawCount() (int64, error) { return -1, nil }
+func (m *Tokens) rawValues() any             { return &m.IDs }
+func (m *Tokens) rawCount() (int64, error)   { return addCount(0, m.N) }
+func (m *Vectors) rawValues() any            { return &m.Data }
+func (m *Vectors) rawCount() (int64, error)  { return mulCount(m.N, m.Dims) }
+func (m *Scores) rawValues() any             { return &m.Data }
+func (m *Scores) rawCount() (int64, error)   { return addCount(0, m.N) }

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"fmt"
 )
 
@@ -124,20 +123,9 @@ func checkEmbedMulti(m *EmbedMulti) error {
 
 func (e *EmbedMulti) check() error { return checkEmbedMulti(e) }
 
-// The raw frames (framed).
-
-func (m *EmbedMulti) rawCount() (int64, error)      { return embedMultiCount(m) }
-func (m *EmbedMulti) rawLen() int                   { return len(m.IDs) }
-func (m *EmbedMulti) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *EmbedMulti) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
-
-func (m *MultiVectors) rawCount() (int64, error)      { return multiVectorsCount(m) }
-func (m *MultiVectors) rawLen() int                   { return len(m.Data) }
-func (m *MultiVectors) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Data) }
-func (m *MultiVectors) recvRaw(src rawSource, want int64) (err error) {
-	m.Data, err = readRawFrom[float32](src, want)
-	return err
-}
+// EMBED_MULTI's raw frame: its items' ids; MULTI_VECTORS': dims × Σ
+// n_tokens floats (framed).
+func (m *EmbedMulti) rawValues() any             { return &m.IDs }
+func (m *EmbedMulti) rawCount() (int64, error)   { return embedMultiCount(m) }
+func (m *MultiVectors) rawValues() any           { return &m.Data }
+func (m *MultiVectors) rawCount() (int64, error) { return multiVectorsCount(m) }

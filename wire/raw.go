@@ -91,33 +91,64 @@ func fromLE[T rawElem](dst []T, b []byte) {
 
 // framed is a message followed by one raw frame of 4-byte values. Each
 // such message type says, in its own file, how many values its control
-// frame announces and reads and writes them; the connection asks it (a
-// message that is not framed has no raw frame).
+// frame announces and which of its members holds them; the connection
+// reads and writes them (a message that is not framed has no raw frame).
 type framed interface {
 	Message
-	// rawCount is the values the control frame announces, -1 when any
+	// rawValues is the member that holds the raw values: a *[]int32,
+	// *[]float32 or *[]uint32.
+	rawValues() any
+	// rawCount is the count the control frame announces, -1 when any
 	// count is valid; an error for a negative or overflowing count.
 	rawCount() (int64, error)
-	// rawLen is the values the message carries.
-	rawLen() int
-	// sendRaw writes them as the raw frame.
-	sendRaw(w *bufio.Writer) error
-	// recvRaw reads the raw frame of want values (-1: any) into the
-	// message, checking what the values must hold.
-	recvRaw(src rawSource, want int64) error
 }
 
-// rawSource is where a raw frame is read from: the stream, the negotiated
-// frame limit and the connection's header buffer.
-type rawSource struct {
-	r   io.Reader
-	max uint32
-	hdr *[frameHeaderLen]byte
+// rawChecked is a framed message whose raw values its file checks once
+// they are read and before they are sent.
+type rawChecked interface{ checkRaw() error }
+
+// rawLen is the values a framed message carries.
+func rawLen(f framed) int {
+	switch p := f.rawValues().(type) {
+	case *[]int32:
+		return len(*p)
+	case *[]float32:
+		return len(*p)
+	case *[]uint32:
+		return len(*p)
+	}
+	return 0
 }
 
-// readRawFrom is readRaw from src.
-func readRawFrom[T rawElem](src rawSource, want int64) ([]T, error) {
-	return readRaw[T](src.r, src.max, src.hdr, want)
+// sendRaw writes a framed message's values as its raw frame.
+func sendRaw(w *bufio.Writer, f framed) error {
+	switch p := f.rawValues().(type) {
+	case *[]int32:
+		return writeRaw(w, *p)
+	case *[]float32:
+		return writeRaw(w, *p)
+	case *[]uint32:
+		return writeRaw(w, *p)
+	}
+	return nil
+}
+
+// recvRaw reads a framed message's raw frame of want values (-1: any)
+// into it, checked when it is rawChecked.
+func recvRaw(r io.Reader, max uint32, hdr *[frameHeaderLen]byte, f framed, want int64) error {
+	var err error
+	switch p := f.rawValues().(type) {
+	case *[]int32:
+		*p, err = readRaw[int32](r, max, hdr, want)
+	case *[]float32:
+		*p, err = readRaw[float32](r, max, hdr, want)
+	case *[]uint32:
+		*p, err = readRaw[uint32](r, max, hdr, want)
+	}
+	if c, ok := f.(rawChecked); ok && err == nil {
+		err = c.checkRaw()
+	}
+	return err
 }
 
 // readRaw reads the raw frame that follows a control frame. want is the

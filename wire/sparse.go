@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 )
@@ -154,22 +153,11 @@ func (v *SparseVectors) check() error {
 	return nil
 }
 
-// The raw frames (framed).
-
-func (m *EmbedSparse) rawCount() (int64, error)      { return itemsCount(m.Items) }
-func (m *EmbedSparse) rawLen() int                   { return len(m.IDs) }
-func (m *EmbedSparse) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *EmbedSparse) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
-
-func (m *SparseVectors) rawCount() (int64, error)      { return sparseCount(m) }
-func (m *SparseVectors) rawLen() int                   { return len(m.Pairs) }
-func (m *SparseVectors) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Pairs) }
-func (m *SparseVectors) recvRaw(src rawSource, want int64) (err error) {
-	if m.Pairs, err = readRawFrom[uint32](src, want); err != nil {
-		return err
-	}
-	return checkSparse(m)
-}
+// EMBED_SPARSE's raw frame: its items' ids; SPARSE_VECTORS': Σ nnz
+// (index, value) pairs, checked once read and before they are sent
+// (framed).
+func (m *EmbedSparse) rawValues() any             { return &m.IDs }
+func (m *EmbedSparse) rawCount() (int64, error)   { return itemsCount(m.Items) }
+func (m *SparseVectors) rawValues() any           { return &m.Pairs }
+func (m *SparseVectors) rawCount() (int64, error) { return sparseCount(m) }
+func (m *SparseVectors) checkRaw() error          { return checkSparse(m) }

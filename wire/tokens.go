@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"fmt"
 )
 
@@ -101,20 +100,9 @@ func (e *EmbedTokens) check() error {
 	return nil
 }
 
-// The raw frames (framed).
-
-func (m *EmbedTokens) rawCount() (int64, error)      { return itemsCount(m.Items) }
-func (m *EmbedTokens) rawLen() int                   { return len(m.IDs) }
-func (m *EmbedTokens) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.IDs) }
-func (m *EmbedTokens) recvRaw(src rawSource, want int64) (err error) {
-	m.IDs, err = readRawFrom[int32](src, want)
-	return err
-}
-
-func (m *TokenStates) rawCount() (int64, error)      { return tokenStatesCount(m) }
-func (m *TokenStates) rawLen() int                   { return len(m.Data) }
-func (m *TokenStates) sendRaw(w *bufio.Writer) error { return writeRaw(w, m.Data) }
-func (m *TokenStates) recvRaw(src rawSource, want int64) (err error) {
-	m.Data, err = readRawFrom[float32](src, want)
-	return err
-}
+// EMBED_TOKENS' raw frame: its items' ids; TOKEN_STATES': dims × Σ n_tokens
+// floats (framed).
+func (m *EmbedTokens) rawValues() any           { return &m.IDs }
+func (m *EmbedTokens) rawCount() (int64, error) { return itemsCount(m.Items) }
+func (m *TokenStates) rawValues() any           { return &m.Data }
+func (m *TokenStates) rawCount() (int64, error) { return tokenStatesCount(m) }

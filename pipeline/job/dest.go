@@ -47,7 +47,7 @@ func ParseDest(out string) Destination {
 	case pgstore.IsURL(out):
 		return &tableDest{url: out}
 	case objstore.IsURL(out):
-		return objectDest(out)
+		return objectDest{fileDest(out)}
 	}
 	return fileDest(out)
 }
