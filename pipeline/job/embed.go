@@ -452,12 +452,18 @@ func (o *EmbedOptions) cut(m *artifact.Artifact, window int, fits func(Chunking)
 		}
 	}
 	if ch.Window > room {
-		return ch, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(pre)+len(suf))
+		return ch, tooLong(ch, m)
 	}
 	if err := ch.Validate(); err != nil {
 		return ch, &ConfigError{err}
 	}
 	return ch, nil
+}
+
+// tooLong refuses a --chunk-tokens window that does not fit the model's
+// context beside the chunking's special tokens.
+func tooLong(ch Chunking, m *artifact.Artifact) error {
+	return configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(ch.Prefix)+len(ch.Suffix))
 }
 
 // metadata is the output's schema metadata: what decides the vectors, and

@@ -164,7 +164,7 @@ func (o *EmbedOptions) tokenChunking(m *artifact.Artifact, ch Chunking) (Chunkin
 	case o.ChunkTokens == 0:
 		ch.Window = room
 	case ch.Window > m.ContextLength-len(ch.Prefix)-len(ch.Suffix):
-		return ch, nil, configErrorf("--chunk-tokens %d does not fit the model's context of %d with %d special tokens", ch.Window, m.ContextLength, len(ch.Prefix)+len(ch.Suffix))
+		return ch, nil, tooLong(ch, m)
 	}
 	if err := ch.Validate(); err != nil {
 		return ch, nil, &ConfigError{err}
