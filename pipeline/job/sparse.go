@@ -266,3 +266,14 @@ func (k *sparseKind) Check(_ Chunk, v sparseVec) error {
 func setSparse(row *output.EmbedRow, v sparseVec) {
 	row.SparseIndices, row.SparseValues = v.indices, v.values
 }
+
+// sparseSink writes sparse vectors' rows through an embedding sink.
+type sparseSink struct{ s *embedSink }
+
+func (k sparseSink) Put(r pipeline.Result[doc, Chunk, sparseVec]) error {
+	return putRows(k.s, r, setSparse)
+}
+
+func (k sparseSink) Replay(r pipeline.Result[doc, Chunk, sparseVec]) {
+	replayRows(k.s, r, setSparse)
+}
