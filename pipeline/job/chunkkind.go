@@ -97,13 +97,9 @@ func (k *embedKind) Call(ctx context.Context, chunks []Chunk) ([][]float32, erro
 func (k *embedKind) call(ctx context.Context, chunks []Chunk) ([][]float32, error) {
 	req := &wire.EmbedBatch{ModelRef: k.req.modelRef, Pooling: k.pooling, Normalize: k.normalize}
 	req.Items, req.IDs = packItems(chunks, true)
-	resp, err := k.req.do(ctx, req, len(req.IDs))
+	v, err := ask[*wire.Vectors](ctx, k.req, req, len(req.IDs))
 	if err != nil {
 		return nil, err
-	}
-	v, ok := resp.(*wire.Vectors)
-	if !ok {
-		return nil, fmt.Errorf("job: EMBED_BATCH answered with %s", resp.Type())
 	}
 	if v.N != len(chunks) || v.Dims <= 0 || (k.dims > 0 && v.Dims != k.dims) || len(v.Data) != v.N*v.Dims {
 		return nil, fmt.Errorf("job: VECTORS n=%d dims=%d for %d chunks", v.N, v.Dims, len(chunks))

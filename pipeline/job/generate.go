@@ -256,13 +256,9 @@ func (k *generateKind) Call(ctx context.Context, ps []Prompt) ([]wire.Text, erro
 	for i, p := range ps {
 		req := &wire.Generate{ModelRef: k.req.modelRef, MaxTokens: k.o.MaxTokens, Grammar: k.o.Grammar,
 			Temperature: k.o.Temperature, Seed: p.Seed, IDs: p.IDs}
-		resp, err := k.req.do(ctx, req, k.Tokens(p))
+		t, err := ask[*wire.Text](ctx, k.req, req, k.Tokens(p))
 		if err != nil {
 			return nil, err
-		}
-		t, ok := resp.(*wire.Text)
-		if !ok {
-			return nil, fmt.Errorf("job: GENERATE answered with %s", resp.Type())
 		}
 		out[i] = *t
 	}

@@ -239,13 +239,9 @@ func (k *lateKind) Call(ctx context.Context, ws []lateWindow) ([][][]float32, er
 	for _, w := range ws {
 		req.IDs = append(req.IDs, w.IDs...)
 	}
-	resp, err := k.req.do(ctx, req, tokens)
+	ts, err := ask[*wire.TokenStates](ctx, k.req, req, tokens)
 	if err != nil {
 		return nil, err
-	}
-	ts, ok := resp.(*wire.TokenStates)
-	if !ok {
-		return nil, fmt.Errorf("job: EMBED_TOKENS answered with %s", resp.Type())
 	}
 	if len(ts.NTokens) != len(ws) || ts.Dims != k.dims {
 		return nil, fmt.Errorf("job: TOKEN_STATES of %d sequences, dims %d, for %d windows of dims %d", len(ts.NTokens), ts.Dims, len(ws), k.dims)

@@ -176,3 +176,18 @@ func (e *outputError) Error() string { return e.reason + ": " + e.detail }
 func refuse(reason, format string, args ...any) error {
 	return &outputError{reason: reason, detail: fmt.Sprintf(format, args...)}
 }
+
+// ask sends req and returns its answer as an R; an answer of another type
+// is an error naming both.
+func ask[R wire.Message](ctx context.Context, q *requester, req wire.Message, tokens int) (R, error) {
+	var none R
+	resp, err := q.do(ctx, req, tokens)
+	if err != nil {
+		return none, err
+	}
+	r, ok := resp.(R)
+	if !ok {
+		return none, fmt.Errorf("job: %s answered with %s", req.Type(), resp.Type())
+	}
+	return r, nil
+}

@@ -230,13 +230,9 @@ type sparseKind struct {
 func (k *sparseKind) Call(ctx context.Context, chunks []Chunk) ([]sparseVec, error) {
 	req := &wire.EmbedSparse{ModelRef: k.req.modelRef, TopK: k.topK}
 	req.Items, req.IDs = packItems(chunks, false)
-	resp, err := k.req.do(ctx, req, len(req.IDs))
+	sv, err := ask[*wire.SparseVectors](ctx, k.req, req, len(req.IDs))
 	if err != nil {
 		return nil, err
-	}
-	sv, ok := resp.(*wire.SparseVectors)
-	if !ok {
-		return nil, fmt.Errorf("job: EMBED_SPARSE answered with %s", resp.Type())
 	}
 	if len(sv.NNZ) != len(chunks) || sv.Vocab != k.vocab {
 		return nil, fmt.Errorf("job: SPARSE_VECTORS of %d items over %d terms for %d chunks over %d", len(sv.NNZ), sv.Vocab, len(chunks), k.vocab)

@@ -278,13 +278,9 @@ func (k *tokensKind) Call(ctx context.Context, chunks []Chunk) ([]tokenVecs, err
 		}
 		req.IDs = append(req.IDs, c.IDs...)
 	}
-	resp, err := k.req.do(ctx, req, len(req.IDs))
+	mv, err := ask[*wire.MultiVectors](ctx, k.req, req, len(req.IDs))
 	if err != nil {
 		return nil, err
-	}
-	mv, ok := resp.(*wire.MultiVectors)
-	if !ok {
-		return nil, fmt.Errorf("job: EMBED_MULTI answered with %s", resp.Type())
 	}
 	if len(mv.NTokens) != len(chunks) || mv.Dims != k.dims {
 		return nil, fmt.Errorf("job: MULTI_VECTORS of %d items × %d dims for %d chunks × %d", len(mv.NTokens), mv.Dims, len(chunks), k.dims)
