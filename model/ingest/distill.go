@@ -77,7 +77,11 @@ func Distill(ctx context.Context, ref string, d DistillOptions, o Options) (Dist
 	if err != nil {
 		return DistillResult{}, fmt.Errorf("distill: %w", err)
 	}
-	vocab, err := rebuildVocab(tb)
+	pad, err := configPadToken(dir)
+	if err != nil {
+		return DistillResult{}, fmt.Errorf("distill: %w: %w", ErrInvalid, err)
+	}
+	vocab, err := rebuildVocab(tb, pad)
 	if err != nil {
 		return DistillResult{}, fmt.Errorf("distill: %w: %s: %w", ErrInvalid, tok, err)
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/synapse-embed/synapse/io/readlimit"
 )
 
 // unusedToken is model2vec's default token_remove_pattern, matched at the
@@ -34,7 +37,10 @@ type tokenizerDoc map[string]json.RawMessage
 // the post-processor, padding and truncation removed, as model2vec writes
 // them (a static model adds no special tokens, pads nothing, and truncates
 // at its config's max_length).
-func rebuildVocab(b []byte) (distillVocab, error) {
+// pad is the padding token the model's tokenizer_config.json names ("":
+// none), kept when tokenizer.json's padding names none, as model2vec takes
+// the Hugging Face tokenizer's pad_token then.
+func rebuildVocab(b []byte, pad string) (distillVocab, error) {
 	var doc tokenizerDoc
 	var model map[string]json.RawMessage
 	if err := json.Unmarshal(b, &doc); err != nil {
@@ -53,7 +59,7 @@ func rebuildVocab(b []byte) (distillVocab, error) {
 	if err != nil {
 		return distillVocab{}, err
 	}
-	keepAdded := specialKept(doc, model, typ, tokens)
+	keepAdded := specialKept(doc, model, typ, tokens, pad)
 	removed := map[string]bool{}
 	for _, a := range added {
 		if !keepAdded[a.Content] {
@@ -79,14 +85,14 @@ func rebuildVocab(b []byte) (distillVocab, error) {
 	if err := rewriteModel(model, typ, tokens, v.IDs, removed, newID); err != nil {
 		return distillVocab{}, err
 	}
-	if doc["model"], err = json.Marshal(model); err != nil {
+	if doc["model"], err = marshal(model); err != nil {
 		return distillVocab{}, err
 	}
 	if doc["added_tokens"], err = keptAddedTokens(added, newID); err != nil {
 		return distillVocab{}, err
 	}
 	doc["post_processor"], doc["padding"], doc["truncation"] = json.RawMessage("null"), json.RawMessage("null"), json.RawMessage("null")
-	v.JSON, err = json.Marshal(doc)
+	v.JSON, err = marshal(doc)
 	return v, err
 }
 
@@ -152,8 +158,8 @@ func addedTokens(doc tokenizerDoc) ([]addedToken, error) {
 }
 
 // specialKept are the added tokens model2vec keeps: the model's unknown
-// token and the padding's token.
-func specialKept(doc tokenizerDoc, model map[string]json.RawMessage, typ string, tokens []string) map[string]bool {
+// token and the padding's token (tokenizer.json's, else cfgPad).
+func specialKept(doc tokenizerDoc, model map[string]json.RawMessage, typ string, tokens []string, cfgPad string) map[string]bool {
 	keep := map[string]bool{}
 	var unk string
 	if typ == "Unigram" {
@@ -168,6 +174,9 @@ func specialKept(doc tokenizerDoc, model map[string]json.RawMessage, typ string,
 		Token string `json:"pad_token"`
 	}
 	_ = json.Unmarshal(doc["padding"], &pad)
+	if pad.Token == "" {
+		pad.Token = cfgPad
+	}
 	for _, t := range []string{unk, pad.Token} {
 		if t != "" {
 			keep[t] = true
@@ -190,7 +199,7 @@ func rewriteModel(model map[string]json.RawMessage, typ string, tokens []string,
 		for i, id := range ids {
 			kept[i] = pieces[id]
 		}
-		b, err := json.Marshal(kept)
+		b, err := marshal(kept)
 		if err != nil {
 			return err
 		}
@@ -203,7 +212,7 @@ func rewriteModel(model map[string]json.RawMessage, typ string, tokens []string,
 	}
 	buf.WriteByte('{')
 	for i, id := range ids {
-		k, _ := json.Marshal(tokens[id])
+		k, _ := marshal(tokens[id])
 		if i > 0 {
 			buf.WriteByte(',')
 		}
@@ -236,7 +245,7 @@ func dropMerges(model map[string]json.RawMessage, removed map[string]bool) error
 		}
 		return len(pair) == 2 && (removed[pair[0]] || removed[pair[1]] || removed[pair[0]+pair[1]])
 	})
-	b, err := json.Marshal(merges)
+	b, err := marshal(merges)
 	model["merges"] = b
 	return err
 }
@@ -252,5 +261,50 @@ func keptAddedTokens(added []addedToken, newID map[string]int) (json.RawMessage,
 		a.Fields["id"] = json.RawMessage(fmt.Sprint(id))
 		kept = append(kept, a.Fields)
 	}
-	return json.Marshal(kept)
+	return marshal(kept)
+}
+
+// configPadToken is the pad_token of the tokenizer_config.json in dir (a
+// string or an added-token object), else of special_tokens_map.json; ""
+// when neither names one. A file that is there but unreadable is an error.
+func configPadToken(dir string) (string, error) {
+	for _, name := range []string{"tokenizer_config.json", "special_tokens_map.json"} {
+		p := filepath.Join(dir, name)
+		if !fileExists(p) {
+			continue
+		}
+		b, err := readlimit.ReadFile(p, readlimit.Config)
+		if err != nil {
+			return "", err
+		}
+		var c struct {
+			Pad json.RawMessage `json:"pad_token"`
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return "", fmt.Errorf("%s: %w", p, err)
+		}
+		var tok string
+		var obj struct {
+			Content string `json:"content"`
+		}
+		if json.Unmarshal(c.Pad, &tok) != nil && json.Unmarshal(c.Pad, &obj) == nil {
+			tok = obj.Content
+		}
+		if tok != "" {
+			return tok, nil
+		}
+	}
+	return "", nil
+}
+
+// marshal is json.Marshal without HTML escaping: tokens such as <s> stay
+// as they are in tokenizer.json.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
