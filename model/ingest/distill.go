@@ -54,7 +54,7 @@ func Distill(ctx context.Context, ref string, d DistillOptions, o Options) (Dist
 		return DistillResult{}, err
 	}
 	defer s.close()
-	src, _, err := s.source(ctx, ref)
+	src, _, err := s.source(ctx, "distill", ref)
 	if err != nil {
 		return DistillResult{}, err
 	}
