@@ -16,8 +16,9 @@ import (
 // embedder (the random-weight DistilBERT, converted): --dims rows over its
 // vocabulary less [CLS], [SEP] and [MASK], which synapse embed then runs through the static
 // engine; a text's vector is its tokens' rows' mean, normalized, so a text
-// and the same text twice agree. An existing -o, a bad --sif and a GGUF
-// model (no tokenizer.json) are refused (exit 2), nothing written.
+// and the same text twice agree. An existing -o, a bad --sif, a GGUF
+// model (no tokenizer.json) and --dims above the model's width are refused
+// (exit 2), nothing written.
 func TestModelsDistill(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"SYNAPSE_MODELS=" + filepath.Join(dir, "models"), "SYNAPSE_ORT_LIB=" + testenv.ORTLib(t)}
@@ -62,6 +63,7 @@ func TestModelsDistill(t *testing.T) {
 		{[]string{"models", "distill", "../model/convert/testdata/distilbert-tiny", "-o", out}, "exists"},
 		{[]string{"models", "distill", "../model/convert/testdata/distilbert-tiny", "-o", out + "2", "--sif", "2"}, "--sif"},
 		{[]string{"models", "distill", tinyModel(t), "-o", out + "3"}, "no tokenizer.json"},
+		{[]string{"models", "distill", "../model/convert/testdata/distilbert-tiny", "-o", out + "4", "--dims", "33"}, "have 32 values"},
 	} {
 		r := runSynapse(t, env, tc.args...)
 		r.wantCode(t, exitUsage)
@@ -69,7 +71,7 @@ func TestModelsDistill(t *testing.T) {
 			t.Errorf("%s: stderr %q; want it to say %q", strings.Join(tc.args, " "), r.stderr, tc.says)
 		}
 	}
-	for _, p := range []string{out + "2", out + "3"} {
+	for _, p := range []string{out + "2", out + "3", out + "4"} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("a refused distill left %s", p)
 		}

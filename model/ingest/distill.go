@@ -94,10 +94,10 @@ func Distill(ctx context.Context, ref string, d DistillOptions, o Options) (Dist
 		dims = min(256, width)
 	}
 	if dims > width {
-		return DistillResult{}, fmt.Errorf("distill: --dims %d: the model's vectors have %d values", dims, width)
+		return DistillResult{}, fmt.Errorf("distill: %w: --dims %d: the model's token states have %d values", ErrInvalid, dims, width)
 	}
 	if dims >= len(vecs) {
-		return DistillResult{}, fmt.Errorf("distill: --dims %d: the vocabulary keeps only %d tokens; PCA needs fewer dimensions than tokens", dims, len(vecs))
+		return DistillResult{}, fmt.Errorf("distill: %w: --dims %d: the vocabulary keeps only %d tokens; PCA needs fewer dimensions than tokens", ErrInvalid, dims, len(vecs))
 	}
 	s.o.progress("PCA of %d token vectors to %d dimensions", len(vecs), dims)
 	rows, explained := pca(vecs, width, dims)
