@@ -146,9 +146,14 @@ func (s *session) tokenVectors(ctx context.Context, src modelcache.Entry, a *art
 			return nil, 0, workerError(ctx, "embedding the vocabulary", err)
 		}
 		st := resp.(*wire.TokenStates)
+		if len(st.NTokens) != len(b.Items) || (width != 0 && st.Dims != width) {
+			return nil, 0, fmt.Errorf("distill: the worker answered %d token sequences of width %d for %d", len(st.NTokens), st.Dims, len(b.Items))
+		}
 		width = st.Dims
-		for i := range st.NTokens {
-			out = append(out, meanRows(st.Rows(i), st.NTokens[i], st.Dims))
+		off := 0
+		for _, k := range st.NTokens {
+			out = append(out, meanRows(st.Data[off:off+k*width], k, width))
+			off += k * width
 		}
 	}
 	return out, width, nil
