@@ -15,13 +15,16 @@ func modelsDistillCommand() *cli.Command {
 		Name:      "distill",
 		Usage:     "make a static model (Model2Vec layout) from an embedder: each token of its vocabulary through the model, PCA, Zipf weighting",
 		ArgsUsage: "MODEL (an ONNX directory, a Hugging Face directory with safetensors weights, or a cached model's name)",
-		Description: `Every token of the model's vocabulary goes through the model alone, between
-its special tokens ([CLS] t [SEP]), in a worker; the vectors, mean-pooled,
-are centred and reduced by PCA to --dims, and token i's row is weighted by
-sif / (sif + p_i), p_i Zipf's frequency of the i-th token: Model2Vec's
-distill. The directory (-o, a new one) holds config.json, model.safetensors
-and the model's tokenizer.json, and runs with -m DIR through synapse's
-static engine (and with model2vec). Full reference: docs/models.md.`,
+		Description: `Model2Vec's distill (model2vec 0.10): the vocabulary is rebuilt without
+BERT's [unusedN] tokens and the special tokens other than the unknown and
+padding ones; every kept token goes through the model alone, between its
+special tokens ([CLS] t [SEP]), in a worker, and its vector is the mean of
+the three tokens' last hidden states (before the model's Normalize module);
+the vectors are centred and reduced by PCA to --dims, and the i-th kept
+token's row is weighted by sif / (sif + p_i), p_i Zipf's frequency of rank
+i. The directory (-o, a new one) holds config.json, model.safetensors and
+the rebuilt tokenizer.json, and runs with -m DIR through synapse's static
+engine (and with model2vec). Full reference: docs/models.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "the new model `DIR` (must not exist)"},
 			&cli.IntFlag{Name: "dims", Usage: "the rows' width after PCA", DefaultText: "256, or the model's width when smaller"},
@@ -64,7 +67,7 @@ func modelsDistill(c *cli.Context) error {
 	if err != nil {
 		return addError(err)
 	}
-	fmt.Fprintf(c.App.Writer, "distilled %s into %s: %d tokens × %d dims (PCA from %d, %.1f%% of the variance kept), Zipf weighted\n",
-		ref, out, res.Tokens, res.Dims, res.Width, 100*res.Explained)
+	fmt.Fprintf(c.App.Writer, "distilled %s into %s: %d tokens × %d dims (%d unused and special tokens left out; PCA from %d, %.1f%% of the variance kept), Zipf weighted\n",
+		ref, out, res.Tokens, res.Dims, res.Removed, res.Width, 100*res.Explained)
 	return nil
 }

@@ -58,39 +58,10 @@ func newArrow(name string, f files.Input, base int64, opts *ReadOptions) (src so
 }
 
 // resolve finds the text and id columns in the schema (a missing one is a
-// problem every row reports, as for Parquet).
+// problem every row reports, as for Parquet): a column is read by its
+// schema index.
 func (s *arrowSource) resolve(sc *arrow.Schema) {
-	lookup := func(name string, ok func(arrow.DataType) bool, bad string) column {
-		c := column{name: name, leaf: -1}
-		idx := sc.FieldIndices(name)
-		switch {
-		case len(idx) == 0:
-			c.problem, c.detail = ReasonMissingField, fmt.Sprintf("no column %q", name)
-		case !ok(sc.Field(idx[0]).Type):
-			c.problem, c.detail = bad, fmt.Sprintf("column %q has type %s", name, sc.Field(idx[0]).Type)
-		default:
-			c.leaf = idx[0]
-		}
-		return c
-	}
-	for _, f := range s.opts.TextFields {
-		s.text = append(s.text, lookup(f, isText, ReasonNotText))
-	}
-	for _, f := range s.opts.Unembedded {
-		if len(sc.FieldIndices(f)) > 0 {
-			s.unembedded = append(s.unembedded, f)
-		}
-	}
-	names := []string{s.opts.IDField}
-	if s.opts.IDField == "" {
-		names = []string{"id", "_id"}
-	}
-	for _, n := range names {
-		if c := lookup(n, isID, ReasonBadID); c.problem != ReasonMissingField || s.opts.IDField != "" {
-			s.id = &c
-			break
-		}
-	}
+	s.text, s.id, s.unembedded = resolveColumns(sc, s.opts, func(_ string, field int) int { return field })
 }
 
 func (s *arrowSource) span() int64 { return s.row }

@@ -226,7 +226,8 @@ func TestTSVQuotes(t *testing.T) {
 }
 
 // TestArrowInput: an Arrow IPC file of several record batches: string and
-// integer ids, a null text, a resumed reader's indexes, a missing column.
+// integer ids, a null text, a resumed reader's indexes, a missing column,
+// a column of the wrong type.
 func TestArrowInput(t *testing.T) {
 	dir := t.TempDir()
 	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "text", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
@@ -268,6 +269,11 @@ func TestArrowInput(t *testing.T) {
 	got, _ := readAll(t, r)
 	if len(got) != 3 || got[0].Reason != ReasonMissingField {
 		t.Errorf("without the text column: %v; want 3 missing_field rows", got)
+	}
+	r, _ = Open([]string{p}, ReadOptions{TextFields: []string{"id"}, IDField: "text"})
+	got, _ = readAll(t, r)
+	if len(got) != 3 || got[0].Reason != ReasonNotText || got[1].Reason != ReasonBadID || got[2].Reason != ReasonNotText || got[2].ID != "three" {
+		t.Errorf("an int64 text column and a string id column: %v; want not_text rows (ids one, three) and the null id's bad_id", got)
 	}
 	data, _ := os.ReadFile(p)
 	cut := writeFile(t, dir, "cut.arrow", data[:len(data)/2])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -111,50 +112,62 @@ func (s *parquetSource) resolve(sc *arrow.Schema) {
 		}
 		return
 	}
-	seen := map[int]bool{}
-	use := func(c column) column {
+	s.text, s.id, s.unembedded = resolveColumns(sc, s.opts, func(name string, _ int) int {
+		return s.pf.MetaData().Schema.ColumnIndexByName(name)
+	})
+	cols := s.text
+	if s.id != nil {
+		cols = append(slices.Clip(cols), *s.id)
+	}
+	seen := map[int]bool{} // the leaves to read, each once: the text columns', then the id's
+	for _, c := range cols {
 		if c.leaf >= 0 && !seen[c.leaf] {
 			seen[c.leaf] = true
 			s.leaves = append(s.leaves, c.leaf)
 		}
-		return c
-	}
-	for _, f := range s.opts.TextFields {
-		s.text = append(s.text, use(s.lookup(sc, f, isText, ReasonNotText)))
-	}
-	for _, f := range s.opts.Unembedded {
-		if len(sc.FieldIndices(f)) > 0 {
-			s.unembedded = append(s.unembedded, f)
-		}
-	}
-	names := []string{s.opts.IDField}
-	if s.opts.IDField == "" {
-		names = []string{"id", "_id"}
-	}
-	for _, n := range names {
-		if c := s.lookup(sc, n, isID, ReasonBadID); c.problem != ReasonMissingField || s.opts.IDField != "" {
-			c = use(c)
-			s.id = &c
-			break
-		}
 	}
 }
 
-func (s *parquetSource) lookup(sc *arrow.Schema, name string, ok func(arrow.DataType) bool, bad string) column {
-	c := column{name: name, leaf: -1}
-	idx := sc.FieldIndices(name)
-	if len(idx) == 0 {
-		c.problem, c.detail = ReasonMissingField, fmt.Sprintf("no column %q", name)
+// resolveColumns finds opts' text columns, the unembedded ones present and
+// the id column (IDField, else id, else _id; nil when neither is there) in
+// sc, for Parquet and Arrow IPC alike. leaf gives the index a column is
+// read by from its name and schema index (-1: it cannot be read). A missing
+// or unusable column is a problem every row reports.
+func resolveColumns(sc *arrow.Schema, opts *ReadOptions, leaf func(name string, field int) int) (text []column, id *column, unembedded []string) {
+	lookup := func(name string, ok func(arrow.DataType) bool, bad string) column {
+		c := column{name: name, leaf: -1}
+		idx := sc.FieldIndices(name)
+		if len(idx) == 0 {
+			c.problem, c.detail = ReasonMissingField, fmt.Sprintf("no column %q", name)
+			return c
+		}
+		dt := sc.Field(idx[0]).Type
+		l := leaf(name, idx[0])
+		if !ok(dt) || l < 0 {
+			c.problem, c.detail = bad, fmt.Sprintf("column %q has type %s", name, dt)
+			return c
+		}
+		c.leaf = l
 		return c
 	}
-	dt := sc.Field(idx[0]).Type
-	leaf := s.pf.MetaData().Schema.ColumnIndexByName(name)
-	if !ok(dt) || leaf < 0 {
-		c.problem, c.detail = bad, fmt.Sprintf("column %q has type %s", name, dt)
-		return c
+	for _, f := range opts.TextFields {
+		text = append(text, lookup(f, isText, ReasonNotText))
 	}
-	c.leaf = leaf
-	return c
+	for _, f := range opts.Unembedded {
+		if len(sc.FieldIndices(f)) > 0 {
+			unembedded = append(unembedded, f)
+		}
+	}
+	names := []string{opts.IDField}
+	if opts.IDField == "" {
+		names = []string{"id", "_id"}
+	}
+	for _, n := range names {
+		if c := lookup(n, isID, ReasonBadID); c.problem != ReasonMissingField || opts.IDField != "" {
+			return text, &c, unembedded
+		}
+	}
+	return text, nil, unembedded
 }
 
 func isText(dt arrow.DataType) bool {

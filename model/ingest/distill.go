@@ -30,26 +30,31 @@ type DistillOptions struct {
 // DistillResult is what Distill made.
 type DistillResult struct {
 	Tokens, Dims, Width int     // the vocabulary, the rows' width, the model's
+	Removed             int     // the model's tokens left out of the vocabulary
 	Explained           float64 // the share of variance the kept components explain
 }
 
-// Distill makes a static model from the embedder ref, as Model2Vec's distill
-// does (model2vec 0.10, without its vocabulary changes): every token of the
-// model's vocabulary goes through the model alone between its special
-// tokens ([CLS] t [SEP]) in a worker, its output mean-pooled over the three;
-// the vectors are centred and reduced by PCA, each sign chosen so that its
-// largest score is positive; row i is weighted by sif / (sif + p_i), p_i
-// Zipf's frequency of the i-th token (1/(i+2), normalized), as token ids are
-// roughly in frequency order. The directory (config.json with normalize
-// true, model.safetensors's embeddings, the model's tokenizer.json) runs with
-// synapse's static engine and model2vec alike.
+// Distill makes a static model from the embedder ref as model2vec 0.10's
+// distill does: the vocabulary is rebuilt (rebuildVocab: BERT's [unusedN]
+// and the special tokens other than the unknown and padding ones left out,
+// the rest renumbered in order); every kept token goes through the model
+// alone between its special tokens ([CLS] t [SEP]) in a worker, and its
+// vector is the mean of the three tokens' last hidden states (EMBED_TOKENS:
+// before the model's Dense and Normalize modules, as model2vec takes the
+// transformer's output); the vectors are centred and reduced by PCA, each
+// sign chosen so that its largest score is positive; row i is weighted by
+// sif / (sif + p_i), p_i Zipf's frequency of the i-th kept token (1/(i+2),
+// normalized), as token ids are roughly in frequency order. The directory
+// (config.json with normalize true, model.safetensors's embeddings, the
+// rebuilt tokenizer.json) runs with synapse's static engine and model2vec
+// alike.
 func Distill(ctx context.Context, ref string, d DistillOptions, o Options) (DistillResult, error) {
 	s, err := newSession(o)
 	if err != nil {
 		return DistillResult{}, err
 	}
 	defer s.close()
-	src, _, err := s.source(ctx, ref)
+	src, _, err := s.source(ctx, "distill", ref)
 	if err != nil {
 		return DistillResult{}, err
 	}
@@ -68,7 +73,19 @@ func Distill(ctx context.Context, ref string, d DistillOptions, o Options) (Dist
 	if a.Format != artifact.FormatONNX || !fileExists(tok) {
 		return DistillResult{}, fmt.Errorf("distill: %w: %s has no tokenizer.json beside its graph (an ONNX model or a converted Hugging Face directory has one; a GGUF file does not)", ErrInvalid, src.Name)
 	}
-	vecs, width, err := s.tokenVectors(ctx, src, a)
+	tb, err := readlimit.ReadFile(tok, readlimit.Tokenizer)
+	if err != nil {
+		return DistillResult{}, fmt.Errorf("distill: %w", err)
+	}
+	pad, err := configPadToken(dir)
+	if err != nil {
+		return DistillResult{}, fmt.Errorf("distill: %w: %w", ErrInvalid, err)
+	}
+	vocab, err := rebuildVocab(tb, pad)
+	if err != nil {
+		return DistillResult{}, fmt.Errorf("distill: %w: %s: %w", ErrInvalid, tok, err)
+	}
+	vecs, width, err := s.tokenVectors(ctx, src, a, vocab.IDs)
 	if err != nil {
 		return DistillResult{}, err
 	}
@@ -77,7 +94,10 @@ func Distill(ctx context.Context, ref string, d DistillOptions, o Options) (Dist
 		dims = min(256, width)
 	}
 	if dims > width {
-		return DistillResult{}, fmt.Errorf("distill: --dims %d: the model's vectors have %d values", dims, width)
+		return DistillResult{}, fmt.Errorf("distill: %w: --dims %d: the model's token states have %d values", ErrInvalid, dims, width)
+	}
+	if dims >= len(vecs) {
+		return DistillResult{}, fmt.Errorf("distill: %w: --dims %d: the vocabulary keeps only %d tokens; PCA needs fewer dimensions than tokens", ErrInvalid, dims, len(vecs))
 	}
 	s.o.progress("PCA of %d token vectors to %d dimensions", len(vecs), dims)
 	rows, explained := pca(vecs, width, dims)
@@ -86,10 +106,10 @@ func Distill(ctx context.Context, ref string, d DistillOptions, o Options) (Dist
 		sif = 1e-4
 	}
 	zipf(rows, dims, sif)
-	if err := writeModel2Vec(d.Out, rows, len(vecs), dims, tok, src.Name); err != nil {
+	if err := writeModel2Vec(d.Out, rows, len(vecs), dims, vocab.JSON, src.Name); err != nil {
 		return DistillResult{}, err
 	}
-	return DistillResult{Tokens: len(vecs), Dims: dims, Width: width, Explained: explained}, nil
+	return DistillResult{Tokens: len(vecs), Removed: vocab.Removed, Dims: dims, Width: width, Explained: explained}, nil
 }
 
 func fileExists(p string) bool {
@@ -97,35 +117,61 @@ func fileExists(p string) bool {
 	return err == nil && !st.IsDir()
 }
 
-// tokenVectors has a worker embed each token of a's vocabulary between the
-// model's special tokens, mean-pooled, not normalized.
-func (s *session) tokenVectors(ctx context.Context, src modelcache.Entry, a *artifact.Artifact) ([][]float32, int, error) {
+// tokenVectors has a worker run each token of ids through the model
+// between the model's special tokens and returns, per token, the mean of
+// the sequence's last hidden states (not normalized, no Dense module: the
+// transformer's output, as model2vec pools it) and their width.
+func (s *session) tokenVectors(ctx context.Context, src modelcache.Entry, a *artifact.Artifact, ids []int32) ([][]float32, int, error) {
 	pre, suf := a.Tokenizer.Affixes()
 	n := len(pre) + 1 + len(suf)
 	loaded, err := s.load(ctx, src.Path(), src.Digest, src.Format(), runtimeConfig(modelcache.KindEmbed, max(n, 8), s.o.threads()))
 	if err != nil {
 		return nil, 0, err
 	}
-	vocab := len(a.Tokenizer.Vocab().Tokens)
-	s.o.progress("embedding the %d tokens of %s's vocabulary, each as %d tokens", vocab, src.Name, n)
-	out := make([][]float32, 0, vocab)
+	if !s.pool.Supports(wire.ExtEmbedTokens) {
+		return nil, 0, fmt.Errorf("distill: the worker does not announce %s (an older synapse worker?): distill needs the model's token states", wire.ExtEmbedTokens)
+	}
+	s.o.progress("embedding the %d kept tokens of %s's vocabulary, each as %d tokens", len(ids), src.Name, n)
+	out := make([][]float32, 0, len(ids))
+	width := 0
 	const perRequest = 1024
-	for first := 0; first < vocab; first += perRequest {
-		b := &wire.EmbedBatch{ModelRef: loaded.ModelRef, Pooling: wire.PoolingMean}
-		for id := first; id < min(first+perRequest, vocab); id++ {
-			b.IDs = append(append(append(b.IDs, pre...), int32(id)), suf...)
-			b.Items = append(b.Items, wire.Item{ID: uint64(id), NTokens: n})
+	for first := 0; first < len(ids); first += perRequest {
+		b := &wire.EmbedTokens{ModelRef: loaded.ModelRef}
+		for i, id := range ids[first:min(first+perRequest, len(ids))] {
+			b.IDs = append(append(append(b.IDs, pre...), id), suf...)
+			b.Items = append(b.Items, wire.Item{ID: uint64(first + i), NTokens: n})
 		}
 		resp, err := s.pool.Do(ctx, b, s.o.RequestTimeout)
 		if err != nil {
 			return nil, 0, workerError(ctx, "embedding the vocabulary", err)
 		}
-		v := resp.(*wire.Vectors)
-		for i := range v.N {
-			out = append(out, v.Data[i*v.Dims:(i+1)*v.Dims])
+		st := resp.(*wire.TokenStates)
+		if len(st.NTokens) != len(b.Items) || (width != 0 && st.Dims != width) {
+			return nil, 0, fmt.Errorf("distill: the worker answered %d token sequences of width %d for %d", len(st.NTokens), st.Dims, len(b.Items))
+		}
+		width = st.Dims
+		off := 0
+		for _, k := range st.NTokens {
+			out = append(out, meanRows(st.Data[off:off+k*width], k, width))
+			off += k * width
 		}
 	}
-	return out, loaded.Dims, nil
+	return out, width, nil
+}
+
+// meanRows is the mean of the n rows of h (n × w values), in float64.
+func meanRows(h []float32, n, w int) []float32 {
+	sum := make([]float64, w)
+	for r := range n {
+		for j, x := range h[r*w : (r+1)*w] {
+			sum[j] += float64(x)
+		}
+	}
+	v := make([]float32, w)
+	for j, x := range sum {
+		v[j] = float32(x / float64(max(n, 1)))
+	}
+	return v
 }
 
 // pca centres vecs [n, width] and projects them on the dims eigenvectors
@@ -208,7 +254,7 @@ func zipf(rows []float64, dims int, sif float64) {
 
 // writeModel2Vec writes the distilled model as Model2Vec saves one, into a
 // new directory (an existing one is refused: nothing is overwritten).
-func writeModel2Vec(dir string, rows []float64, n, dims int, tokenizer, from string) error {
+func writeModel2Vec(dir string, rows []float64, n, dims int, tokenizer []byte, from string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("distill: %w", err)
 	}
@@ -226,11 +272,7 @@ func writeModel2Vec(dir string, rows []float64, n, dims int, tokenizer, from str
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(cfg, '\n'), 0o644); err != nil {
 		return fmt.Errorf("distill: %w", err)
 	}
-	b, err := readlimit.ReadFile(tokenizer, readlimit.Tokenizer)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "tokenizer.json"), b, 0o644)
-	}
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tokenizer, 0o644); err != nil {
 		return fmt.Errorf("distill: %w", err)
 	}
 	return nil

@@ -1,8 +1,12 @@
 package ingest
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +64,22 @@ func TestZipf(t *testing.T) {
 	}
 	if !(rows[0] < rows[2] && rows[2] < rows[4]) {
 		t.Errorf("weights %v; want rarer (later) tokens weighted more", rows)
+	}
+}
+
+// TestDistillUnknownName: a name the cache does not hold is reported by
+// distill (not by quantize, whose lookup it shares), and nothing is written.
+func TestDistillUnknownName(t *testing.T) {
+	o := testOptions(t, "")
+	out := filepath.Join(t.TempDir(), "static")
+	_, err := Distill(context.Background(), "no-such-model", DistillOptions{Out: out}, o)
+	if err == nil || !strings.HasPrefix(err.Error(), "distill: ") || strings.Contains(err.Error(), "quantize") {
+		t.Fatalf("Distill of an unknown name: %v; want an error starting \"distill: \"", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a failed distill made %s", out)
+	}
+	if _, err := EnsureQuantized(context.Background(), "no-such-model", QuantizeOptions{FType: "q8_0"}, o); err == nil || !strings.HasPrefix(err.Error(), "quantize: ") {
+		t.Errorf("EnsureQuantized of an unknown name: %v; want an error starting \"quantize: \"", err)
 	}
 }

@@ -340,7 +340,7 @@ func EnsureQuantized(ctx context.Context, ref string, q QuantizeOptions, o Optio
 	if err := precheckONNX(ref); err != nil {
 		return Result{}, err
 	}
-	src, added, err := s.source(ctx, ref)
+	src, added, err := s.source(ctx, "quantize", ref)
 	if err != nil {
 		return Result{}, err
 	}
@@ -374,15 +374,16 @@ func precheckONNX(ref string) error {
 }
 
 // source returns the cache entry of ref, a file (added if needed, then
-// added is true) or a name or digest prefix.
-func (s *session) source(ctx context.Context, ref string) (e modelcache.Entry, added bool, err error) {
+// added is true) or a name or digest prefix; op (quantize, distill) is the
+// operation its lookup error names.
+func (s *session) source(ctx context.Context, op, ref string) (e modelcache.Entry, added bool, err error) {
 	if fi, err := os.Stat(ref); err == nil && (!fi.IsDir() || hfmodel.IsONNX(ref)) {
 		e, existed, err := s.add(ctx, ref, "")
 		return e, !existed, err
 	}
 	e, err = s.o.Store.Lookup(ref)
 	if err != nil {
-		return modelcache.Entry{}, false, fmt.Errorf("quantize: %w", err)
+		return modelcache.Entry{}, false, fmt.Errorf("%s: %w", op, err)
 	}
 	return e, false, nil
 }
