@@ -112,6 +112,7 @@ def main():
            "pairs": [{"query": q, "doc": d} for q, d in PAIRS],
            "scores": logits.tolist(), "sigmoid": sig.tolist(),
            "token_ids": [e["input_ids"] for e in enc],
+           "truncated": [len(tok(q, d)["input_ids"]) > 128 for q, d in PAIRS],
            "single_ids": [tok(q)["input_ids"] for q, _ in PAIRS],
            "buckets_from": -600, "buckets": buckets}
     with open(os.path.join(out, "..", "deberta-tiny.reference.json"), "w") as f:
