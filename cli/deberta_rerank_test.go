@@ -21,11 +21,22 @@ import (
 // tokens (keys up to 127 positions from their queries, far into the log
 // buckets that keep 8 positions exact each way), two of them cut to 128
 // tokens (the document's end dropped, as CrossEncoder's truncation drops
-// it, and marked truncated); inspect names the architecture and the route.
+// it, and marked truncated). The same for deberta-v2-tiny (token types 0
+// and 1 fed to type embeddings, no buckets: relative positions clamped at
+// 48, rel_embeddings without LayerNorm). Inspect names the architecture and the route.
 // Rerank runs are unpadded (pairs of one length per run); the padded graph
 // is checked in the engine (TestDebertaPadded).
 func TestDebertaRerank(t *testing.T) {
-	model := "../model/convert/testdata/deberta-tiny"
+	for _, name := range []string{"deberta-tiny", "deberta-v2-tiny"} {
+		checkDebertaRerank(t, name)
+	}
+}
+
+// checkDebertaRerank reranks the reference pairs of testdata/NAME and
+// compares the scores with CrossEncoder's; inspect must name the route.
+func checkDebertaRerank(t *testing.T, name string) {
+	t.Helper()
+	model := "../model/convert/testdata/" + name
 	b, err := os.ReadFile(model + ".reference.json")
 	if err != nil {
 		t.Fatal(err)
@@ -78,11 +89,11 @@ func TestDebertaRerank(t *testing.T) {
 				t.Errorf("rerank %s: pair %d truncated %v; want %v", tc.flag, k, r.Truncated, ref.Truncated[k])
 			}
 		}
-		t.Logf("deberta-tiny, rerank %s: max |score - CrossEncoder| %.2g over %d pairs", tc.flag, worst, len(got))
+		t.Logf("%s, rerank %s: max |score - CrossEncoder| %.2g over %d pairs", name, tc.flag, worst, len(got))
 	}
 	res := runSynapse(t, env, "inspect", model)
 	res.wantCode(t, exitOK)
-	for _, want := range []string{"deberta-v2", "converted from ", "deberta-tiny (safetensors) to ONNX, run by ONNX Runtime",
+	for _, want := range []string{"deberta-v2", "converted from ", name + " (safetensors) to ONNX, run by ONNX Runtime",
 		"cross-encoder (synapse rerank)", "pair            [CLS] A:0 [SEP] B:1 [SEP]:1"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, res.stdout)

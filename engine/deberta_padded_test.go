@@ -15,16 +15,24 @@ import (
 	"github.com/synapse-embed/synapse/wire"
 )
 
-// TestDebertaPadded: the DeBERTa-v3 cross-encoder (model/convert/testdata/
-// deberta-tiny) converted to ONNX gives the same first-token hidden state —
+// TestDebertaPadded: the DeBERTa cross-encoders (model/convert/testdata/
+// deberta-tiny, DeBERTa-v3's flags, and deberta-v2-tiny, token types and
+// clamped relative positions) converted to ONNX gives the same first-token hidden state —
 // all its score depends on — for each reference pair whether it runs alone
 // or padded with pairs of 7 to 128 tokens in one run: the attention mask
 // holds over the c2p and p2c terms and the zeroed padding rows. (RERANK
 // runs pairs unpadded; TestDebertaRerank checks those scores against
 // CrossEncoder's.)
 func TestDebertaPadded(t *testing.T) {
+	for _, name := range []string{"deberta-tiny", "deberta-v2-tiny"} {
+		checkDebertaPadded(t, name)
+	}
+}
+
+func checkDebertaPadded(t *testing.T, name string) {
+	t.Helper()
 	ctx := context.Background()
-	src := filepath.Join("..", "model", "convert", "testdata", "deberta-tiny")
+	src := filepath.Join("..", "model", "convert", "testdata", name)
 	var ref struct {
 		TokenIDs [][]int32 `json:"token_ids"`
 	}
@@ -58,7 +66,7 @@ func TestDebertaPadded(t *testing.T) {
 			t.Fatalf("Load: %v", err)
 		}
 		if vecs[k], dims, err = e.Embed(ctx, info.Ref, PoolingCLS, false, ref.TokenIDs); err != nil {
-			t.Fatalf("PadTokens %d: Embed: %v", pad, err)
+			t.Fatalf("%s, PadTokens %d: Embed: %v", name, pad, err)
 		}
 		e.Close()
 	}
@@ -66,8 +74,8 @@ func TestDebertaPadded(t *testing.T) {
 	for i, v := range vecs[0] {
 		worst = max(worst, math.Abs(float64(v-vecs[1][i])))
 	}
-	t.Logf("deberta-tiny: %d pairs × %d dims, max |padded − alone| %.2g", len(ref.TokenIDs), dims, worst)
+	t.Logf("%s: %d pairs × %d dims, max |padded − alone| %.2g", name, len(ref.TokenIDs), dims, worst)
 	if len(vecs[0]) != len(ref.TokenIDs)*32 || worst > 1e-5 {
-		t.Errorf("%d values; max difference %.3g padded against alone; want %d values within 1e-5", len(vecs[0]), worst, len(ref.TokenIDs)*32)
+		t.Errorf("%s: %d values; max difference %.3g padded against alone; want %d values within 1e-5", name, len(vecs[0]), worst, len(ref.TokenIDs)*32)
 	}
 }

@@ -4,6 +4,7 @@ one label), and its reference scores: test data for synapse's DeBERTa-v2/v3
 conversion (safetensors -> ONNX), committed so that CI needs no torch.
 
     .cache/venv-ref/bin/python examples/models/tiny_deberta.py --out model/convert/testdata/deberta-tiny
+    .cache/venv-ref/bin/python examples/models/tiny_deberta.py --variant v2 --out model/convert/testdata/deberta-v2-tiny
 
 The checkpoint has DeBERTa-v3's layout and config flags at small widths:
 disentangled attention (relative_attention, pos_att_type p2c|c2p,
@@ -17,7 +18,11 @@ dense, GELU) and a one-logit classifier. Its tokenizer is a Unigram with
 DeBERTa-v3 tokenizer.json is (Strip, then NFKC where the Hub file has
 SentencePiece's Precompiled nmt_nfkc map, then Replace " {2,}"; Metaspace
 prepend "always"). The LayerNorm weights are randomized, so that a converter
-that drops one is caught. A test reference only; never used by synapse.
+that drops one is caught. --variant v2 keeps the layout but takes the other
+settings the converter reads: token types (type_vocab_size 2, fed by the
+pair's types 0 and 1), no position buckets (relative positions clamped to
+max_relative_positions 48), rel_embeddings without a LayerNorm. A test
+reference only; never used by synapse.
 """
 import argparse
 import json
@@ -55,6 +60,15 @@ PAIRS = [
 ]
 
 
+# DeBERTa-v3's flags (mxbai-rerank-*-v1, deberta-v3-*): log buckets, the
+# relative embeddings' LayerNorm, no token types.
+V3 = dict(type_vocab_size=0, position_buckets=16, max_relative_positions=-1, norm_rel_ebd="layer_norm")
+# The other settings the converter reads (--variant v2): token types, no
+# buckets (relative positions clamped to max_relative_positions, here 48, less
+# than the 128 a pair reaches), no LayerNorm on the relative embeddings.
+V2 = dict(type_vocab_size=2, max_relative_positions=48, norm_rel_ebd="none")
+
+
 def tokenizer():
     t = Tokenizer(models.Unigram())
     t.normalizer = normalizers.Sequence([normalizers.Strip(), normalizers.NFKC(),
@@ -68,21 +82,25 @@ def tokenizer():
                                                      special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
     return PreTrainedTokenizerFast(tokenizer_object=t, bos_token="[CLS]", eos_token="[SEP]", unk_token="[UNK]",
                                    sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]",
-                                   model_max_length=128)
+                                   model_max_length=128,
+                                   # DebertaV2Tokenizer's: pairs carry token types 0 and 1 to the model
+                                   model_input_names=["input_ids", "token_type_ids", "attention_mask"])
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    out = ap.parse_args().out
+    ap.add_argument("--variant", choices=["v3", "v2"], default="v3")
+    args = ap.parse_args()
+    out, flags = args.out, V3
+    if args.variant == "v2":
+        flags = V2
     torch.manual_seed(17)
     tok = tokenizer()
     assert tok.pad_token_id == 0 and tok.cls_token_id == 1 and tok.sep_token_id == 2
     cfg = DebertaV2Config(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                          intermediate_size=64, max_position_embeddings=128, type_vocab_size=0,
-                          relative_attention=True, position_buckets=16, max_relative_positions=-1,
-                          pos_att_type=["p2c", "c2p"], share_att_key=True, norm_rel_ebd="layer_norm",
-                          position_biased_input=False, layer_norm_eps=1e-7, hidden_act="gelu",
+                          intermediate_size=64, max_position_embeddings=128, relative_attention=True,
+                          pos_att_type=["p2c", "c2p"], share_att_key=True, position_biased_input=False, **flags, layer_norm_eps=1e-7, hidden_act="gelu",
                           pooler_hidden_act="gelu", pooler_hidden_size=32, pooler_dropout=0, initializer_range=0.2,
                           pad_token_id=0, num_labels=1, architectures=["DebertaV2ForSequenceClassification"])
     model = DebertaV2ForSequenceClassification(cfg).eval()
@@ -98,6 +116,7 @@ def main():
     ce = CrossEncoder(out, device="cpu")
     loaded = AutoTokenizer.from_pretrained(out)
     assert loaded.backend_tokenizer.to_str() == tok.backend_tokenizer.to_str(), "the saved tokenizer.json is not the one loaded"
+    assert 1 in loaded("a", "b")["token_type_ids"], "the loaded tokenizer gives no token types"
     ident = torch.nn.Identity()
     logits = ce.predict(PAIRS, batch_size=8, activation_fn=ident, convert_to_numpy=True)  # padded batches
     one = ce.predict(PAIRS, batch_size=1, activation_fn=ident, convert_to_numpy=True)
@@ -107,7 +126,8 @@ def main():
     rel = torch.arange(-600, 601)
     buckets = {f"{b}/{m}": make_log_bucket_position(rel, b, m).long().tolist() for b, m in ((16, 128), (256, 512))}
     enc = [tok(q, d, truncation=True, max_length=128) for q, d in PAIRS]
-    ref = {"model": "deberta-tiny (random weights, examples/models/tiny_deberta.py)",
+    name = os.path.basename(os.path.normpath(out))
+    ref = {"model": name + " (random weights, examples/models/tiny_deberta.py --variant " + args.variant + ")",
            "max_length": ce.max_seq_length,
            "pairs": [{"query": q, "doc": d} for q, d in PAIRS],
            "scores": logits.tolist(), "sigmoid": sig.tolist(),
@@ -115,7 +135,7 @@ def main():
            "truncated": [len(tok(q, d)["input_ids"]) > 128 for q, d in PAIRS],
            "single_ids": [tok(q)["input_ids"] for q, _ in PAIRS],
            "buckets_from": -600, "buckets": buckets}
-    with open(os.path.join(out, "..", "deberta-tiny.reference.json"), "w") as f:
+    with open(os.path.join(out, "..", name + ".reference.json"), "w") as f:
         json.dump(ref, f)
     print("wrote", out, "vocab", len(tok), "scores", logits.tolist(), "longest", max(len(e["input_ids"]) for e in enc))
 

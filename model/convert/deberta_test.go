@@ -27,10 +27,10 @@ type debertaReference struct {
 	Buckets     map[string][]int64 `json:"buckets"`
 }
 
-func readDebertaReference(t *testing.T) debertaReference {
+func readDebertaReference(t *testing.T, name string) debertaReference {
 	t.Helper()
 	var ref debertaReference
-	b, err := os.ReadFile("testdata/deberta-tiny.reference.json")
+	b, err := os.ReadFile("testdata/" + name + ".reference.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func readDebertaReference(t *testing.T) debertaReference {
 // for the test checkpoint's 16 buckets over 128 positions and DeBERTa-v3's
 // 256 over 512 (computed by torch).
 func TestDebertaBuckets(t *testing.T) {
-	ref := readDebertaReference(t)
+	ref := readDebertaReference(t, "deberta-tiny")
 	for _, tc := range []struct {
 		key          string
 		buckets, max int
@@ -66,46 +66,55 @@ func TestDebertaBuckets(t *testing.T) {
 }
 
 // TestDebertaTokenizer: the DeBERTa-v3-style tokenizer.json (Unigram,
-// Strip, NFKC, Replace " {2,}", Metaspace) of testdata/deberta-tiny gives
-// Hugging Face tokenizers' ids for each query alone ([CLS] q [SEP]) and for
-// each pair laid out by its post-processor's pair template, as rerank lays
-// it out ([CLS] q [SEP] d [SEP], those within max_length, which tokenizers
-// did not cut), with token types 0 then 1.
+// Strip, NFKC, Replace " {2,}", Metaspace) of testdata/deberta-tiny and
+// deberta-v2-tiny gives Hugging Face tokenizers' ids for each query alone
+// ([CLS] q [SEP]) and for each pair laid out by its post-processor's pair
+// template, as rerank lays it out ([CLS] q [SEP] d [SEP], those within
+// max_length, which tokenizers did not cut), with token types 0 then 1.
 func TestDebertaTokenizer(t *testing.T) {
-	ref := readDebertaReference(t)
-	tok, err := tokenize.LoadHF("testdata/deberta-tiny/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"deberta-tiny", "deberta-v2-tiny"} {
+		ref := readDebertaReference(t, name)
+		tok, err := tokenize.LoadHF("testdata/" + name + "/tokenizer.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt, err := tokenize.ReadPairTemplate("testdata/" + name + "/tokenizer.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if whole := checkDebertaPairs(t, name, ref, tok, pt); whole < 5 {
+			t.Errorf("%s: %d whole pairs compared; want at least 5", name, whole)
+		}
 	}
-	pt, err := tokenize.ReadPairTemplate("testdata/deberta-tiny/tokenizer.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs := 0
+}
+
+// checkDebertaPairs compares the ids of the reference's queries and pairs
+// and returns how many pairs were compared whole.
+func checkDebertaPairs(t *testing.T, name string, ref debertaReference, tok tokenize.Tokenizer, pt tokenize.PairTemplate) int {
+	t.Helper()
+	whole := 0
 	for i, p := range ref.Pairs {
 		if got := tok.Tokenize(p.Query, tokenize.Options{AddSpecial: true}).IDs(); !slices.Equal(got, ref.SingleIDs[i]) {
-			t.Errorf("%q: ids %v; Hugging Face tokenizers: %v", p.Query, got, ref.SingleIDs[i])
+			t.Errorf("%s %q: ids %v; Hugging Face tokenizers: %v", name, p.Query, got, ref.SingleIDs[i])
 		}
 		q := tok.Tokenize(p.Query, tokenize.Options{}).IDs()
 		d := tok.Tokenize(p.Doc, tokenize.Options{}).IDs()
 		ids, types := pt.Apply(q, d)
 		if len(ids) > ref.MaxLength {
 			if !slices.Equal(ids[:ref.MaxLength-1], ref.TokenIDs[i][:ref.MaxLength-1]) {
-				t.Errorf("pair %d: the first %d ids differ from Hugging Face tokenizers' (cut to max_length)", i, ref.MaxLength-1)
+				t.Errorf("%s pair %d: the first %d ids differ from Hugging Face tokenizers' (cut to max_length)", name, i, ref.MaxLength-1)
 			}
 			continue
 		}
-		pairs++
+		whole++
 		if !slices.Equal(ids, ref.TokenIDs[i]) {
-			t.Errorf("pair %d (%q, %q): ids %v; Hugging Face tokenizers: %v", i, p.Query, p.Doc, ids, ref.TokenIDs[i])
+			t.Errorf("%s pair %d (%q, %q): ids %v; Hugging Face tokenizers: %v", name, i, p.Query, p.Doc, ids, ref.TokenIDs[i])
 		}
 		if n := len(q) + 2; len(types) != len(ids) || slices.ContainsFunc(types[:n], func(v int32) bool { return v != 0 }) || slices.ContainsFunc(types[n:], func(v int32) bool { return v != 1 }) {
-			t.Errorf("pair %d: token types %v; want 0 for [CLS] q [SEP], 1 for d [SEP]", i, types)
+			t.Errorf("%s pair %d: token types %v; want 0 for [CLS] q [SEP], 1 for d [SEP]", name, i, types)
 		}
 	}
-	if pairs < 5 {
-		t.Errorf("%d whole pairs compared; want at least 5", pairs)
-	}
+	return whole
 }
 
 // TestDebertaRefused: DeBERTa settings the graph does not implement are
