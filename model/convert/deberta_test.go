@@ -135,6 +135,8 @@ func TestDebertaRefused(t *testing.T) {
 		{"conv_kernel_size", 3, "conv_kernel_size 3"},
 		{"embedding_size", 16, "embedding_size 16"},
 		{"pooler_hidden_act", "tanh", "pooler_hidden_act \"tanh\""},
+		{"position_buckets", 2, "position_buckets 2 with max_relative_positions 128"},
+		{"max_relative_positions", 8, "position_buckets 16 with max_relative_positions 8"},
 		{"hidden_act", "gelu_new", "hidden_act \"gelu_new\""},
 	} {
 		dir := editedCopy(t, "deberta-tiny", "config.json", tc.key, tc.value)
