@@ -167,20 +167,18 @@ func debertaBucket(rel, bucketSize, maxPosition int) int {
 	return v
 }
 
-// debertaIndex is the index into a layer's position keys (c2p) or position
-// queries (p2c) of every relative position r = key − query from −(p−1) to
-// p−1, as transformers' disentangled_attention_bias clamps it: c2p reads
-// bucket(query − key) + span, p2c −bucket(query − key) + span (then
-// transposed back), each clamped to [0, 2·span).
-func (l debertaLayout) debertaIndex(p int, p2c bool) []int64 {
+// debertaIndex is the row of a layer's relative keys (c2p) and relative
+// queries (p2c) that each relative position r = key − query from −(p−1) to
+// p−1 reads, as transformers' disentangled_attention_bias clamps it:
+// bucket(query − key) + span, clamped to [0, 2·span). transformers indexes
+// p2c by −bucket(key − query) + span with query and key swapped, then
+// transposes: the same row, the buckets being odd (bucket(−r) = −bucket(r)).
+func (l debertaLayout) debertaIndex(p int) []int64 {
 	idx := make([]int64, 2*p-1)
 	for i := range idx {
 		rel := -(i - (p - 1)) // query − key
 		if l.buckets > 0 {
 			rel = debertaBucket(rel, l.buckets, l.maxRel)
-		}
-		if p2c {
-			rel = -rel
 		}
 		idx[i] = int64(min(max(rel+l.span, 0), 2*l.span-1))
 	}
@@ -207,9 +205,9 @@ func (s *Source) debertaGraph() (onnx.Model, error) {
 		return onnx.Model{}, err
 	}
 	bias := e.maskBias()
-	c2p, p2c := e.debertaIndices()
+	idx := e.debertaIndices()
 	for l := range s.Config.Layers {
-		if x, err = e.debertaLayer(l, x, bias, rel, c2p, p2c); err != nil {
+		if x, err = e.debertaLayer(l, x, bias, rel, idx); err != nil {
 			return onnx.Model{}, err
 		}
 	}
@@ -276,23 +274,20 @@ func (e *encoder) debertaRelEmbeddings() (string, error) {
 	return e.layerNorm("encoder.LayerNorm", rel)
 }
 
-// debertaIndices adds the c2p and p2c gather indices [batch, heads, seq,
-// seq]: each (query, key) pair's row of the position keys / queries.
-func (e *encoder) debertaIndices() (string, string) {
+// debertaIndices adds the gather index [batch, heads, seq, seq] of the c2p
+// and p2c terms: each (query, key) pair's row of the relative keys and
+// queries.
+func (e *encoder) debertaIndices() string {
 	p := e.s.Config.MaxPositionEmbeddings // no sequence is longer
 	at := e.node("rel.index", "Add", []string{e.relPositions(), e.constant(onnx.Tensor{Name: "c.rel_offset", Ints: []int64{int64(p - 1)}})})
 	shape := e.node("rel.expand", "Concat", []string{
 		e.node("rel.batch", "Slice", []string{e.node("rel.in_shape", "Shape", []string{"input_ids"}), e.ints("c.0", 0), e.ints("c.1", 1)}),
 		e.ints("c.heads", int64(e.s.Config.Heads)), e.node("rel.seq2", "Unsqueeze", []string{"rel.seq", e.ints("c.axis0", 0)}),
 		"rel.seq2"}, onnx.IntAttr("axis", 0))
-	var out [2]string
-	for i, kind := range []string{"c2p", "p2c"} {
-		idx := e.s.deberta.debertaIndex(p, kind == "p2c")
-		g := e.node("rel."+kind, "Gather", []string{e.constant(onnx.Tensor{Name: "rel." + kind + ".table", Dims: []int64{int64(len(idx))}, Ints: idx}), at},
-			onnx.IntAttr("axis", 0))
-		out[i] = e.node("rel."+kind+".expanded", "Expand", []string{g, shape})
-	}
-	return out[0], out[1]
+	idx := e.s.deberta.debertaIndex(p)
+	g := e.node("rel.rows", "Gather", []string{e.constant(onnx.Tensor{Name: "rel.rows.table", Dims: []int64{int64(len(idx))}, Ints: idx}), at},
+		onnx.IntAttr("axis", 0))
+	return e.node("rel.rows.expanded", "Expand", []string{g, shape})
 }
 
 // linearAs adds x·Wᵀ + b for the torch Linear module named, [hidden,
@@ -322,8 +317,9 @@ func (e *encoder) linearAs(module, name, x string) (string, error) {
 
 // debertaHeads adds the Linear module over x split into heads: [batch,
 // heads, seq, head] or, for the relative embeddings [2·span, hidden]
-// (rel), [heads, head, 2·span], transposed for MatMul.
-func (e *encoder) debertaHeads(module, name, x string, rel bool) (string, error) {
+// (rel), [heads, head, 2·span] (relPerm 1 2 0: the relative keys) or
+// [heads, 2·span, head] (1 0 2: the relative queries).
+func (e *encoder) debertaHeads(module, name, x string, rel bool, relPerm ...int64) (string, error) {
 	c := e.s.Config
 	h, heads := int64(c.HiddenSize), int64(c.Heads)
 	y, err := e.linearAs(module, name, x)
@@ -332,7 +328,7 @@ func (e *encoder) debertaHeads(module, name, x string, rel bool) (string, error)
 	}
 	if rel {
 		r := e.node(name+".heads", "Reshape", []string{y, e.ints("c.rel_heads", 0, heads, h/heads)})
-		return e.node(name+".t", "Transpose", []string{r}, onnx.Attr{Name: "perm", Ints: []int64{1, 2, 0}}), nil
+		return e.node(name+".t", "Transpose", []string{r}, onnx.Attr{Name: "perm", Ints: relPerm}), nil
 	}
 	r := e.node(name+".heads", "Reshape", []string{y, e.ints("c.split_heads", 0, 0, heads, h/heads)})
 	return e.node(name+".t", "Transpose", []string{r}, onnx.Attr{Name: "perm", Ints: []int64{0, 2, 1, 3}}), nil
@@ -342,11 +338,11 @@ func (e *encoder) debertaHeads(module, name, x string, rel bool) (string, error)
 // disentangled self-attention (debertaScores), its output projection,
 // residual and LayerNorm, then BERT's feed-forward layer (erf GELU),
 // residual and LayerNorm.
-func (e *encoder) debertaLayer(l int, x, bias, rel, c2p, p2c string) (string, error) {
+func (e *encoder) debertaLayer(l int, x, bias, rel, idx string) (string, error) {
 	c := e.s.Config
 	h := int64(c.HiddenSize)
 	p := fmt.Sprintf("encoder.layer.%d.", l)
-	scores, v, err := e.debertaScores(p, x, rel, c2p, p2c)
+	scores, v, err := e.debertaScores(p, x, rel, idx)
 	if err != nil {
 		return "", err
 	}
@@ -374,32 +370,37 @@ func (e *encoder) debertaLayer(l int, x, bias, rel, c2p, p2c string) (string, er
 
 // debertaScores adds layer p's attention scores [batch, heads, seq, seq]
 // before the mask, as DisentangledSelfAttention computes them: q·(kᵀ/s)
-// plus c2p/s and p2c/s, s = √(head × 3) in float32; c2p[i,j] =
-// q_i·Kr[c2p index], p2c[i,j] = k_j·Qr[p2c index] (gathered with i and j
-// swapped, then transposed, as transformers does), Kr and Qr the layer's
+// plus c2p/s and p2c/s, s = √(head × 3) in float32, where c2p[i,j] =
+// q_i·Kr[idx(i,j)] and p2c[i,j] = k_j·Qr[idx(i,j)], Kr and Qr the layer's
 // key_proj and query_proj over the relative embeddings (share_att_key).
-// It returns the values [batch, heads, seq, head] too.
-func (e *encoder) debertaScores(p, x, rel, c2p, p2c string) (string, string, error) {
+// The scale is applied to q and k before the products (one division of
+// [batch, heads, seq, head] each, not of [batch, heads, seq, seq]), and
+// p2c is gathered from Qr·(kᵀ/s) [batch, heads, 2·span, seq] along its rows,
+// with no transposition. It returns the values [batch, heads, seq, head] too.
+func (e *encoder) debertaScores(p, x, rel, idx string) (string, string, error) {
 	c := e.s.Config
 	d := c.HiddenSize / c.Heads
-	var hs [5]string // q, k, v, Kr, Qr
+	var hs [5]string // q, k, v, Kr [heads, head, 2·span], Qr [heads, 2·span, head]
 	for i, m := range []struct {
 		module, name, in string
-	}{{"query_proj", "q", x}, {"key_proj", "k", x}, {"value_proj", "v", x}, {"key_proj", "rel.k", rel}, {"query_proj", "rel.q", rel}} {
+		perm             []int64
+	}{{"query_proj", "q", x, nil}, {"key_proj", "k", x, nil}, {"value_proj", "v", x, nil},
+		{"key_proj", "rel.k", rel, []int64{1, 2, 0}}, {"query_proj", "rel.q", rel, []int64{1, 0, 2}}} {
 		var err error
-		if hs[i], err = e.debertaHeads(p+"attention.self."+m.module, p+m.name, m.in, i >= 3); err != nil {
+		if hs[i], err = e.debertaHeads(p+"attention.self."+m.module, p+m.name, m.in, i >= 3, m.perm...); err != nil {
 			return "", "", err
 		}
 	}
 	scale := e.scalar("c.deberta_scale", float32(math.Sqrt(float64(float32(d)*3))))
 	kT := e.node(p+"k.tt", "Transpose", []string{hs[1]}, onnx.Attr{Name: "perm", Ints: []int64{0, 1, 3, 2}})
-	scores := e.node(p+"scores", "MatMul", []string{hs[0], e.node(p+"k.scaled", "Div", []string{kT, scale})})
-	c2pAll := e.node(p+"c2p.all", "MatMul", []string{hs[0], hs[3]}) // [batch, heads, seq, 2·span]
-	c2pAtt := e.node(p+"c2p", "GatherElements", []string{c2pAll, c2p}, onnx.IntAttr("axis", 3))
-	p2cAll := e.node(p+"p2c.all", "MatMul", []string{hs[1], hs[4]}) // [batch, heads, seq (keys), 2·span]
-	p2cAtt := e.node(p+"p2c", "Transpose", []string{e.node(p+"p2c.gathered", "GatherElements", []string{p2cAll, p2c}, onnx.IntAttr("axis", 3))},
-		onnx.Attr{Name: "perm", Ints: []int64{0, 1, 3, 2}})
-	relAtt := e.node(p+"rel.att", "Add", []string{e.node(p+"c2p.scaled", "Div", []string{c2pAtt, scale}), e.node(p+"p2c.scaled", "Div", []string{p2cAtt, scale})})
+	kScaled := e.node(p+"k.scaled", "Div", []string{kT, scale}) // [batch, heads, head, seq]
+	scores := e.node(p+"scores", "MatMul", []string{hs[0], kScaled})
+	qScaled := e.node(p+"q.scaled", "Div", []string{hs[0], scale})
+	c2pAll := e.node(p+"c2p.all", "MatMul", []string{qScaled, hs[3]}) // [batch, heads, seq, 2·span]
+	c2p := e.node(p+"c2p", "GatherElements", []string{c2pAll, idx}, onnx.IntAttr("axis", 3))
+	p2cAll := e.node(p+"p2c.all", "MatMul", []string{hs[4], kScaled}) // [batch, heads, 2·span, seq]
+	p2c := e.node(p+"p2c", "GatherElements", []string{p2cAll, idx}, onnx.IntAttr("axis", 2))
+	relAtt := e.node(p+"rel.att", "Add", []string{c2p, p2c})
 	return e.node(p+"scores.rel", "Add", []string{scores, relAtt}), hs[2], nil
 }
 
