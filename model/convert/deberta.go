@@ -23,8 +23,10 @@ import (
 // i − j in DeBERTa's log buckets, shifted into the table; the three are
 // scaled by √(head × 3). The classifier head is the ContextPooler (first
 // token, dense, GELU) and a dense layer: the logits output. Every detail
-// follows transformers' modeling_deberta_v2.py; the flags of DeBERTa-v3 are
-// required, others refused (readDeberta).
+// follows transformers' modeling_deberta_v2.py. DeBERTa-v3's attention
+// flags are required, other settings refused (readDeberta); token types,
+// no position buckets (relative positions clamped to max_relative_positions)
+// and rel_embeddings without a LayerNorm are read too (DeBERTa-v2).
 
 // debertaConfig is what config.json says of a DeBERTa-v2/v3 beyond BERT's
 // keys; absent keys take transformers' defaults (DebertaV2Config and the
