@@ -94,6 +94,9 @@ func (s *Source) Graph() (onnx.Model, error) {
 	if s.arch.modern {
 		return s.modernGraph()
 	}
+	if s.arch.deberta {
+		return s.debertaGraph()
+	}
 	w, err := s.openWeights()
 	if err != nil {
 		return onnx.Model{}, err

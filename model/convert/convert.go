@@ -14,6 +14,7 @@
 //	DistilBertModel                                      BERT's encoder under other names, no token types (distilbert.go)
 //	MPNetModel                                           RoBERTa's positions, a relative position bias (mpnet.go)
 //	ModernBertModel                                      rotary, local/global attention, GeGLU: a graph of its own (modernbert.go)
+//	DebertaV2ForSequenceClassification                   DeBERTa-v3 cross-encoders: disentangled attention, a graph of its own (deberta.go)
 //	Qwen3Model, Qwen3ForCausalLM                         a decoder embedder, to GGUF for llama.cpp (qwen3.go)
 //
 // The graph computes what transformers' BertModel computes in float32:
@@ -125,22 +126,24 @@ type arch struct {
 	distil  bool   // DistilBERT: BERT under other names (distilbert.go)
 	mpnet   bool   // MPNet: BERT under other names with a relative position bias (mpnet.go)
 	modern  bool   // ModernBERT: a graph of its own (modernbert.go)
+	deberta bool   // DeBERTa-v2/v3: disentangled attention, a graph of its own (deberta.go)
 }
 
 var archs = map[string]arch{
-	"BertModel":                     {prefixes: []string{"", "bert."}},
-	"BertForMaskedLM":               {prefixes: []string{"bert.", ""}, mlm: true},
-	"BertForPreTraining":            {prefixes: []string{"bert.", ""}},
-	"BertForSequenceClassification": {prefixes: []string{"bert."}, classifier: true},
-	"RobertaModel":                  {prefixes: []string{"", "roberta."}, offset: true},
-	"RobertaForMaskedLM":            {prefixes: []string{"roberta.", ""}, offset: true},
-	"XLMRobertaModel":               {prefixes: []string{"", "roberta."}, offset: true},
-	"XLMRobertaForMaskedLM":         {prefixes: []string{"roberta.", ""}, offset: true},
-	"ModernBertModel":               {prefixes: []string{"", "model."}, modern: true, probe: "embeddings.tok_embeddings.weight"},
-	"MPNetModel":                    {prefixes: []string{"", "mpnet."}, offset: true, mpnet: true},
-	"DistilBertModel":               {prefixes: []string{"", "distilbert."}, distil: true},
-	"Qwen3Model":                    {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
-	"Qwen3ForCausalLM":              {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
+	"BertModel":                          {prefixes: []string{"", "bert."}},
+	"BertForMaskedLM":                    {prefixes: []string{"bert.", ""}, mlm: true},
+	"BertForPreTraining":                 {prefixes: []string{"bert.", ""}},
+	"BertForSequenceClassification":      {prefixes: []string{"bert."}, classifier: true},
+	"RobertaModel":                       {prefixes: []string{"", "roberta."}, offset: true},
+	"RobertaForMaskedLM":                 {prefixes: []string{"roberta.", ""}, offset: true},
+	"XLMRobertaModel":                    {prefixes: []string{"", "roberta."}, offset: true},
+	"XLMRobertaForMaskedLM":              {prefixes: []string{"roberta.", ""}, offset: true},
+	"ModernBertModel":                    {prefixes: []string{"", "model."}, modern: true, probe: "embeddings.tok_embeddings.weight"},
+	"MPNetModel":                         {prefixes: []string{"", "mpnet."}, offset: true, mpnet: true},
+	"DistilBertModel":                    {prefixes: []string{"", "distilbert."}, distil: true},
+	"DebertaV2ForSequenceClassification": {prefixes: []string{"deberta."}, classifier: true, deberta: true},
+	"Qwen3Model":                         {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
+	"Qwen3ForCausalLM":                   {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
 }
 
 // Architectures lists the architectures the converter converts, sorted.
@@ -163,7 +166,8 @@ type Source struct {
 	qwen3   *qwen3Config // a Qwen3 decoder's settings
 	// mpnetBuckets is an MPNet's relative_attention_num_buckets.
 	mpnetBuckets int
-	modern       *modernLayers // a ModernBERT's layers
+	modern       *modernLayers  // a ModernBERT's layers
+	deberta      *debertaLayout // a DeBERTa's relative positions
 }
 
 // Open reads dir's config.json and finds its weights, refusing (ErrRefused)
@@ -193,6 +197,11 @@ func Open(dir string) (*Source, error) {
 	}
 	if s.arch.modern {
 		if err := s.readModern(cfgPath, b); err != nil {
+			return nil, err
+		}
+	}
+	if s.arch.deberta {
+		if err := s.readDeberta(cfgPath, b); err != nil {
 			return nil, err
 		}
 	}

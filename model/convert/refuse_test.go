@@ -44,11 +44,11 @@ func TestRefusals(t *testing.T) {
 		{"unknown architecture", func(t *testing.T, dir string) {
 			editConfig(t, dir, func(c map[string]any) { c["architectures"] = []string{"GPT2LMHeadModel"} })
 		}, []string{"config.json", "GPT2LMHeadModel", "BertModel"}},
-		{"DeBERTa", func(t *testing.T, dir string) { // the supported list and the ways out, named
+		{"DeBERTa v1", func(t *testing.T, dir string) { // the supported list and the ways out, named
 			editConfig(t, dir, func(c map[string]any) {
-				c["architectures"], c["model_type"] = []string{"DebertaV2ForSequenceClassification"}, "deberta-v2"
+				c["architectures"], c["model_type"] = []string{"DebertaForSequenceClassification"}, "deberta"
 			})
-		}, []string{"config.json", "DebertaV2ForSequenceClassification", "DistilBertModel", "MPNetModel", "ModernBertModel", "Qwen3Model", "ONNX export", "onnx/model.onnx", "GGUF"}},
+		}, []string{"config.json", "architecture DebertaForSequenceClassification;", "DebertaV2ForSequenceClassification", "DistilBertModel", "MPNetModel", "ModernBertModel", "Qwen3Model", "ONNX export", "onnx/model.onnx", "GGUF"}},
 		{"missing tensor", func(t *testing.T, dir string) {
 			rewriteWeights(t, dir, func(w converttest.Tensors) { delete(w.Values, q); delete(w.Shapes, q) })
 		}, []string{"model.safetensors", "no tensor " + q}},
