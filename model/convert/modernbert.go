@@ -8,7 +8,9 @@ import (
 	"github.com/synapse-embed/synapse/model/onnx"
 )
 
-// ModernBERT (ModernBertModel: gte-modernbert-base, modernbert-embed-base)
+// ModernBERT (ModernBertModel: gte-modernbert-base, modernbert-embed-base;
+// ModernBertForSequenceClassification: gte-reranker-modernbert-base, whose
+// head modernHead adds)
 // is an encoder of another shape than BERT's, so it has a graph of its own
 // (modernGraph): token embeddings and a LayerNorm, no positions there;
 // pre-norm layers (the first without attn_norm) whose attention takes its
@@ -16,7 +18,7 @@ import (
 // one base for global layers and another for local ones) and, in local
 // layers, sees only keys within local_attention/2 positions; a GeGLU
 // feed-forward layer (Wi's first half through exact GELU times its second
-// half, then Wo); a final LayerNorm. No biases anywhere, as the checkpoints
+// half, then Wo); a final LayerNorm. No biases in the encoder, as the checkpoints
 // have none (norm_bias, attention_bias and mlp_bias true are refused).
 
 // modernConfig is what config.json says of a ModernBERT beyond BERT's keys.
