@@ -18,9 +18,11 @@
 # Environment: SYNAPSE (default bin/synapse), CORPUS (default
 # ../shared/fixtures/corpora/scifact/corpus.jsonl), WORK (default a new
 # temporary directory; its models/ is the model cache). Prints one line per
-# run: round, contender, engine, documents, tokens, tokens/s, the ratio to the
-# BERT run before it (on the same engine) and the 1-minute load average
-# before the run.
+# run: round, contender, engine, documents, tokens, tokens/s (wall, synapse's
+# summary), CPU seconds of synapse and its workers (/usr/bin/time), tokens per
+# CPU-second, its ratio to the BERT run before it (on the same engine) and the
+# 1-minute load average before the run. On a shared machine the wall rates
+# follow the load; tokens per CPU-second is the measure to compare.
 set -eu
 DIR=${1:?usage: same-width.sh DIR [DOCS] [GGUF_DOCS] [ROUNDS]}
 DOCS=${2:-500}
@@ -38,7 +40,7 @@ head -n 10 "$CORPUS" >"$WORK/warm.jsonl"
 load() { cut -d' ' -f1 /proc/loadavg; }
 
 embed() { # $1: model (a directory or a cached name), $2: documents, $3: log
-	"$SYNAPSE" embed "$2" -m "$1" --text-field title --text-field text --truncate -o "$WORK/out.arrow" \
+	/usr/bin/time -f '%e %U %S' -o "$WORK/time" "$SYNAPSE" embed "$2" -m "$1" --text-field title --text-field text --truncate -o "$WORK/out.arrow" \
 		--workers 1 --threads 1 >"$3" 2>&1 || { cat "$3" >&2; exit 1; }
 }
 
@@ -47,10 +49,13 @@ run() { # $1: contender, $2: model, $3: engine, $4: documents
 	l=$(load)
 	embed "$2" "$4" "$WORK/$1.log"
 	# tokens         115634 (3012 tokens/s over 38.4s)
-	set -- "$1" "$3" "$(wc -l <"$4")" $(awk '$1 == "tokens" { gsub(/[(]/, "", $3); print $2, $3 }' "$WORK/$1.log")
-	case $1 in bert | bert-gguf) base=$5 ;; esac
-	echo "$r $1 $2 $3 $4 $5 $base $l" |
-		awk '{ printf "%s %-10s %-12s %5d %8d %7d %6.3f %5s\n", $1, $2, $3, $4, $5, $6, $6 / $7, $8 }'
+	read -r _ user sys <"$WORK/time"
+	cpu=$(echo "$user $sys" | awk '{ print $1 + $2 }')
+	set -- "$1" "$3" "$(wc -l <"$4")" $(awk '$1 == "tokens" { gsub(/[(]/, "", $3); print $2, $3 }' "$WORK/$1.log") "$cpu"
+	rate=$(echo "$4 $6" | awk '{ printf "%.0f", $1 / $2 }')
+	case $1 in bert | bert-gguf) base=$rate ;; esac
+	echo "$r $1 $2 $3 $4 $5 $6 $rate $base $l" |
+		awk '{ printf "%s %-10s %-12s %5d %8d %7d %7.1f %7d %6.3f %5s\n", $1, $2, $3, $4, $5, $6, $7, $8, $8 / $9, $10 }'
 }
 
 "$SYNAPSE" models add "$DIR/bert" --format gguf --name bert-gguf >/dev/null 2>&1
@@ -59,7 +64,7 @@ embed bert-gguf "$WORK/warm.jsonl" "$WORK/warm.log"
 
 echo "# $(date -u +%FT%TZ) $(uptime)"
 echo "# $DOCS documents ($GGUF_DOCS for llama.cpp) of $CORPUS; models in $DIR; $("$SYNAPSE" version 2>/dev/null | head -1)"
-echo "round contender engine docs tokens tokens_per_s vs_bert load1"
+echo "round contender engine docs tokens tokens_per_s cpu_s tokens_per_cpu_s vs_bert load1"
 r=0
 while [ "$r" -lt "$ROUNDS" ]; do
 	for m in distilbert mpnet modernbert; do

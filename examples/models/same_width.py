@@ -5,7 +5,7 @@ Pooling, Normalize): the inputs of the "tokens/s against BERT of the same
 width" measure in docs/models.md (examples/models/same_width.sh runs it). Speed
 only — the weights are random, the vectors meaningless.
 
-    /work/venv-ref/bin/python examples/models/same_width.py --tokenizer DIR/all-MiniLM-L6-v2 \
+    .cache/venv-ref/bin/python examples/models/same_width.py --tokenizer DIR/all-MiniLM-L6-v2 \
         --corpus corpus.jsonl --out .cache/same-width
 
 The encoders (BertModel, DistilBertModel, MPNetModel, ModernBertModel) share

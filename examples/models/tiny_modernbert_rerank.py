@@ -4,7 +4,7 @@ gte-reranker-modernbert-base, and its reference scores: test data for
 synapse's conversion of ModernBERT cross-encoders (safetensors -> ONNX),
 committed so that CI needs no torch.
 
-    /work/venv-ref/bin/python examples/models/tiny_modernbert_rerank.py --out model/convert/testdata/modernbert-rerank-tiny
+    .cache/venv-ref/bin/python examples/models/tiny_modernbert_rerank.py --out model/convert/testdata/modernbert-rerank-tiny
 
 The encoder is tiny_modernbert.py's (same tokenizer, same widths, local layers
 seeing 8 positions each way, so that every pair crosses the window); the head
