@@ -278,8 +278,10 @@ func (e *encoder) modernLayer(l int, x, bias, cos, sin string) (string, error) {
 // (with its bias).
 func (e *encoder) modernHead(x string) error {
 	h := int64(e.s.Config.HiddenSize)
-	if !e.w.has("classifier.weight") {
-		return fmt.Errorf("convert: %s: %w: no tensor classifier.weight for %s", e.w.fileNames(), ErrRefused, e.s.Arch)
+	for _, n := range []string{"head.dense.weight", "head.norm.weight", "classifier.weight", "classifier.bias"} {
+		if !e.w.has(n) { // the head is outside the encoder's prefix: name it as the checkpoint would
+			return fmt.Errorf("convert: %s: %w: no tensor %s for %s", e.w.fileNames(), ErrRefused, n, e.s.Arch)
+		}
 	}
 	labels := e.w.shapeRows("classifier.weight")
 	var pooled string

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/synapse-embed/synapse/model/safetensors"
 	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
@@ -88,5 +90,43 @@ func TestModernBERTRerankRefused(t *testing.T) {
 		if _, err := Open(dir); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want refused, saying %q", tc.key, err, tc.says)
 		}
+	}
+}
+
+// TestModernBERTRerankMissingHead: a reranker checkpoint without one of its
+// head's tensors (the weights rewritten without it) is refused when the
+// graph is built, naming the tensor.
+func TestModernBERTRerankMissingHead(t *testing.T) {
+	f, err := safetensors.Open("testdata/modernbert-rerank-tiny/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, drop := range []string{"classifier.weight", "head.dense.weight", "head.norm.weight", "classifier.bias"} {
+		tensors, shapes := map[string][]float32{}, map[string][]int64{}
+		for _, n := range f.Names() {
+			if n == drop {
+				continue
+			}
+			if tensors[n], shapes[n], err = f.Float32(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(tensors) != len(f.Names())-1 {
+			t.Fatalf("%s is not a tensor of the checkpoint (%v)", drop, f.Names())
+		}
+		dir := editedCopy(t, "modernbert-rerank-tiny", "config.json", "classifier_pooling", "mean")
+		if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), tensors, shapes); err != nil {
+			t.Fatal(err)
+		}
+		src, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = src.Graph()
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), drop) {
+			t.Errorf("without %s: %v; want refused, naming it", drop, err)
+		}
+		t.Logf("without %s: %v", drop, err)
 	}
 }
