@@ -18,7 +18,8 @@ import (
 // model/convert/testdata/modernbert-rerank-tiny) reranks with -m DIR,
 // converted to ONNX, giving CrossEncoder's scores within 1e-3 with either
 // classifier_pooling ("mean", as saved, and "cls", config.json edited), on 1
-// worker and 2; inspect names the route and the cross-encoder. (Rerank's
+// worker and 2, and with --sigmoid CrossEncoder.predict's default (sigmoid)
+// scores; inspect names the route and the cross-encoder. (Rerank's
 // ONNX runs are never padded; model/convert's TestModernBERTRerankGraph runs
 // the same pairs padded.) A head synapse does not convert is refused with
 // exit 2 before any output.
@@ -89,6 +90,21 @@ func TestModernBERTRerank(t *testing.T) {
 			if worst > 1e-3 {
 				t.Errorf("%s pooling, %s workers: max |Δ| %.4g to CrossEncoder; want ≤ 1e-3", pooling, workers, worst)
 			}
+		}
+	}
+	// --sigmoid: what CrossEncoder.predict gives by default for one label
+	// (its config_sentence_transformers.json names Sigmoid).
+	sig := filepath.Join(work, "sigmoid.jsonl")
+	runSynapse(t, env, "rerank", in, "-m", src, "-o", sig, "--workers", "1", "--threads", "1", "--sigmoid").wantCode(t, exitOK)
+	sigRows := readRerankJSONL(t, sig)
+	if len(sigRows) != len(ref.Pairs) {
+		t.Fatalf("--sigmoid: %d rows; want %d", len(sigRows), len(ref.Pairs))
+	}
+	for _, r := range sigRows {
+		var i int
+		fmt.Sscanf(r.DocID, "d%d", &i)
+		if want := 1 / (1 + math.Exp(-ref.Scores["mean"][i])); math.Abs(float64(r.Score)-want) > 1e-3 {
+			t.Errorf("--sigmoid: %s scored %.6f; CrossEncoder.predict %.6f", r.DocID, r.Score, want)
 		}
 	}
 	res := runSynapse(t, env, "inspect", src)
