@@ -66,7 +66,7 @@ copied) with the directory's tokenizer.json, config.json, other top-level
 A Hugging Face directory with config.json and model.safetensors (or its
 shards) and no ONNX graph — BertModel, BertForMaskedLM,
 BertForSequenceClassification, RobertaModel, XLMRobertaModel, DistilBertModel, MPNetModel, ModernBertModel,
-DebertaV2ForSequenceClassification — is
+ModernBertForSequenceClassification, DebertaV2ForSequenceClassification — is
 converted by synapse to an ONNX graph (--format onnx, the default), stored
 with the same files beside it, or to a GGUF file (--format gguf: BERT
 encoders without Dense modules, pooled mean or cls). A Qwen3 decoder

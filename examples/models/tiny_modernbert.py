@@ -41,11 +41,9 @@ TEXTS = [
 ]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    out = ap.parse_args().out
-    torch.manual_seed(13)
+def make_tokenizer():
+    """ModernBERT's kind of tokenizer, trained on TRAIN: byte-level BPE,
+    [CLS] a [SEP] and [CLS] a [SEP] b [SEP], no token types."""
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     t.decoder = decoders.ByteLevel()
@@ -56,6 +54,15 @@ def main():
                                                      special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
     tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
                                   pad_token="[PAD]", mask_token="[MASK]", model_max_length=128)
+    return tok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    out = ap.parse_args().out
+    torch.manual_seed(13)
+    tok = make_tokenizer()
     cfg = ModernBertConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                            num_attention_heads=4, max_position_embeddings=256, local_attention=16,
                            global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,

@@ -14,6 +14,7 @@
 //	DistilBertModel                                      BERT's encoder under other names, no token types (distilbert.go)
 //	MPNetModel                                           RoBERTa's positions, a relative position bias (mpnet.go)
 //	ModernBertModel                                      rotary, local/global attention, GeGLU: a graph of its own (modernbert.go)
+//	ModernBertForSequenceClassification                  that encoder, mean or first-token pooling, ModernBERT's head: a logits output
 //	DebertaV2ForSequenceClassification                   DeBERTa-v3 cross-encoders: disentangled attention, a graph of its own (deberta.go)
 //	Qwen3Model, Qwen3ForCausalLM                         a decoder embedder, to GGUF for llama.cpp (qwen3.go)
 //
@@ -130,20 +131,21 @@ type arch struct {
 }
 
 var archs = map[string]arch{
-	"BertModel":                          {prefixes: []string{"", "bert."}},
-	"BertForMaskedLM":                    {prefixes: []string{"bert.", ""}, mlm: true},
-	"BertForPreTraining":                 {prefixes: []string{"bert.", ""}},
-	"BertForSequenceClassification":      {prefixes: []string{"bert."}, classifier: true},
-	"RobertaModel":                       {prefixes: []string{"", "roberta."}, offset: true},
-	"RobertaForMaskedLM":                 {prefixes: []string{"roberta.", ""}, offset: true},
-	"XLMRobertaModel":                    {prefixes: []string{"", "roberta."}, offset: true},
-	"XLMRobertaForMaskedLM":              {prefixes: []string{"roberta.", ""}, offset: true},
-	"ModernBertModel":                    {prefixes: []string{"", "model."}, modern: true, probe: "embeddings.tok_embeddings.weight"},
-	"MPNetModel":                         {prefixes: []string{"", "mpnet."}, offset: true, mpnet: true},
-	"DistilBertModel":                    {prefixes: []string{"", "distilbert."}, distil: true},
-	"DebertaV2ForSequenceClassification": {prefixes: []string{"deberta."}, classifier: true, deberta: true},
-	"Qwen3Model":                         {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
-	"Qwen3ForCausalLM":                   {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
+	"BertModel":                           {prefixes: []string{"", "bert."}},
+	"BertForMaskedLM":                     {prefixes: []string{"bert.", ""}, mlm: true},
+	"BertForPreTraining":                  {prefixes: []string{"bert.", ""}},
+	"BertForSequenceClassification":       {prefixes: []string{"bert."}, classifier: true},
+	"RobertaModel":                        {prefixes: []string{"", "roberta."}, offset: true},
+	"RobertaForMaskedLM":                  {prefixes: []string{"roberta.", ""}, offset: true},
+	"XLMRobertaModel":                     {prefixes: []string{"", "roberta."}, offset: true},
+	"XLMRobertaForMaskedLM":               {prefixes: []string{"roberta.", ""}, offset: true},
+	"ModernBertModel":                     {prefixes: []string{"", "model."}, modern: true, probe: "embeddings.tok_embeddings.weight"},
+	"ModernBertForSequenceClassification": {prefixes: []string{"model."}, modern: true, classifier: true, probe: "embeddings.tok_embeddings.weight"},
+	"MPNetModel":                          {prefixes: []string{"", "mpnet."}, offset: true, mpnet: true},
+	"DistilBertModel":                     {prefixes: []string{"", "distilbert."}, distil: true},
+	"DebertaV2ForSequenceClassification":  {prefixes: []string{"deberta."}, classifier: true, deberta: true},
+	"Qwen3Model":                          {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
+	"Qwen3ForCausalLM":                    {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
 }
 
 // Architectures lists the architectures the converter converts, sorted.

@@ -8,7 +8,9 @@ import (
 	"github.com/synapse-embed/synapse/model/onnx"
 )
 
-// ModernBERT (ModernBertModel: gte-modernbert-base, modernbert-embed-base)
+// ModernBERT (ModernBertModel: gte-modernbert-base, modernbert-embed-base;
+// ModernBertForSequenceClassification: gte-reranker-modernbert-base, whose
+// head modernHead adds)
 // is an encoder of another shape than BERT's, so it has a graph of its own
 // (modernGraph): token embeddings and a LayerNorm, no positions there;
 // pre-norm layers (the first without attn_norm) whose attention takes its
@@ -16,7 +18,7 @@ import (
 // one base for global layers and another for local ones) and, in local
 // layers, sees only keys within local_attention/2 positions; a GeGLU
 // feed-forward layer (Wi's first half through exact GELU times its second
-// half, then Wo); a final LayerNorm. No biases anywhere, as the checkpoints
+// half, then Wo); a final LayerNorm. No biases in the encoder, as the checkpoints
 // have none (norm_bias, attention_bias and mlp_bias true are refused).
 
 // modernConfig is what config.json says of a ModernBERT beyond BERT's keys.
@@ -32,6 +34,10 @@ type modernConfig struct {
 	LocalTheta     float64                    `json:"local_rope_theta"`
 	LayerTypes     []string                   `json:"layer_types"`     // transformers 5
 	RopeParameters map[string]*ropeParameters `json:"rope_parameters"` // transformers 5: by layer type
+	// A ModernBertForSequenceClassification's head.
+	ClassifierPooling    string `json:"classifier_pooling"`
+	ClassifierActivation string `json:"classifier_activation"`
+	ClassifierBias       bool   `json:"classifier_bias"`
 }
 
 // modernLayers is how a ModernBERT's layers attend: global (full) or local,
@@ -40,12 +46,14 @@ type modernLayers struct {
 	global                  []bool
 	window                  int // a local layer's keys: within this many positions of the query
 	globalTheta, localTheta float64
+	meanPool                bool // a classifier's pooling: the mean over the attention mask, else the first token
 }
 
 // readModern reads a ModernBERT's settings, filling BERT's (activation, eps)
 // for the checks they share.
 func (s *Source) readModern(cfgPath string, b []byte) error {
-	m := modernConfig{NormEps: 1e-5, GlobalEvery: 3, GlobalTheta: 160000, LocalTheta: 10000, LocalAttention: 128, Activation: "gelu"}
+	m := modernConfig{NormEps: 1e-5, GlobalEvery: 3, GlobalTheta: 160000, LocalTheta: 10000, LocalAttention: 128, Activation: "gelu",
+		ClassifierPooling: "cls", ClassifierActivation: "gelu"}
 	if err := readlimit.UnmarshalJSON(b, &m); err != nil {
 		return fmt.Errorf("convert: %s: %w: %v", cfgPath, ErrRefused, err)
 	}
@@ -59,8 +67,12 @@ func (s *Source) readModern(cfgPath string, b []byte) error {
 		return bad("global_attn_every_n_layers %d, local_attention %d: want positive", m.GlobalEvery, m.LocalAttention)
 	case len(m.LayerTypes) > 0 && len(m.LayerTypes) != s.Config.Layers:
 		return bad("layer_types names %d layers; num_hidden_layers is %d", len(m.LayerTypes), s.Config.Layers)
+	case s.arch.classifier && m.ClassifierPooling != "mean" && m.ClassifierPooling != "cls":
+		return bad("classifier_pooling %q; synapse converts \"mean\" and \"cls\"", m.ClassifierPooling)
+	case s.arch.classifier && (m.ClassifierActivation != "gelu" || m.ClassifierBias):
+		return bad("classifier_activation %q, classifier_bias %v; synapse converts ModernBERT's head with \"gelu\" (exact, erf) and no dense bias, as its checkpoints have", m.ClassifierActivation, m.ClassifierBias)
 	}
-	l := modernLayers{window: m.LocalAttention / 2, globalTheta: m.GlobalTheta, localTheta: m.LocalTheta}
+	l := modernLayers{window: m.LocalAttention / 2, globalTheta: m.GlobalTheta, localTheta: m.LocalTheta, meanPool: m.ClassifierPooling == "mean"}
 	for kind, p := range m.RopeParameters {
 		if p == nil {
 			continue
@@ -144,6 +156,11 @@ func (s *Source) modernGraph() (onnx.Model, error) {
 	e.node("last_hidden_state", "Identity", []string{x})
 	e.g.Outputs = append(e.g.Outputs, onnx.Value{Name: "last_hidden_state", Tensor: true, Elem: onnx.Float,
 		Dims: []onnx.Dim{{Param: "batch"}, {Param: "sequence"}, {Value: h}}})
+	if s.arch.classifier {
+		if err := e.modernHead(x); err != nil {
+			return onnx.Model{}, err
+		}
+	}
 	if e.bytes > maxGraphBytes {
 		return onnx.Model{}, fmt.Errorf("convert: %s: %w: %d bytes of float32 weights; a self-contained ONNX graph holds at most %d",
 			s.Dir, ErrRefused, e.bytes, int64(maxGraphBytes))
@@ -252,4 +269,45 @@ func (e *encoder) modernLayer(l int, x, bias, cos, sin string) (string, error) {
 		return "", err
 	}
 	return e.node(p+"mlp.residual", "Add", []string{x1, e.rows(p+"mlp.Wo", glu, wo2, inter, 0, h)}), nil
+}
+
+// modernHead adds ModernBertForSequenceClassification's head over x
+// [batch, seq, hidden], as the logits output [batch, labels]: pooling (the
+// mean of the tokens the attention mask keeps, or the first token), then
+// head.dense (no bias), exact GELU, head.norm (no bias) and the classifier
+// (with its bias).
+func (e *encoder) modernHead(x string) error {
+	h := int64(e.s.Config.HiddenSize)
+	for _, n := range []string{"head.dense.weight", "head.norm.weight", "classifier.weight", "classifier.bias"} {
+		if !e.w.has(n) { // the head is outside the encoder's prefix: name it as the checkpoint would
+			return fmt.Errorf("convert: %s: %w: no tensor %s for %s", e.w.fileNames(), ErrRefused, n, e.s.Arch)
+		}
+	}
+	labels := e.w.shapeRows("classifier.weight")
+	var pooled string
+	if e.s.modern.meanPool {
+		m := e.node("head.mask", "Unsqueeze", []string{e.node("head.mask.f", "Cast", []string{"attention_mask"}, onnx.IntAttr("to", int64(onnx.Float))), e.ints("c.axis2", 2)})
+		sum := e.node("head.sum", "ReduceSum", []string{e.node("head.masked", "Mul", []string{x, m}), e.ints("c.1", 1)}, onnx.IntAttr("keepdims", 0))
+		count := e.node("head.count", "ReduceSum", []string{m, e.ints("c.1", 1)}, onnx.IntAttr("keepdims", 0))
+		pooled = e.node("head.mean", "Div", []string{sum, count})
+	} else {
+		pooled = e.node("head.first", "Gather", []string{x, e.scalarInt("c.zero_index", 0)}, onnx.IntAttr("axis", 1))
+	}
+	dw, err := e.w.tensor("head.dense.weight", h, h)
+	if err != nil {
+		return err
+	}
+	act := e.gelu("head.gelu", e.rows("head.dense", pooled, dw, h, 0, h))
+	normed, err := e.norm("head.norm", act)
+	if err != nil {
+		return err
+	}
+	logits, err := e.linear("classifier", normed, h, labels)
+	if err != nil {
+		return err
+	}
+	e.node("logits", "Identity", []string{logits})
+	e.g.Outputs = append(e.g.Outputs, onnx.Value{Name: "logits", Tensor: true, Elem: onnx.Float,
+		Dims: []onnx.Dim{{Param: "batch"}, {Value: labels}}})
+	return nil
 }
