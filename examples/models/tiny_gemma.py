@@ -13,9 +13,9 @@ scaled by sqrt(hidden), and the layer pattern of five sliding-window layers then
 one full-attention layer (seven layers: both kinds, and a pattern that restarts),
 with rotary bases 10,000 (sliding) and 1,000,000 (full). The sliding window is
 8 tokens, so most texts exceed it. The tokenizer is the same kind as Gemma's
-(SentencePiece-style BPE: spaces as U+2581, byte fallback <0xXX>, merges for
-every pair whose join is a token, ordered by the join's id; <bos> and <eos>
-added), trained on a few texts. The sentence-transformers chain is the same:
+(transformers' GemmaTokenizer: spaces as U+2581, byte fallback <0xXX>, merges
+for every pair whose join is a token, by the join's score; <bos> and <eos>
+added), its vocabulary trained on a few texts. The sentence-transformers chain is the same:
 Transformer, Pooling (mean), Dense (hidden -> 4 x hidden, no bias, identity),
 Dense (4 x hidden -> hidden), Normalize, with EmbeddingGemma's prompts. The
 norm weights are randomized too, so that a converter that drops one (or
@@ -28,8 +28,9 @@ import os
 import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers import models as stm
-from tokenizers import Tokenizer, decoders, models, normalizers, trainers
-from transformers import Gemma3TextConfig, Gemma3TextModel, PreTrainedTokenizerFast
+from tokenizers import Tokenizer, models, normalizers, trainers
+from transformers import Gemma3TextConfig, Gemma3TextModel, GemmaTokenizer
+from transformers.tokenization_utils_base import generate_merges
 
 PROMPTS = {"query": "task: search result | query: ", "document": "title: none | text: ",
            "Clustering": "task: clustering | query: "}
@@ -58,36 +59,22 @@ QUERIES = ["Do vaccines train the immune system?", "How does insulin resistance 
 
 
 def tokenizer():
-    """A Gemma-style BPE: <pad> <eos> <bos> <unk>, the 256 byte tokens, then
-    what a BPE trainer learns on TRAIN (spaces as U+2581); the merges are
-    every pair whose join is a token, by the join's id, as Hugging Face's
-    SentencePiece converter writes them for Gemma."""
+    """transformers' GemmaTokenizer (the class google/embeddinggemma-300m's
+    tokenizer.json comes from: spaces replaced by U+2581, a no-op split at
+    spaces, BPE with byte fallback, <bos> and <eos> added) over a small
+    vocabulary: <pad> <eos> <bos> <unk> <mask>, the 256 byte tokens, then what
+    a BPE trainer learns on TRAIN, scored as SentencePiece scores BPE pieces
+    (-id); the merges are transformers' generate_merges of those scores, as
+    its SentencePiece converter writes Gemma's."""
     learn = Tokenizer(models.BPE(unk_token="<unk>"))
     learn.normalizer = normalizers.Replace(" ", SPACE)
     learn.train_from_iterator(TRAIN * 4, trainers.BpeTrainer(vocab_size=500, show_progress=False))
-    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
-    toks = specials + [f"<0x{b:02X}>" for b in range(256)]
+    toks = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"] + [f"<0x{b:02X}>" for b in range(256)]
     learned = sorted(learn.get_vocab().items(), key=lambda kv: kv[1])
     toks += [t for t, _ in learned if t not in toks]
     vocab = {t: i for i, t in enumerate(toks)}
-    normal = [t for t in toks[260:]]
-    merges = []
-    for t in normal:
-        for k in range(1, len(t)):
-            a, b = t[:k], t[k:]
-            if a in vocab and b in vocab and vocab[a] >= 260 and vocab[b] >= 260:
-                merges.append((vocab[t], vocab[a], vocab[b], a, b))
-    merges.sort()
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[(a, b) for *_, a, b in merges], unk_token="<unk>",
-                               byte_fallback=True, fuse_unk=True))
-    tok.normalizer = normalizers.Replace(" ", SPACE)
-    tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
-    from tokenizers import processors
-    tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A <eos>", pair="<bos> $A <eos> $B <eos>", special_tokens=[("<bos>", 2), ("<eos>", 1)])
-    tok.add_special_tokens(specials)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
-                                   unk_token="<unk>", padding_side="right")
+    merges = generate_merges(vocab, {t: -float(i) for t, i in vocab.items()})
+    return GemmaTokenizer(vocab=vocab, merges=merges, add_bos_token=True, add_eos_token=True)
 
 
 def main():

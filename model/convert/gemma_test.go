@@ -115,3 +115,26 @@ func TestGemmaRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGemmaMergesIncomplete: a tokenizer.json whose merges lack a pair of
+// tokens that join to a token is refused — llama.cpp's SentencePiece
+// tokenizer would merge that pair where transformers' BPE does not.
+func TestGemmaMergesIncomplete(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "gemma-tiny"))); err != nil {
+		t.Fatal(err)
+	}
+	var dropped any
+	EditJSON(t, filepath.Join(dir, "tokenizer.json"), func(m map[string]any) {
+		model := m["model"].(map[string]any)
+		merges := model["merges"].([]any)
+		dropped, model["merges"] = merges[0], merges[1:]
+	})
+	src, err := Open(dir)
+	if err == nil {
+		err = src.WriteGGUF(filepath.Join(dir, "model.gguf"))
+	}
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "the merges lack that pair") {
+		t.Errorf("merge %v dropped: %v; want it refused, saying the merges lack that pair", dropped, err)
+	}
+}

@@ -164,8 +164,9 @@ func spmTokens(tj byteTokenizer, st spmTokenizer, rows int) ([]string, []int32, 
 // normal tokens whose join is a normal token is a merge — llama.cpp would
 // merge it, transformers would not.
 func spmScores(toks []string, types []int32, merges []string) ([]float32, error) {
-	id := make(map[string]int, len(toks))
+	id, all := make(map[string]int, len(toks)), make(map[string]bool, len(toks))
 	for i, t := range toks {
+		all[t] = true
 		if types[i] == 1 {
 			id[t] = i
 		}
@@ -174,7 +175,7 @@ func spmScores(toks []string, types []int32, merges []string) ([]float32, error)
 	pairs := make(map[string]bool, len(merges))
 	for r, m := range merges {
 		a, b, _ := strings.Cut(m, " ")
-		if _, ok := id[a+b]; !ok {
+		if !all[a+b] { // transformers' merges may make a byte or special token
 			return nil, fmt.Errorf("merge %d (%q) makes %q, which is no token", r, m, a+b)
 		}
 		pairs[m] = true
