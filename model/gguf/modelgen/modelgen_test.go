@@ -184,6 +184,18 @@ func TestConfigErrors(t *testing.T) {
 		{"bert pooling", func() error { c := bert; c.Pooling = 9; return c.Write(t.TempDir() + "/m") }()},
 		{"llama kv heads", func() error { c := llama; c.HeadsKV = 3; return c.Write(t.TempDir() + "/m") }()},
 		{"llama odd head size", func() error { c := llama; c.Width, c.Heads, c.HeadsKV = 12, 4, 4; return c.Write(t.TempDir() + "/m") }()},
+		{"gemma kv heads", func() error { c := tinyGemma(SPMVocab(nil)); c.HeadsKV = 3; return c.Write(t.TempDir() + "/m") }()},
+		{"gemma no window", func() error { c := tinyGemma(SPMVocab(nil)); c.Window = 0; return c.Write(t.TempDir() + "/m") }()},
+		{"gemma no pooling", func() error {
+			c := tinyGemma(SPMVocab(nil))
+			c.Pooling = PoolingNone
+			return c.Write(t.TempDir() + "/m")
+		}()},
+		{"gemma fill", func() error {
+			c := tinyGemma(SPMVocab(nil))
+			c.DenseWidth, c.Fill = 0, map[string]func(int, []float32){"dense_2.weight": nil}
+			return c.Write(t.TempDir() + "/m")
+		}()},
 	}
 	for _, tt := range tests {
 		if !errors.Is(tt.err, ErrConfig) {
