@@ -138,3 +138,40 @@ func TestGemmaMergesIncomplete(t *testing.T) {
 		t.Errorf("merge %v dropped: %v; want it refused, saying the merges lack that pair", dropped, err)
 	}
 }
+
+// TestGemmaTransformers4Config: the config.json spelling of transformers 4
+// (google/embeddinggemma-300m's: rope_theta and rope_local_base_freq, not
+// rope_parameters) converts as transformers 5's does, the full layers'
+// rotary base and the window carried.
+func TestGemmaTransformers4Config(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "gemma-tiny"))); err != nil {
+		t.Fatal(err)
+	}
+	EditJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) {
+		delete(m, "rope_parameters")
+		m["rope_theta"], m["rope_local_base_freq"], m["rope_scaling"], m["sliding_window_pattern"] = 1e6, 1e4, nil, 6
+	})
+	src, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "model.gguf")
+	if err := src.WriteGGUF(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.Float("gemma-embedding.rope.freq_base"); got != 1e6 {
+		t.Errorf("rope.freq_base %v; want 1e6", got)
+	}
+	if got, _ := f.Uint("gemma-embedding.attention.sliding_window"); got != 8 {
+		t.Errorf("attention.sliding_window %d; want 8", got)
+	}
+	EditJSON(t, filepath.Join(dir, "config.json"), func(m map[string]any) { m["rope_local_base_freq"] = 2e4 })
+	if _, err := Open(dir); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "rope_local_base_freq") {
+		t.Errorf("rope_local_base_freq 20000: %v; want refused, naming it", err)
+	}
+}
