@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/synapse-embed/synapse/model/modelcache"
 )
 
 // gemmaReference is model/convert/testdata/gemma-tiny.reference.json: what
@@ -84,5 +86,53 @@ func TestGemmaEmbedding(t *testing.T) {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("inspect: %q missing\n%s", want, res.stdout)
 		}
+	}
+}
+
+// TestGemmaRefusedCausal: a Gemma 3 text model without bidirectional
+// attention (a generator, not EmbeddingGemma) exits 2 from embed and models
+// add, naming the setting and the architecture synapse converts, and the
+// model cache stays empty.
+func TestGemmaRefusedCausal(t *testing.T) {
+	work := t.TempDir()
+	model := filepath.Join(work, "gemma-causal")
+	if err := os.CopyFS(model, os.DirFS(gemmaDir)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(model, "config.json")
+	var m map[string]any
+	b, err := os.ReadFile(cfg)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m["use_bidirectional_attention"] = false
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(work, "models")
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+store) // a refused directory is checked after the engine libraries
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "the cell"}})
+	for _, args := range [][]string{{"embed", in, "-m", model, "-o", filepath.Join(work, "out.arrow")}, {"models", "add", model}} {
+		r := runSynapse(t, env, args...)
+		r.wantCode(t, exitUsage)
+		for _, w := range []string{"config.json", "use_bidirectional_attention false", "gemma-embedding"} {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("synapse %s: stderr does not name %q:\n%s", args[0], w, r.stderr)
+			}
+		}
+	}
+	s, err := modelcache.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := s.Entries(); len(entries) != 0 {
+		t.Errorf("cache entries %v; want none", entries)
 	}
 }
