@@ -158,6 +158,15 @@ func (c GemmaEmbedding) tensors() []spec {
 	return s
 }
 
+// EmbeddingGemma300M has the shape of google/embeddinggemma-300m (24 layers,
+// 768 wide, 3 heads of 256 with one KV head, FFN 1152, a window of 512,
+// Dense 768 → 3072 → 768, mean pooling; float32) at a 512-token context,
+// for benchmarks against BERTBase.
+func EmbeddingGemma300M(v Vocab) GemmaEmbedding {
+	return GemmaEmbedding{Name: "synapse-embeddinggemma-300m-random", Layers: 24, Width: 768, Heads: 3, HeadsKV: 1, HeadDim: 256,
+		FFN: 1152, Context: 512, Window: 512, Pooling: PoolingMean, DenseWidth: 3072, RopeBase: 1e6, Eps: 1e-6, Seed: DefaultSeed, Vocab: v}
+}
+
 // Write writes the model to path.
 func (c GemmaEmbedding) Write(path string) error {
 	w, err := c.Writer()

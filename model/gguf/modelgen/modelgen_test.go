@@ -312,3 +312,27 @@ func BenchmarkMiniLM(b *testing.B) {
 		}
 	}
 }
+
+// TestEmbeddingGemma300MShape: the benchmark preset is a valid model of
+// embeddinggemma-300m's shape (about 300M parameters with Gemma's 262,144
+// tokens: 102M in the layers, 4.7M in the Dense projections).
+func TestEmbeddingGemma300MShape(t *testing.T) {
+	c := EmbeddingGemma300M(SPMVocab(nil))
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, s := range c.tensors() {
+		if s.name == "token_embd.weight" {
+			continue
+		}
+		k := uint64(1)
+		for _, d := range s.dims {
+			k *= d
+		}
+		n += k
+	}
+	if n < 100e6 || n > 110e6 {
+		t.Errorf("%d parameters outside the embeddings; embeddinggemma-300m has about 107M", n)
+	}
+}
