@@ -27,7 +27,7 @@ func genModelCommand() *cli.Command {
 		Hidden:       true,
 		OnUsageError: flagUsageError,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "kind", Usage: "bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base or word-vectors (learned from --train)", Value: "bert-embed"},
+			&cli.StringFlag{Name: "kind", Usage: "bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base, gemma-embedding or word-vectors (learned from --train)", Value: "bert-embed"},
 			&cli.StringFlag{Name: "vocab-from", Usage: "copy the tokenizer from this GGUF file (default: a generated vocabulary)"},
 			&cli.StringFlag{Name: "words", Usage: "word list (one per line) for the generated vocabulary (default: a built-in list)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "weight seed", Value: modelgen.DefaultSeed},
@@ -107,8 +107,12 @@ func genModel(ctx context.Context, w io.Writer, cfg genModelConfig) error {
 		c := modelgen.TinyLlama(vocab)
 		c.Seed = cfg.seed
 		write = c.Write
+	case "gemma-embedding": // embeddinggemma-300m's shape, for benchmarks
+		c := modelgen.EmbeddingGemma300M(vocab)
+		c.Seed = cfg.seed
+		write = c.Write
 	default:
-		return usagef("gen-model: --kind %q: want bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base or word-vectors", cfg.kind)
+		return usagef("gen-model: --kind %q: want bert-embed, bert-rerank, llama, minilm, minilm-rerank, bert-base, gemma-embedding or word-vectors", cfg.kind)
 	}
 	if err := write(cfg.out); err != nil {
 		return fmt.Errorf("gen-model: %w", err)
@@ -137,7 +141,7 @@ func genModelVocab(cfg genModelConfig) (modelgen.Vocab, error) {
 			return modelgen.Vocab{}, inputError(fmt.Errorf("gen-model: --words: %w", err))
 		}
 	}
-	if cfg.kind == "llama" {
+	if cfg.kind == "llama" || cfg.kind == "gemma-embedding" {
 		return modelgen.SPMVocab(words), nil
 	}
 	return modelgen.WordPieceVocab(words), nil

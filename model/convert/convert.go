@@ -17,6 +17,7 @@
 //	ModernBertForSequenceClassification                  that encoder, mean or first-token pooling, ModernBERT's head: a logits output
 //	DebertaV2ForSequenceClassification                   DeBERTa-v3 cross-encoders: disentangled attention, a graph of its own (deberta.go)
 //	Qwen3Model, Qwen3ForCausalLM                         a decoder embedder, to GGUF for llama.cpp (qwen3.go)
+//	Gemma3TextModel                                      EmbeddingGemma, to GGUF for llama.cpp's gemma-embedding (gemma.go)
 //
 // The graph computes what transformers' BertModel computes in float32:
 // embeddings (word + token type + absolute position) and LayerNorm, then
@@ -146,6 +147,7 @@ var archs = map[string]arch{
 	"DebertaV2ForSequenceClassification":  {prefixes: []string{"deberta."}, classifier: true, deberta: true},
 	"Qwen3Model":                          {prefixes: []string{"", "model."}, decoder: "qwen3", probe: qwen3Probe},
 	"Qwen3ForCausalLM":                    {prefixes: []string{"model.", ""}, decoder: "qwen3", probe: qwen3Probe},
+	"Gemma3TextModel":                     {prefixes: []string{"", "model."}, decoder: gemmaDecoder, probe: qwen3Probe},
 }
 
 // Architectures lists the architectures the converter converts, sorted.
@@ -166,6 +168,7 @@ type Source struct {
 	Weights []string // the safetensors files, sorted
 	arch    arch
 	qwen3   *qwen3Config // a Qwen3 decoder's settings
+	gemma   *gemmaConfig // an EmbeddingGemma's settings
 	// mpnetBuckets is an MPNet's relative_attention_num_buckets.
 	mpnetBuckets int
 	modern       *modernLayers  // a ModernBERT's layers
@@ -207,7 +210,9 @@ func Open(dir string) (*Source, error) {
 			return nil, err
 		}
 	}
-	if s.arch.decoder != "" {
+	if s.arch.decoder == gemmaDecoder {
+		err = s.openGemma(cfgPath, b)
+	} else if s.arch.decoder != "" {
 		err = s.openDecoder(cfgPath, b)
 	} else {
 		err = s.checkConfig(cfgPath)

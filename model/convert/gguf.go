@@ -22,6 +22,9 @@ import (
 // table is cut to it), so that synapse chunks as sentence-transformers
 // truncates.
 func (s *Source) WriteGGUF(path string) error {
+	if s.arch.decoder == gemmaDecoder {
+		return s.writeGemmaGGUF(path)
+	}
 	if s.arch.decoder != "" {
 		return s.writeQwen3GGUF(path)
 	}

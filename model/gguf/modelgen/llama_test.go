@@ -173,6 +173,7 @@ func TestLlamaCppRunsGeneratedModels(t *testing.T) {
 		{"minilm/wordpiece", demo, func(v Vocab, p string) error { return MiniLM(v).Write(p) }, llama.PoolingTypeMean, 384, bertSeqs},
 		{"llama/spm-fixture", spmVocab, func(v Vocab, p string) error { return TinyLlama(v).Write(p) }, llama.PoolingTypeMean, 64, llamaSeqs},
 		{"llama/spm-generated", spmDemo, func(v Vocab, p string) error { return TinyLlama(v).Write(p) }, llama.PoolingTypeLast, 64, llamaSeqs},
+		{"gemma-embedding/spm-generated", spmDemo, func(v Vocab, p string) error { return tinyGemma(v).Write(p) }, llama.PoolingTypeMean, 64, llamaSeqs},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,4 +245,11 @@ func TestLlamaCppTokenizesGeneratedVocab(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tinyGemma is a random-weight EmbeddingGemma: seven layers (five sliding,
+// one full, one sliding) and the Dense projections 64 → 96 → 64.
+func tinyGemma(v Vocab) GemmaEmbedding {
+	return GemmaEmbedding{Name: "tiny-gemma", Layers: 7, Width: 64, Heads: 4, HeadsKV: 2, HeadDim: 32, FFN: 128, Context: 64,
+		Window: 4, Pooling: PoolingMean, DenseWidth: 96, RopeBase: 1e6, Eps: 1e-6, Vocab: v, Seed: 5}
 }

@@ -184,6 +184,18 @@ func TestConfigErrors(t *testing.T) {
 		{"bert pooling", func() error { c := bert; c.Pooling = 9; return c.Write(t.TempDir() + "/m") }()},
 		{"llama kv heads", func() error { c := llama; c.HeadsKV = 3; return c.Write(t.TempDir() + "/m") }()},
 		{"llama odd head size", func() error { c := llama; c.Width, c.Heads, c.HeadsKV = 12, 4, 4; return c.Write(t.TempDir() + "/m") }()},
+		{"gemma kv heads", func() error { c := tinyGemma(SPMVocab(nil)); c.HeadsKV = 3; return c.Write(t.TempDir() + "/m") }()},
+		{"gemma no window", func() error { c := tinyGemma(SPMVocab(nil)); c.Window = 0; return c.Write(t.TempDir() + "/m") }()},
+		{"gemma no pooling", func() error {
+			c := tinyGemma(SPMVocab(nil))
+			c.Pooling = PoolingNone
+			return c.Write(t.TempDir() + "/m")
+		}()},
+		{"gemma fill", func() error {
+			c := tinyGemma(SPMVocab(nil))
+			c.DenseWidth, c.Fill = 0, map[string]func(int, []float32){"dense_2.weight": nil}
+			return c.Write(t.TempDir() + "/m")
+		}()},
 	}
 	for _, tt := range tests {
 		if !errors.Is(tt.err, ErrConfig) {
@@ -298,5 +310,29 @@ func BenchmarkMiniLM(b *testing.B) {
 		if err := c.Write(path); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestEmbeddingGemma300MShape: the benchmark preset is a valid model of
+// embeddinggemma-300m's shape (about 300M parameters with Gemma's 262,144
+// tokens: 102M in the layers, 4.7M in the Dense projections).
+func TestEmbeddingGemma300MShape(t *testing.T) {
+	c := EmbeddingGemma300M(SPMVocab(nil))
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, s := range c.tensors() {
+		if s.name == "token_embd.weight" {
+			continue
+		}
+		k := uint64(1)
+		for _, d := range s.dims {
+			k *= d
+		}
+		n += k
+	}
+	if n < 100e6 || n > 110e6 {
+		t.Errorf("%d parameters outside the embeddings; embeddinggemma-300m has about 107M", n)
 	}
 }
