@@ -50,22 +50,7 @@ func TestModernBERTRerank(t *testing.T) {
 		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 			t.Fatal(err)
 		}
-		cfg := filepath.Join(dir, "config.json")
-		var m map[string]any
-		b, err := os.ReadFile(cfg)
-		if err == nil {
-			err = json.Unmarshal(b, &m)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		m[key] = value
-		if b, err = json.Marshal(m); err == nil {
-			err = os.WriteFile(cfg, b, 0o644)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		setJSON(t, filepath.Join(dir, "config.json"), key, value)
 		return dir
 	}
 	for _, pooling := range []string{"mean", "cls"} {

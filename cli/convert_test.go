@@ -177,26 +177,7 @@ func TestConvertRefusesPickle(t *testing.T) {
 	if err := os.Rename(filepath.Join(model, "model.safetensors"), filepath.Join(model, "pytorch_model.bin")); err != nil {
 		t.Fatal(err)
 	}
-	store := filepath.Join(work, "models")
-	env := append(ortEnv(t), "SYNAPSE_MODELS="+store)
-	in := filepath.Join(work, "in.jsonl")
-	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "the cell"}})
-	for _, args := range [][]string{{"embed", in, "-m", model, "-o", filepath.Join(work, "out.arrow")}, {"models", "add", model}} {
-		r := runSynapse(t, env, args...)
-		r.wantCode(t, exitUsage)
-		for _, w := range []string{"pytorch_model.bin", "model.safetensors", "synapse models pull"} {
-			if !strings.Contains(r.stderr, w) {
-				t.Errorf("synapse %s: stderr does not name %q:\n%s", args[0], w, r.stderr)
-			}
-		}
-	}
-	s, err := modelcache.Open(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if entries, _ := s.Entries(); len(entries) != 0 {
-		t.Errorf("cache entries %v; want none", entries)
-	}
+	wantRefusedUncached(t, work, model, "pytorch_model.bin", "model.safetensors", "synapse models pull")
 }
 
 // TestRealConvertMiniLM embeds the reference texts with `-m` naming

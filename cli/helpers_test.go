@@ -31,6 +31,7 @@ import (
 	"github.com/synapse-embed/synapse/io/output"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
+	"github.com/synapse-embed/synapse/model/modelcache"
 	"github.com/synapse-embed/synapse/model/testmodels"
 	"github.com/synapse-embed/synapse/model/tokenize"
 )
@@ -562,5 +563,83 @@ func (e *embedding) interrupt(t *testing.T, sig syscall.Signal, within time.Dura
 	}
 	if code := e.cmd.ProcessState.ExitCode(); code != exitInterrupted {
 		t.Errorf("exit code %d; want %d\n%s", code, exitInterrupted, e.log)
+	}
+}
+
+// writeTexts writes texts as a JSONL input in dir, ids their indexes.
+func writeTexts(t *testing.T, dir, name string, texts []string) string {
+	t.Helper()
+	var docs []map[string]any
+	for i, s := range texts {
+		docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": s})
+	}
+	p := filepath.Join(dir, name)
+	writeJSONL(t, p, docs)
+	return p
+}
+
+// checkSTCosines compares an output's vectors (ids: the texts' indexes)
+// with sentence-transformers' want: min cosine ≥ 0.9999.
+func checkSTCosines(t *testing.T, name string, got vecFile, want [][]float64) {
+	t.Helper()
+	if len(got.ids) != len(want) {
+		t.Fatalf("%s: %d vectors; want %d", name, len(got.ids), len(want))
+	}
+	worst := 1.0
+	for i, id := range got.ids {
+		var k int
+		fmt.Sscan(id, &k)
+		worst = min(worst, cosine64(got.floats(i), want[k]))
+	}
+	t.Logf("%s: min cosine %.7f to sentence-transformers over %d texts", name, worst, len(want))
+	if worst < 0.9999 {
+		t.Errorf("%s: min cosine %.6f to sentence-transformers; want ≥ 0.9999", name, worst)
+	}
+}
+
+// setJSON sets key to value in the JSON object file p.
+func setJSON(t *testing.T, p, key string, value any) {
+	t.Helper()
+	var m map[string]any
+	b, err := os.ReadFile(p)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m[key] = value
+	if b, err = json.Marshal(m); err == nil {
+		err = os.WriteFile(p, b, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantRefusedUncached runs embed and models add on the model directory:
+// each must exit 2 with stderr naming every word, and the model cache (in
+// work) must stay empty.
+func wantRefusedUncached(t *testing.T, work, model string, words ...string) {
+	t.Helper()
+	store := filepath.Join(work, "models")
+	env := append(ortEnv(t), "SYNAPSE_MODELS="+store) // a refused directory is checked after the engine libraries
+	in := filepath.Join(work, "in.jsonl")
+	writeJSONL(t, in, []map[string]any{{"id": "a", "text": "the cell"}})
+	for _, args := range [][]string{{"embed", in, "-m", model, "-o", filepath.Join(work, "out.arrow")}, {"models", "add", model}} {
+		r := runSynapse(t, env, args...)
+		r.wantCode(t, exitUsage)
+		for _, w := range words {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("synapse %s: stderr does not name %q:\n%s", args[0], w, r.stderr)
+			}
+		}
+	}
+	s, err := modelcache.Open(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := s.Entries(); len(entries) != 0 {
+		t.Errorf("cache entries %v; want none", entries)
 	}
 }

@@ -45,32 +45,8 @@ func TestQwen3Embedding(t *testing.T) {
 	ref := readQwen3Reference(t)
 	dir := t.TempDir()
 	env := []string{"SYNAPSE_MODELS=" + filepath.Join(dir, "models")}
-	write := func(name string, texts []string) string {
-		var docs []map[string]any
-		for i, s := range texts {
-			docs = append(docs, map[string]any{"id": fmt.Sprint(i), "text": s})
-		}
-		p := filepath.Join(dir, name)
-		writeJSONL(t, p, docs)
-		return p
-	}
-	docs, queries := write("docs.jsonl", ref.Texts), write("queries.jsonl", ref.Queries)
-	check := func(name string, got vecFile, want [][]float64) {
-		t.Helper()
-		if len(got.ids) != len(want) {
-			t.Fatalf("%s: %d vectors; want %d", name, len(got.ids), len(want))
-		}
-		worst := 1.0
-		for i, id := range got.ids {
-			var k int
-			fmt.Sscan(id, &k)
-			worst = min(worst, cosine64(got.floats(i), want[k]))
-		}
-		t.Logf("%s: min cosine %.7f to sentence-transformers over %d texts", name, worst, len(want))
-		if worst < 0.9999 {
-			t.Errorf("%s: min cosine %.6f to sentence-transformers; want ≥ 0.9999", name, worst)
-		}
-	}
+	docs, queries := writeTexts(t, dir, "docs.jsonl", ref.Texts), writeTexts(t, dir, "queries.jsonl", ref.Queries)
+	check := func(name string, got vecFile, want [][]float64) { t.Helper(); checkSTCosines(t, name, got, want) }
 	for _, tc := range []struct{ name, batch string }{{"requests of 128 tokens", "128"}, {"requests of 4,096 tokens", "4096"}} {
 		out := filepath.Join(dir, fmt.Sprintf("docs-%s.arrow", tc.batch))
 		runSynapse(t, env, embedArgs(docs, qwen3Dir, out, "--batch-tokens", tc.batch)...).wantCode(t, exitOK)
