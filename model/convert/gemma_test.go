@@ -1,16 +1,13 @@
 package convert
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/synapse-embed/synapse/model/gguf"
-	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // TestGemmaGGUFTokenizer: the GGUF file written from the random-weight
@@ -21,59 +18,10 @@ import (
 // model's settings (mean pooling, the Dense projections 32 → 128 → 32, the
 // sliding window, head size 16 with 4 query and 2 KV heads).
 func TestGemmaGGUFTokenizer(t *testing.T) {
-	var ref struct {
-		Texts    []string  `json:"texts"`
-		TokenIDs [][]int32 `json:"token_ids"`
-	}
-	b, err := os.ReadFile("testdata/gemma-tiny.reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
-	src, err := Open("testdata/gemma-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src.Route() != FormatGGUF {
-		t.Errorf("route %s; want gguf", src.Route())
-	}
-	path := filepath.Join(t.TempDir(), "model.gguf")
-	if err := src.WriteGGUF(path); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := "gemma-embedding."
-	for key, want := range map[string]uint64{a + "pooling_type": 1, a + "context_length": 128, a + "attention.key_length": 16,
-		a + "attention.head_count": 4, a + "attention.head_count_kv": 2, a + "attention.sliding_window": 8,
-		a + "dense_2_feat_in": 32, a + "dense_2_feat_out": 128, a + "dense_3_feat_in": 128, a + "dense_3_feat_out": 32} {
-		if got, _ := f.Uint(key); got != want {
-			t.Errorf("%s = %d; want %d", key, got, want)
-		}
-	}
-	v, err := tokenize.VocabFromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenize.New(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ref.Texts) == 0 || len(ref.TokenIDs) != len(ref.Texts) {
-		t.Fatalf("%d texts, %d token id lists", len(ref.Texts), len(ref.TokenIDs))
-	}
-	for i, text := range ref.Texts {
-		if got := tok.Tokenize(text, tokenize.Options{AddSpecial: true}).IDs(); !slices.Equal(got, ref.TokenIDs[i]) {
-			t.Errorf("%q: ids %v; Hugging Face tokenizers: %v", text, got, ref.TokenIDs[i])
-		}
-	}
-	if err := src.WriteONNX(filepath.Join(t.TempDir(), "model.onnx")); !errors.Is(err, ErrRefused) {
-		t.Errorf("WriteONNX of an EmbeddingGemma: %v; want it refused (it converts to GGUF)", err)
-	}
+	checkGGUFConversion(t, "gemma-tiny", "an EmbeddingGemma", map[string]uint64{a + "pooling_type": 1, a + "context_length": 128,
+		a + "attention.key_length": 16, a + "attention.head_count": 4, a + "attention.head_count_kv": 2, a + "attention.sliding_window": 8,
+		a + "dense_2_feat_in": 32, a + "dense_2_feat_out": 128, a + "dense_3_feat_in": 128, a + "dense_3_feat_out": 32})
 }
 
 // TestGemmaRefused: what llama.cpp's gemma-embedding does not compute is
@@ -81,11 +29,7 @@ func TestGemmaGGUFTokenizer(t *testing.T) {
 // written.
 func TestGemmaRefused(t *testing.T) {
 	six := []string{"sliding_attention", "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention"}
-	for _, tc := range []struct {
-		name, file, key string
-		value           any
-		says            string
-	}{
+	checkRefusedGGUF(t, "gemma-tiny", []refusal{
 		{"causal", "config.json", "use_bidirectional_attention", false, "use_bidirectional_attention false"},
 		{"query scale", "config.json", "query_pre_attn_scalar", 32, "query_pre_attn_scalar"},
 		{"layer pattern", "config.json", "layer_types", six, "layer_types[3]"},
@@ -98,22 +42,7 @@ func TestGemmaRefused(t *testing.T) {
 		{"pooling without prompt", "1_Pooling/config.json", "include_prompt", false, "include_prompt false"},
 		{"normalizer", "tokenizer.json", "normalizer", map[string]any{"type": "NFC"}, "normalizer"},
 		{"pre-tokenizer", "tokenizer.json", "pre_tokenizer", map[string]any{"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}, "pre-tokenizer"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := editedCopy(t, "gemma-tiny", tc.file, tc.key, tc.value)
-			src, err := Open(dir)
-			out := filepath.Join(dir, "model.gguf")
-			if err == nil {
-				err = src.WriteGGUF(out)
-			}
-			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.says) {
-				t.Errorf("got %v; want it refused, saying %q", err, tc.says)
-			}
-			if _, serr := os.Stat(out); serr == nil {
-				t.Errorf("%s written despite the refusal", out)
-			}
-		})
-	}
+	})
 }
 
 // TestGemmaMergesIncomplete: a tokenizer.json whose merges lack a pair of

@@ -5,12 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/synapse-embed/synapse/model/gguf"
-	"github.com/synapse-embed/synapse/model/tokenize"
 )
 
 // TestQwen3GGUFTokenizer: the GGUF file written from the random-weight
@@ -20,64 +16,14 @@ import (
 // appended, and carries the model's settings (last-token pooling, the
 // context max_seq_length, head size 16 with 4 query and 2 KV heads).
 func TestQwen3GGUFTokenizer(t *testing.T) {
-	var ref struct {
-		Texts    []string  `json:"texts"`
-		TokenIDs [][]int32 `json:"token_ids"`
-	}
-	b, err := os.ReadFile("testdata/qwen3-tiny.reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
-	src, err := Open("testdata/qwen3-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src.Route() != FormatGGUF {
-		t.Errorf("route %s; want gguf", src.Route())
-	}
-	path := filepath.Join(t.TempDir(), "model.gguf")
-	if err := src.WriteGGUF(path); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key, want := range map[string]uint64{"qwen3.pooling_type": 3, "qwen3.context_length": 128, "qwen3.attention.key_length": 16,
-		"qwen3.attention.head_count": 4, "qwen3.attention.head_count_kv": 2} {
-		if got, _ := f.Uint(key); got != want {
-			t.Errorf("%s = %d; want %d", key, got, want)
-		}
-	}
-	v, err := tokenize.VocabFromGGUF(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenize.New(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, text := range ref.Texts {
-		if got := tok.Tokenize(text, tokenize.Options{AddSpecial: true}).IDs(); !slices.Equal(got, ref.TokenIDs[i]) {
-			t.Errorf("%q: ids %v; Hugging Face tokenizers: %v", text, got, ref.TokenIDs[i])
-		}
-	}
-	if err := src.WriteONNX(filepath.Join(t.TempDir(), "model.onnx")); !errors.Is(err, ErrRefused) {
-		t.Errorf("WriteONNX of a Qwen3 decoder: %v; want it refused (it converts to GGUF)", err)
-	}
+	checkGGUFConversion(t, "qwen3-tiny", "a Qwen3 decoder", map[string]uint64{"qwen3.pooling_type": 3, "qwen3.context_length": 128,
+		"qwen3.attention.key_length": 16, "qwen3.attention.head_count": 4, "qwen3.attention.head_count_kv": 2})
 }
 
 // TestQwen3Refused: what the GGUF route does not implement is refused by
 // Open or WriteGGUF, naming the setting, before anything is written.
 func TestQwen3Refused(t *testing.T) {
-	for _, tc := range []struct {
-		name, file, key string
-		value           any
-		says            string
-	}{
+	checkRefusedGGUF(t, "qwen3-tiny", []refusal{
 		{"rope scaling", "config.json", "rope_scaling", map[string]any{"rope_type": "yarn", "factor": 4}, "rope scaling"},
 		{"rope parameters", "config.json", "rope_parameters", map[string]any{"rope_type": "linear", "rope_theta": 1e6}, "rope scaling"},
 		{"attention bias", "config.json", "attention_bias", true, "attention_bias"},
@@ -86,19 +32,7 @@ func TestQwen3Refused(t *testing.T) {
 		{"KV heads", "config.json", "num_key_value_heads", 3, "num_key_value_heads"},
 		{"pre-tokenizer", "tokenizer.json", "pre_tokenizer", map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}, "Qwen2's byte-level BPE"},
 		{"post-processor", "tokenizer.json", "post_processor", map[string]any{"type": "BertProcessing", "sep": []any{"<|im_end|>", 2}, "cls": []any{"<|im_start|>", 1}}, "post-processor"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := editedCopy(t, "qwen3-tiny", tc.file, tc.key, tc.value)
-			src, err := Open(dir)
-			out := filepath.Join(dir, "model.gguf")
-			if err == nil {
-				err = src.WriteGGUF(out)
-			}
-			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.says) {
-				t.Errorf("got %v; want it refused, saying %q", err, tc.says)
-			}
-		})
-	}
+	})
 }
 
 // TestDistilBERTRefused: DistilBERT's sinusoidal position embeddings are
