@@ -108,49 +108,14 @@ func (c GemmaEmbedding) Writer() (*gguf.Writer, error) {
 			{a + "dense_3_feat_in", uint32(c.DenseWidth)}, {a + "dense_3_feat_out", uint32(c.Width)},
 		}...)
 	}
-	for _, kv := range kvs {
-		if err := w.Set(kv.k, kv.v); err != nil {
-			return nil, fmt.Errorf("modelgen: %w", err)
-		}
-	}
-	if err := c.Vocab.set(w); err != nil {
-		return nil, err
-	}
-	specs := c.tensors()
-	for name := range c.Fill {
-		if !hasSpec(specs, name) {
-			return nil, fmt.Errorf("%w: gemma: Fill names %q, which the model does not have", ErrConfig, name)
-		}
-	}
-	return w, addTensorsWith(w, c.Seed, specs, c.Fill)
+	return w, writeDecoder(w, "gemma", kvs, c.Vocab, c.tensors(), c.Seed, c.Fill)
 }
 
 // tensors lists the model's tensors, ne order ([in, out] for a matrix:
 // a torch Linear's rows).
 func (c GemmaEmbedding) tensors() []spec {
-	W, F, V := uint64(c.Width), uint64(c.FFN), uint64(c.Vocab.Size())
-	Q, KV, D := uint64(c.Heads*c.HeadDim), uint64(c.HeadsKV*c.HeadDim), uint64(c.HeadDim)
-	f32 := gguf.GGMLTypeF32
-	s := []spec{{"token_embd.weight", f32, []uint64{W, V}, initNormal}}
-	for i := range c.Layers {
-		b := fmt.Sprintf("blk.%d.", i)
-		s = append(s,
-			spec{b + "attn_norm.weight", f32, []uint64{W}, initOnes},
-			spec{b + "attn_q.weight", f32, []uint64{W, Q}, initNormal},
-			spec{b + "attn_k.weight", f32, []uint64{W, KV}, initNormal},
-			spec{b + "attn_v.weight", f32, []uint64{W, KV}, initNormal},
-			spec{b + "attn_output.weight", f32, []uint64{Q, W}, initNormal},
-			spec{b + "attn_q_norm.weight", f32, []uint64{D}, initOnes},
-			spec{b + "attn_k_norm.weight", f32, []uint64{D}, initOnes},
-			spec{b + "post_attention_norm.weight", f32, []uint64{W}, initOnes},
-			spec{b + "ffn_norm.weight", f32, []uint64{W}, initOnes},
-			spec{b + "ffn_gate.weight", f32, []uint64{W, F}, initNormal},
-			spec{b + "ffn_up.weight", f32, []uint64{W, F}, initNormal},
-			spec{b + "ffn_down.weight", f32, []uint64{F, W}, initNormal},
-			spec{b + "post_ffw_norm.weight", f32, []uint64{W}, initOnes},
-		)
-	}
-	s = append(s, spec{"output_norm.weight", f32, []uint64{W}, initOnes})
+	W, f32 := uint64(c.Width), gguf.GGMLTypeF32
+	s := decoderTensors(c.Layers, W, uint64(c.FFN), uint64(c.Vocab.Size()), uint64(c.Heads*c.HeadDim), uint64(c.HeadsKV*c.HeadDim), uint64(c.HeadDim), true)
 	if c.DenseWidth > 0 {
 		E := uint64(c.DenseWidth)
 		s = append(s, spec{"dense_2.weight", f32, []uint64{W, E}, initNormal}, spec{"dense_3.weight", f32, []uint64{E, W}, initNormal})

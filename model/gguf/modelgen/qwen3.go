@@ -57,7 +57,7 @@ func (c Qwen3) Writer() (*gguf.Writer, error) {
 		return nil, err
 	}
 	w := gguf.NewWriter()
-	for _, kv := range []struct {
+	kvs := []struct {
 		k string
 		v any
 	}{
@@ -76,31 +76,46 @@ func (c Qwen3) Writer() (*gguf.Writer, error) {
 		{"qwen3.attention.layer_norm_rms_epsilon", c.Eps},
 		{"qwen3.pooling_type", uint32(c.Pooling)},
 		{"general.file_type", uint32(0)}, // all F32
-	} {
-		if err := w.Set(kv.k, kv.v); err != nil {
-			return nil, fmt.Errorf("modelgen: %w", err)
-		}
 	}
-	if err := c.Vocab.set(w); err != nil {
-		return nil, err
-	}
-	specs := c.tensors()
-	for name := range c.Fill {
-		if !hasSpec(specs, name) {
-			return nil, fmt.Errorf("%w: qwen3: Fill names %q, which the model does not have", ErrConfig, name)
-		}
-	}
-	return w, addTensorsWith(w, c.Seed, specs, c.Fill)
+	return w, writeDecoder(w, "qwen3", kvs, c.Vocab, c.tensors(), c.Seed, c.Fill)
 }
 
 // tensors lists the model's tensors, ne order ([in, out] for a matrix:
 // a torch Linear's rows).
 func (c Qwen3) tensors() []spec {
-	W, F, V := uint64(c.Width), uint64(c.FFN), uint64(c.Vocab.Size())
-	Q, KV, D := uint64(c.Heads*c.HeadDim), uint64(c.HeadsKV*c.HeadDim), uint64(c.HeadDim)
+	return decoderTensors(c.Layers, uint64(c.Width), uint64(c.FFN), uint64(c.Vocab.Size()), uint64(c.Heads*c.HeadDim), uint64(c.HeadsKV*c.HeadDim), uint64(c.HeadDim), false)
+}
+
+// writeDecoder sets a decoder's metadata and vocabulary in w and adds its
+// tensors (Fill's given, the others random from seed); arch names it in a
+// configuration error.
+func writeDecoder(w *gguf.Writer, arch string, kvs []struct {
+	k string
+	v any
+}, v Vocab, specs []spec, seed uint64, fill map[string]func(int, []float32)) error {
+	for _, kv := range kvs {
+		if err := w.Set(kv.k, kv.v); err != nil {
+			return fmt.Errorf("modelgen: %w", err)
+		}
+	}
+	if err := v.set(w); err != nil {
+		return err
+	}
+	for name := range fill {
+		if !hasSpec(specs, name) {
+			return fmt.Errorf("%w: %s: Fill names %q, which the model does not have", ErrConfig, arch, name)
+		}
+	}
+	return addTensorsWith(w, seed, specs, fill)
+}
+
+// decoderTensors are a Qwen3-style decoder's tensors (width W, FFN F,
+// vocabulary V, Q and KV query and key-value widths, head size D), ne
+// order; gemma adds Gemma's norms after the attention and the FFN.
+func decoderTensors(layers int, W, F, V, Q, KV, D uint64, gemma bool) []spec {
 	f32 := gguf.GGMLTypeF32
 	s := []spec{{"token_embd.weight", f32, []uint64{W, V}, initNormal}}
-	for i := range c.Layers {
+	for i := range layers {
 		b := fmt.Sprintf("blk.%d.", i)
 		s = append(s,
 			spec{b + "attn_norm.weight", f32, []uint64{W}, initOnes},
@@ -109,12 +124,18 @@ func (c Qwen3) tensors() []spec {
 			spec{b + "attn_v.weight", f32, []uint64{W, KV}, initNormal},
 			spec{b + "attn_output.weight", f32, []uint64{Q, W}, initNormal},
 			spec{b + "attn_q_norm.weight", f32, []uint64{D}, initOnes},
-			spec{b + "attn_k_norm.weight", f32, []uint64{D}, initOnes},
+			spec{b + "attn_k_norm.weight", f32, []uint64{D}, initOnes})
+		if gemma {
+			s = append(s, spec{b + "post_attention_norm.weight", f32, []uint64{W}, initOnes})
+		}
+		s = append(s,
 			spec{b + "ffn_norm.weight", f32, []uint64{W}, initOnes},
 			spec{b + "ffn_gate.weight", f32, []uint64{W, F}, initNormal},
 			spec{b + "ffn_up.weight", f32, []uint64{W, F}, initNormal},
-			spec{b + "ffn_down.weight", f32, []uint64{F, W}, initNormal},
-		)
+			spec{b + "ffn_down.weight", f32, []uint64{F, W}, initNormal})
+		if gemma {
+			s = append(s, spec{b + "post_ffw_norm.weight", f32, []uint64{W}, initOnes})
+		}
 	}
 	return append(s, spec{"output_norm.weight", f32, []uint64{W}, initOnes})
 }
