@@ -4,14 +4,10 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/synapse-embed/synapse/engine/testenv"
-	"github.com/synapse-embed/synapse/model/convert"
 	"github.com/synapse-embed/synapse/wire"
 )
 
@@ -32,28 +28,10 @@ func TestDebertaPadded(t *testing.T) {
 func checkDebertaPadded(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
-	src := filepath.Join("..", "model", "convert", "testdata", name)
 	var ref struct {
 		TokenIDs [][]int32 `json:"token_ids"`
 	}
-	b, err := os.ReadFile(src + ".reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
-	s, err := convert.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.WriteONNX(filepath.Join(dir, "model.onnx")); err != nil {
-		t.Fatal(err)
-	}
+	dir := convertedTestdata(t, name, &ref)
 	var vecs [2][]float32
 	var dims int
 	for k, pad := range []int{0, 200} {

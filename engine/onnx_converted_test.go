@@ -28,29 +28,11 @@ func TestONNXConvertedPadded(t *testing.T) {
 		max  int // sentence-transformers' max_seq_length (tokenizer_config.json's model_max_length)
 	}{{"distilbert-tiny", 64}, {"mpnet-tiny", 128}, {"modernbert-tiny", 128}} {
 		name := tc.name
-		src := filepath.Join("..", "model", "convert", "testdata", name)
 		var ref struct {
 			TokenIDs [][]int32   `json:"token_ids"`
 			Vectors  [][]float64 `json:"vectors"`
 		}
-		b, err := os.ReadFile(src + ".reference.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, &ref); err != nil {
-			t.Fatal(err)
-		}
-		s, err := convert.Open(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.WriteONNX(filepath.Join(dir, "model.onnx")); err != nil {
-			t.Fatal(err)
-		}
+		dir := convertedTestdata(t, name, &ref)
 		seqs := make([][]int32, len(ref.TokenIDs))
 		for i, ids := range ref.TokenIDs {
 			if len(ids) > tc.max { // truncated as sentence-transformers does: the first tokens, then the last (special) one
@@ -87,4 +69,31 @@ func TestONNXConvertedPadded(t *testing.T) {
 			e.Close()
 		}
 	}
+}
+
+// convertedTestdata reads model/convert/testdata/name.reference.json into
+// ref and returns a copy of the checkpoint's directory with its converted
+// model.onnx beside its files.
+func convertedTestdata(t *testing.T, name string, ref any) string {
+	t.Helper()
+	src := filepath.Join("..", "model", "convert", "testdata", name)
+	b, err := os.ReadFile(src + ".reference.json")
+	if err == nil {
+		err = json.Unmarshal(b, ref)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := convert.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteONNX(filepath.Join(dir, "model.onnx")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
