@@ -43,25 +43,5 @@ func TestGemmaGGUFHFParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	texts := corpusTexts(t)
-	all := append(slices.Clip(texts), generated(t, tok, len(texts), 460)...)
-	var reqs []hfRequest
-	for _, text := range all {
-		for _, opt := range optionSets {
-			res := tok.Tokenize(text, opt)
-			reqs = append(reqs, hfRequest{Text: res.Text, AddSpecial: opt.AddSpecial, ParseSpecial: opt.ParseSpecial, got: res.IDs(), res: res})
-		}
-	}
-	want := hfReference(t, dir, node, filepath.Join(src.Dir, "tokenizer.json"), reqs)
-	var bad []int
-	for k, r := range reqs {
-		if !slices.Equal(r.got, want[k]) {
-			bad = append(bad, k)
-		}
-	}
-	t.Logf("%d texts, %d comparisons, %d mismatches", len(all), len(reqs), len(bad))
-	for n, k := range bad[:min(maxReported, len(bad))] {
-		m := mismatch{Vocab: "gemma-tiny", Text: reqs[k].Text, AddSpecial: reqs[k].AddSpecial, ParseSpecial: reqs[k].ParseSpecial,
-			Go: reqs[k].got, Llama: want[k], res: reqs[k].res}
-		t.Errorf("mismatch %d of %d (llama.cpp below means the HF reference):\n%s", n+1, len(bad), describe(tok.Vocab(), m))
-	}
+	compareHF(t, dir, node, "gemma-tiny", filepath.Join(src.Dir, "tokenizer.json"), tok, append(slices.Clip(texts), generated(t, tok, len(texts), 460)...))
 }

@@ -30,38 +30,45 @@ func TestHFParity(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LoadHF: %v", err)
 			}
-			all := append(slices.Clip(texts), generated(t, tok, len(texts), uint64(i)+100)...)
-			var reqs []hfRequest
-			for _, text := range all {
-				for _, opt := range optionSets {
-					res := tok.Tokenize(text, opt)
-					reqs = append(reqs, hfRequest{Text: res.Text, AddSpecial: opt.AddSpecial, ParseSpecial: opt.ParseSpecial, got: res.IDs(), res: res})
-				}
-			}
-			want := hfReference(t, dir, node, tg.path, reqs)
-			var bad []int
-			for k, r := range reqs {
-				if !slices.Equal(r.got, want[k]) {
-					bad = append(bad, k)
-				}
-			}
-			t.Logf("%d texts, %d comparisons, %d mismatches", len(all), len(reqs), len(bad))
-			for n, k := range bad[:min(maxReported, len(bad))] {
-				m := mismatch{Vocab: tg.name, Text: reqs[k].Text, AddSpecial: reqs[k].AddSpecial, ParseSpecial: reqs[k].ParseSpecial,
-					Go: reqs[k].got, Llama: want[k], res: reqs[k].res}
-				t.Errorf("mismatch %d of %d (llama.cpp below means the HF reference):\n%s", n+1, len(bad), describe(tok.Vocab(), m))
-			}
-			if path := os.Getenv(envDump); path != "" && len(bad) > 0 {
-				var ms []mismatch
-				for _, k := range bad {
-					ms = append(ms, mismatch{Vocab: tg.name, Text: reqs[k].Text, AddSpecial: reqs[k].AddSpecial,
-						ParseSpecial: reqs[k].ParseSpecial, Go: reqs[k].got, Llama: want[k]})
-				}
-				if err := dump(path, ms); err != nil {
-					t.Error(err)
-				}
-			}
+			compareHF(t, dir, node, tg.name, tg.path, tok, append(slices.Clip(texts), generated(t, tok, len(texts), uint64(i)+100)...))
 		})
+	}
+}
+
+// compareHF tokenizes every text with tok for every option set and wants
+// the ids Hugging Face tokenizers gives for the tokenizer.json at path
+// (name in messages); mismatches are reported, and dumped to $envDump.
+func compareHF(t *testing.T, dir, node, name, path string, tok tokenize.Tokenizer, all []string) {
+	t.Helper()
+	var reqs []hfRequest
+	for _, text := range all {
+		for _, opt := range optionSets {
+			res := tok.Tokenize(text, opt)
+			reqs = append(reqs, hfRequest{Text: res.Text, AddSpecial: opt.AddSpecial, ParseSpecial: opt.ParseSpecial, got: res.IDs(), res: res})
+		}
+	}
+	want := hfReference(t, dir, node, path, reqs)
+	var bad []int
+	for k, r := range reqs {
+		if !slices.Equal(r.got, want[k]) {
+			bad = append(bad, k)
+		}
+	}
+	t.Logf("%d texts, %d comparisons, %d mismatches", len(all), len(reqs), len(bad))
+	for n, k := range bad[:min(maxReported, len(bad))] {
+		m := mismatch{Vocab: name, Text: reqs[k].Text, AddSpecial: reqs[k].AddSpecial, ParseSpecial: reqs[k].ParseSpecial,
+			Go: reqs[k].got, Llama: want[k], res: reqs[k].res}
+		t.Errorf("mismatch %d of %d (llama.cpp below means the HF reference):\n%s", n+1, len(bad), describe(tok.Vocab(), m))
+	}
+	if p := os.Getenv(envDump); p != "" && len(bad) > 0 {
+		var ms []mismatch
+		for _, k := range bad {
+			ms = append(ms, mismatch{Vocab: name, Text: reqs[k].Text, AddSpecial: reqs[k].AddSpecial,
+				ParseSpecial: reqs[k].ParseSpecial, Go: reqs[k].got, Llama: want[k]})
+		}
+		if err := dump(p, ms); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
