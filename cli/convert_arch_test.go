@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,17 +21,11 @@ import (
 func checkConvertedReference(t *testing.T, name, arch string) {
 	t.Helper()
 	model := "../model/convert/testdata/" + name
-	b, err := os.ReadFile(model + ".reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref struct {
 		Texts   []string    `json:"texts"`
 		Vectors [][]float64 `json:"vectors"`
 	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
+	readConvertReference(t, name, &ref)
 	dir := t.TempDir()
 	env := []string{"SYNAPSE_MODELS=" + filepath.Join(dir, "models"), "SYNAPSE_ORT_LIB=" + testenv.ORTLib(t)}
 	var docs []map[string]any

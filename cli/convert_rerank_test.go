@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -29,13 +28,7 @@ func TestModernBERTRerank(t *testing.T) {
 		Pairs  [][2]string          `json:"pairs"`
 		Scores map[string][]float64 `json:"scores"`
 	}
-	b, err := os.ReadFile(src + ".reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
+	readConvertReference(t, "modernbert-rerank-tiny", &ref)
 	work := t.TempDir()
 	in := filepath.Join(work, "pairs.jsonl")
 	var rows []map[string]any

@@ -3,10 +3,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,19 +35,13 @@ func TestDebertaRerank(t *testing.T) {
 func checkDebertaRerank(t *testing.T, name string) {
 	t.Helper()
 	model := "../model/convert/testdata/" + name
-	b, err := os.ReadFile(model + ".reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref struct {
 		Pairs     []struct{ Query, Doc string }
 		Scores    []float64 `json:"scores"`
 		Sigmoid   []float64 `json:"sigmoid"`
 		Truncated []bool    `json:"truncated"`
 	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
+	readConvertReference(t, name, &ref)
 	if len(ref.Pairs) == 0 || len(ref.Scores) != len(ref.Pairs) || len(ref.Sigmoid) != len(ref.Pairs) || len(ref.Truncated) != len(ref.Pairs) {
 		t.Fatalf("reference: %d pairs, %d scores, %d sigmoid scores, %d truncated flags", len(ref.Pairs), len(ref.Scores), len(ref.Sigmoid), len(ref.Truncated))
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,13 +30,7 @@ const gemmaDir = "../model/convert/testdata/gemma-tiny"
 // ones, with no prompt, --prompt-name document and --prompt-name query.
 func TestGemmaEmbedding(t *testing.T) {
 	var ref gemmaReference
-	b, err := os.ReadFile("../model/convert/testdata/gemma-tiny.reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
+	readConvertReference(t, "gemma-tiny", &ref)
 	dir := t.TempDir()
 	env := []string{"SYNAPSE_MODELS=" + filepath.Join(dir, "models")}
 	docs, queries := writeTexts(t, dir, "docs.jsonl", ref.Texts), writeTexts(t, dir, "queries.jsonl", ref.Queries)

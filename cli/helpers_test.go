@@ -643,3 +643,16 @@ func wantRefusedUncached(t *testing.T, work, model string, words ...string) {
 		t.Errorf("cache entries %v; want none", entries)
 	}
 }
+
+// readConvertReference reads model/convert/testdata/name.reference.json
+// (what transformers computed for that checkpoint) into ref.
+func readConvertReference(t *testing.T, name string, ref any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "model", "convert", "testdata", name+".reference.json"))
+	if err == nil {
+		err = json.Unmarshal(b, ref)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}

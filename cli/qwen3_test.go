@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,14 +22,8 @@ const qwen3Dir = "../model/convert/testdata/qwen3-tiny"
 
 func readQwen3Reference(t *testing.T) qwen3Reference {
 	t.Helper()
-	b, err := os.ReadFile("../model/convert/testdata/qwen3-tiny.reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r qwen3Reference
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
+	readConvertReference(t, "qwen3-tiny", &r)
 	return r
 }
 
