@@ -341,33 +341,13 @@ func (e *encoder) debertaHeads(module, name, x string, rel bool, relPerm ...int6
 // residual and LayerNorm, then BERT's feed-forward layer (erf GELU),
 // residual and LayerNorm.
 func (e *encoder) debertaLayer(l int, x, bias, rel, idx string) (string, error) {
-	c := e.s.Config
-	h := int64(c.HiddenSize)
 	p := fmt.Sprintf("encoder.layer.%d.", l)
 	scores, v, err := e.debertaScores(p, x, rel, idx)
 	if err != nil {
 		return "", err
 	}
 	probs := e.node(p+"probs", "Softmax", []string{e.node(p+"scores.masked", "Add", []string{scores, bias})}, onnx.IntAttr("axis", -1))
-	ctx := e.node(p+"context.t", "Transpose", []string{e.node(p+"context", "MatMul", []string{probs, v})}, onnx.Attr{Name: "perm", Ints: []int64{0, 2, 1, 3}})
-	merged := e.node(p+"context.merged", "Reshape", []string{ctx, e.ints("c.merge_heads", 0, 0, h)})
-	attn, err := e.linear(p+"attention.output.dense", merged, h, h)
-	if err != nil {
-		return "", err
-	}
-	x1, err := e.layerNorm(p+"attention.output.LayerNorm", e.node(p+"attention.residual", "Add", []string{attn, x}))
-	if err != nil {
-		return "", err
-	}
-	inter, err := e.linear(p+"intermediate.dense", x1, h, int64(c.Intermediate))
-	if err != nil {
-		return "", err
-	}
-	out, err := e.linear(p+"output.dense", e.gelu(p+"intermediate.gelu", inter), int64(c.Intermediate), h)
-	if err != nil {
-		return "", err
-	}
-	return e.layerNorm(p+"output.LayerNorm", e.node(p+"output.residual", "Add", []string{out, x1}))
+	return e.attended(p, probs, v, x)
 }
 
 // debertaScores adds layer p's attention scores [batch, heads, seq, seq]

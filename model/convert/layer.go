@@ -34,7 +34,17 @@ func (e *encoder) layer(l int, x, bias string) (string, error) {
 	scaled := e.node(p+"scores.scaled", "Mul", []string{scores, e.scalar(p+"scale", float32(1/math.Sqrt(float64(hd))))})
 	masked := e.node(p+"scores.masked", "Add", []string{scaled, bias})
 	probs := e.node(p+"probs", "Softmax", []string{masked}, onnx.IntAttr("axis", -1))
-	ctx := e.node(p+"context", "MatMul", []string{probs, qkv[2]})
+	return e.attended(p, probs, qkv[2], x)
+}
+
+// attended adds the rest of layer p of BERT's shape once its attention
+// probabilities are known: the context (probs · v, heads merged), its
+// output projection, residual and LayerNorm, then the feed-forward layer
+// with erf GELU, residual and LayerNorm.
+func (e *encoder) attended(p, probs, v, x string) (string, error) {
+	c := e.s.Config
+	h := int64(c.HiddenSize)
+	ctx := e.node(p+"context", "MatMul", []string{probs, v})
 	ctxT := e.node(p+"context.t", "Transpose", []string{ctx}, onnx.Attr{Name: "perm", Ints: []int64{0, 2, 1, 3}})
 	merged := e.node(p+"context.merged", "Reshape", []string{ctxT, e.ints("c.merge_heads", 0, 0, h)})
 	attn, err := e.linear(p+"attention.output.dense", merged, h, h)
@@ -78,7 +88,13 @@ func (e *encoder) classifier(x string) error {
 	if err != nil {
 		return err
 	}
-	logits, err := e.linear("classifier", e.node("pooler.tanh", "Tanh", []string{pooled}), h, labels)
+	return e.logits(e.node("pooler.tanh", "Tanh", []string{pooled}), h, labels)
+}
+
+// logits adds the classifier (dense, in → labels) over x as the logits
+// output [batch, labels].
+func (e *encoder) logits(x string, in, labels int64) error {
+	logits, err := e.linear("classifier", x, in, labels)
 	if err != nil {
 		return err
 	}

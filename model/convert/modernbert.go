@@ -302,12 +302,5 @@ func (e *encoder) modernHead(x string) error {
 	if err != nil {
 		return err
 	}
-	logits, err := e.linear("classifier", normed, h, labels)
-	if err != nil {
-		return err
-	}
-	e.node("logits", "Identity", []string{logits})
-	e.g.Outputs = append(e.g.Outputs, onnx.Value{Name: "logits", Tensor: true, Elem: onnx.Float,
-		Dims: []onnx.Dim{{Param: "batch"}, {Value: labels}}})
-	return nil
+	return e.logits(normed, h, labels)
 }
