@@ -47,6 +47,29 @@ type byteTokenizer struct {
 	} `json:"post_processor"`
 }
 
+// readTokenizerJSON reads the tokenizer.json at path (size-limited) into
+// each of dst; JSON that does not decode is refused.
+func readTokenizerJSON(path string, dst ...any) error {
+	b, err := readlimit.ReadFile(path, readlimit.Tokenizer)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	for _, d := range dst {
+		if err := json.Unmarshal(b, d); err != nil {
+			return fmt.Errorf("convert: %s: %w: %v", path, ErrRefused, err)
+		}
+	}
+	return nil
+}
+
+// vocabRefusal is a vocabulary conversion's refusal of the tokenizer.json
+// at path, saying why.
+func vocabRefusal(path string) func(format string, args ...any) (modelgen.Vocab, error) {
+	return func(format string, args ...any) (modelgen.Vocab, error) {
+		return modelgen.Vocab{}, fmt.Errorf("convert: %s: %w: %s", path, ErrRefused, fmt.Sprintf(format, args...))
+	}
+}
+
 // byteLevelVocab converts a Qwen2/Qwen3 byte-level BPE tokenizer.json to
 // llama.cpp's "gpt2" vocabulary with the "qwen2" pre-tokenizer: the tokens
 // by id (padded with [PADn] to rows, the embedding's rows, as llama.cpp's
@@ -56,17 +79,11 @@ type byteTokenizer struct {
 // to every text). Another pre-tokenizer is refused: llama.cpp would split
 // the text otherwise.
 func byteLevelVocab(path string, rows int) (modelgen.Vocab, error) {
-	b, err := readlimit.ReadFile(path, readlimit.Tokenizer)
-	if err != nil {
-		return modelgen.Vocab{}, fmt.Errorf("convert: %w", err)
-	}
 	var tj byteTokenizer
-	if err := json.Unmarshal(b, &tj); err != nil {
-		return modelgen.Vocab{}, fmt.Errorf("convert: %s: %w: %v", path, ErrRefused, err)
+	if err := readTokenizerJSON(path, &tj); err != nil {
+		return modelgen.Vocab{}, err
 	}
-	refuse := func(format string, args ...any) (modelgen.Vocab, error) {
-		return modelgen.Vocab{}, fmt.Errorf("convert: %s: %w: %s", path, ErrRefused, fmt.Sprintf(format, args...))
-	}
+	refuse := vocabRefusal(path)
 	if tj.Model.Type != "BPE" || !isQwen2PreTokenizer(tj) {
 		return refuse("a Qwen3 decoder needs Qwen2's byte-level BPE tokenizer (model BPE, a Split by Qwen2's regex, then ByteLevel); this one is model %q, pre-tokenizer %q", tj.Model.Type, tj.PreTokenizer.Type)
 	}

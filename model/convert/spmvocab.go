@@ -1,11 +1,9 @@
 package convert
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/synapse-embed/synapse/io/readlimit"
 	"github.com/synapse-embed/synapse/model/gguf"
 	"github.com/synapse-embed/synapse/model/gguf/modelgen"
 )
@@ -48,21 +46,12 @@ type spmTokenizer struct {
 // lacks such a pair would tokenize otherwise, and is refused, as is any
 // other normalizer or pre-tokenizer.
 func spmVocab(path string, rows int) (modelgen.Vocab, error) {
-	b, err := readlimit.ReadFile(path, readlimit.Tokenizer)
-	if err != nil {
-		return modelgen.Vocab{}, fmt.Errorf("convert: %w", err)
-	}
 	var tj byteTokenizer
 	var st spmTokenizer
-	if err := json.Unmarshal(b, &tj); err != nil {
-		return modelgen.Vocab{}, fmt.Errorf("convert: %s: %w: %v", path, ErrRefused, err)
+	if err := readTokenizerJSON(path, &tj, &st); err != nil {
+		return modelgen.Vocab{}, err
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return modelgen.Vocab{}, fmt.Errorf("convert: %s: %w: %v", path, ErrRefused, err)
-	}
-	refuse := func(format string, args ...any) (modelgen.Vocab, error) {
-		return modelgen.Vocab{}, fmt.Errorf("convert: %s: %w: %s", path, ErrRefused, fmt.Sprintf(format, args...))
-	}
+	refuse := vocabRefusal(path)
 	if msg := spmShape(tj, st); msg != "" {
 		return refuse("%s", msg)
 	}
