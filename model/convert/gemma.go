@@ -146,9 +146,9 @@ func (g gemmaConfig) checkLayers(n int) error {
 // llama.cpp's gemma-embedding: its weights (RMSNorm weights plus one), the
 // chain's pooling and Dense projections, and its SentencePiece vocabulary.
 func (s *Source) writeGemmaGGUF(path string) error {
-	chain, err := hfmodel.ReadChain(s.Dir)
+	chain, err := s.readChain()
 	if err != nil {
-		return fmt.Errorf("convert: %s: %w: %w", s.Dir, ErrRefused, err)
+		return err
 	}
 	pooling, dense, err := gemmaChain(s.Dir, chain, s.Config.HiddenSize)
 	if err != nil {
@@ -158,30 +158,19 @@ func (s *Source) writeGemmaGGUF(path string) error {
 	if err != nil {
 		return err
 	}
-	w, err := s.openWeights()
-	if err != nil {
-		return err
-	}
-	defer w.close()
-	fill, err := s.gemmaTensors(w, vocab.Size())
-	if err != nil {
-		return err
-	}
-	width := 0
-	if len(dense) == 2 {
-		width = dense[0].Out
-		if err := denseFills(fill, dense); err != nil {
-			return err
+	return s.writeGGUFWith(path, vocab, s.gemmaTensors, func(fill map[string]func(int, []float32)) (ggufModel, error) {
+		width := 0
+		if len(dense) == 2 {
+			width = dense[0].Out
+			if err := denseFills(fill, dense); err != nil {
+				return nil, err
+			}
 		}
-	}
-	c, g := s.Config, s.gemma
-	m := modelgen.GemmaEmbedding{Name: filepath.Base(s.Dir), Layers: c.Layers, Width: c.HiddenSize, Heads: c.Heads, HeadsKV: g.KVHeads,
-		HeadDim: g.HeadDim, FFN: c.Intermediate, Context: s.ggufContext(chain), Window: g.Window, Pooling: pooling, DenseWidth: width,
-		RopeBase: float32(g.RopeTheta), Eps: float32(g.RMSNormEps), Vocab: vocab, Fill: fill}
-	if err := m.Write(path); err != nil {
-		return fmt.Errorf("convert: %w", err)
-	}
-	return nil
+		c, g := s.Config, s.gemma
+		return modelgen.GemmaEmbedding{Name: filepath.Base(s.Dir), Layers: c.Layers, Width: c.HiddenSize, Heads: c.Heads, HeadsKV: g.KVHeads,
+			HeadDim: g.HeadDim, FFN: c.Intermediate, Context: s.ggufContext(chain), Window: g.Window, Pooling: pooling, DenseWidth: width,
+			RopeBase: float32(g.RopeTheta), Eps: float32(g.RMSNormEps), Vocab: vocab, Fill: fill}, nil
+	})
 }
 
 // gemmaChain checks the sentence-transformers chain llama.cpp can carry:

@@ -31,9 +31,9 @@ func (s *Source) WriteGGUF(path string) error {
 	if s.arch.offset || s.arch.classifier || s.arch.distil || s.arch.mpnet || s.arch.modern {
 		return fmt.Errorf("convert: %s: %w: --format gguf converts BERT encoders (BertModel, BertForMaskedLM), not %s; use --format onnx", s.Dir, ErrRefused, s.Arch)
 	}
-	chain, err := hfmodel.ReadChain(s.Dir)
+	chain, err := s.readChain()
 	if err != nil {
-		return fmt.Errorf("convert: %s: %w: %w", s.Dir, ErrRefused, err)
+		return err
 	}
 	pooling, err := ggufPooling(s.Dir, chain)
 	if err != nil {
@@ -43,23 +43,48 @@ func (s *Source) WriteGGUF(path string) error {
 	if err != nil {
 		return err
 	}
+	return s.writeGGUFWith(path, vocab, s.ggufTensors, func(fill map[string]func(int, []float32)) (ggufModel, error) {
+		c := s.Config
+		types := c.TypeVocabSize
+		if types == 0 {
+			types = 2
+		}
+		return modelgen.BERT{Name: filepath.Base(s.Dir), Layers: c.Layers, Width: c.HiddenSize, Heads: c.Heads, FFN: c.Intermediate,
+			Context: s.ggufContext(chain), TokenTypes: types, Pooling: pooling, WeightType: gguf.GGMLTypeF32, Eps: c.eps(), Vocab: vocab, Fill: fill}, nil
+	})
+}
+
+// readChain reads the directory's sentence-transformers chain; one that
+// does not parse is refused.
+func (s *Source) readChain() (hfmodel.Chain, error) {
+	chain, err := hfmodel.ReadChain(s.Dir)
+	if err != nil {
+		return chain, fmt.Errorf("convert: %s: %w: %w", s.Dir, ErrRefused, err)
+	}
+	return chain, nil
+}
+
+// ggufModel is a model modelgen writes as a GGUF file.
+type ggufModel interface{ Write(path string) error }
+
+// writeGGUFWith writes the model build makes of the weights (tensors gives
+// each GGUF tensor's fill from the open weights, for a vocabulary of
+// vocab's size) to path; the weights stay open while it is written.
+func (s *Source) writeGGUFWith(path string, vocab modelgen.Vocab, tensors func(*weights, int) (map[string]func(int, []float32), error),
+	build func(fill map[string]func(int, []float32)) (ggufModel, error)) error {
 	w, err := s.openWeights()
 	if err != nil {
 		return err
 	}
 	defer w.close()
-	c := s.Config
-	ctx := s.ggufContext(chain)
-	fill, err := s.ggufTensors(w, vocab.Size())
+	fill, err := tensors(w, vocab.Size())
 	if err != nil {
 		return err
 	}
-	types := c.TypeVocabSize
-	if types == 0 {
-		types = 2
+	m, err := build(fill)
+	if err != nil {
+		return err
 	}
-	m := modelgen.BERT{Name: filepath.Base(s.Dir), Layers: c.Layers, Width: c.HiddenSize, Heads: c.Heads, FFN: c.Intermediate,
-		Context: ctx, TokenTypes: types, Pooling: pooling, WeightType: gguf.GGMLTypeF32, Eps: c.eps(), Vocab: vocab, Fill: fill}
 	if err := m.Write(path); err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}

@@ -97,9 +97,9 @@ func cmpOr(s string, p *ropeParameters) string {
 // max_position_embeddings, or max_seq_length when the sentence-transformers
 // files set a shorter one.
 func (s *Source) writeQwen3GGUF(path string) error {
-	chain, err := hfmodel.ReadChain(s.Dir)
+	chain, err := s.readChain()
 	if err != nil {
-		return fmt.Errorf("convert: %s: %w: %w", s.Dir, ErrRefused, err)
+		return err
 	}
 	pooling, err := decoderPooling(s.Dir, chain)
 	if err != nil {
@@ -109,23 +109,12 @@ func (s *Source) writeQwen3GGUF(path string) error {
 	if err != nil {
 		return err
 	}
-	w, err := s.openWeights()
-	if err != nil {
-		return err
-	}
-	defer w.close()
-	fill, err := s.qwen3Tensors(w, vocab.Size())
-	if err != nil {
-		return err
-	}
-	c, q := s.Config, s.qwen3
-	m := modelgen.Qwen3{Name: filepath.Base(s.Dir), Layers: c.Layers, Width: c.HiddenSize, Heads: c.Heads, HeadsKV: q.KVHeads,
-		HeadDim: q.HeadDim, FFN: c.Intermediate, Context: s.ggufContext(chain), Pooling: pooling,
-		RopeBase: float32(q.RopeTheta), Eps: float32(q.RMSNormEps), Vocab: vocab, Fill: fill}
-	if err := m.Write(path); err != nil {
-		return fmt.Errorf("convert: %w", err)
-	}
-	return nil
+	return s.writeGGUFWith(path, vocab, s.qwen3Tensors, func(fill map[string]func(int, []float32)) (ggufModel, error) {
+		c, q := s.Config, s.qwen3
+		return modelgen.Qwen3{Name: filepath.Base(s.Dir), Layers: c.Layers, Width: c.HiddenSize, Heads: c.Heads, HeadsKV: q.KVHeads,
+			HeadDim: q.HeadDim, FFN: c.Intermediate, Context: s.ggufContext(chain), Pooling: pooling,
+			RopeBase: float32(q.RopeTheta), Eps: float32(q.RMSNormEps), Vocab: vocab, Fill: fill}, nil
+	})
 }
 
 // ggufContext is the context a GGUF conversion gets: max_position_embeddings,
