@@ -395,17 +395,9 @@ func (e *encoder) debertaHead(x string) error {
 		return fmt.Errorf("convert: %s: %w: no tensors pooler.dense.weight and classifier.weight for %s", e.w.fileNames(), ErrRefused, e.s.Arch)
 	}
 	labels := e.w.shapeRows("classifier.weight")
-	first := e.node("pooler.first", "Gather", []string{x, e.scalarInt("c.zero_index", 0)}, onnx.IntAttr("axis", 1))
-	pooled, err := e.linear("pooler.dense", first, h, h)
+	pooled, err := e.poolerDense(x, h)
 	if err != nil {
 		return err
 	}
-	logits, err := e.linear("classifier", e.gelu("pooler.gelu", pooled), h, labels)
-	if err != nil {
-		return err
-	}
-	e.node("logits", "Identity", []string{logits})
-	e.g.Outputs = append(e.g.Outputs, onnx.Value{Name: "logits", Tensor: true, Elem: onnx.Float,
-		Dims: []onnx.Dim{{Param: "batch"}, {Value: labels}}})
-	return nil
+	return e.logits(e.gelu("pooler.gelu", pooled), h, labels)
 }

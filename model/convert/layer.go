@@ -83,12 +83,18 @@ func (e *encoder) classifier(x string) error {
 		return fmt.Errorf("convert: %s: %w: no tensor classifier.weight for %s", e.w.fileNames(), ErrRefused, e.s.Arch)
 	}
 	labels := e.w.shapeRows("classifier.weight")
-	first := e.node("pooler.first", "Gather", []string{x, e.scalarInt("c.zero_index", 0)}, onnx.IntAttr("axis", 1))
-	pooled, err := e.linear("pooler.dense", first, h, h)
+	pooled, err := e.poolerDense(x, h)
 	if err != nil {
 		return err
 	}
 	return e.logits(e.node("pooler.tanh", "Tanh", []string{pooled}), h, labels)
+}
+
+// poolerDense adds the pooler's dense layer (h → h) over the first token's
+// hidden state of x; the head's activation follows it.
+func (e *encoder) poolerDense(x string, h int64) (string, error) {
+	first := e.node("pooler.first", "Gather", []string{x, e.scalarInt("c.zero_index", 0)}, onnx.IntAttr("axis", 1))
+	return e.linear("pooler.dense", first, h, h)
 }
 
 // logits adds the classifier (dense, in → labels) over x as the logits
