@@ -79,7 +79,7 @@ func (o *EmbedOptions) checkDtype() error {
 
 // quantization decides the run's quantization once the model is loaded;
 // cur are the run's vector settings without the dtype.
-func (o *EmbedOptions) quantization(ctx context.Context, r *runner, ok outKind, k *embedKind, s *embedSink, prev *previous.Set, cur vector.Settings) (*quantization, error) {
+func (o *EmbedOptions) quantization(ctx context.Context, r *runner, kind outKind, k *embedKind, s *embedSink, prev *previous.Set, cur vector.Settings) (*quantization, error) {
 	qz := &quantization{}
 	var err error
 	switch {
@@ -90,7 +90,7 @@ func (o *EmbedOptions) quantization(ctx context.Context, r *runner, ok outKind, 
 		qz.ranges, err = rangesOf(prev.Metadata(), s.dims)
 		qz.source = "the --previous output's ranges"
 	default:
-		if err := ok.calibrates(o); err != nil {
+		if err := kind.calibrates(o); err != nil {
 			return nil, err
 		}
 		began := time.Now()
